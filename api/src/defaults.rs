@@ -1,0 +1,126 @@
+//! Defaulting: fills what is absent, never changes what the user set.
+
+use k8s_openapi::api::autoscaling::v2::{
+    HPAScalingRules, HorizontalPodAutoscalerBehavior, MetricSpec, MetricTarget, ResourceMetricSource,
+};
+use k8s_openapi::api::core::v1::{Capabilities, PodSecurityContext, SeccompProfile, SecurityContext};
+
+use crate::types::MemcachedSpec;
+
+/// Memcached image when none is given.
+pub const IMAGE: &str = "memcached:1.6";
+/// Exporter sidecar image when none is given.
+pub const EXPORTER_IMAGE: &str = "prom/memcached-exporter:v0.15.4";
+/// Replicas when neither replicas nor autoscaling is given.
+pub const REPLICAS: i32 = 1;
+/// `-m` default.
+pub const MAX_MEMORY_MB: i32 = 64;
+/// `-c` default.
+pub const MAX_CONNECTIONS: i32 = 1024;
+/// `-t` default.
+pub const THREADS: i32 = 4;
+/// `-I` default.
+pub const MAX_ITEM_SIZE: &str = "1m";
+/// Verbosity default (quiet).
+pub const VERBOSITY: i32 = 0;
+/// Anti-affinity preset default.
+pub const ANTI_AFFINITY_PRESET: &str = "soft";
+/// preStop sleep default.
+pub const PRE_STOP_DELAY_SECONDS: i32 = 10;
+/// Termination grace period default.
+pub const TERMINATION_GRACE_PERIOD_SECONDS: i32 = 30;
+/// ServiceMonitor scrape interval default.
+pub const SCRAPE_INTERVAL: &str = "30s";
+/// ServiceMonitor scrape timeout default.
+pub const SCRAPE_TIMEOUT: &str = "10s";
+/// HPA target CPU utilization default (percent).
+pub const CPU_UTILIZATION: i32 = 80;
+/// HPA scale-down stabilization window default.
+pub const SCALE_DOWN_STABILIZATION_SECONDS: i32 = 300;
+/// UID and GID memcached runs as.
+pub const MEMCACHED_UID: i64 = 11211;
+
+/// Fill every absent field that has a default. Pure and idempotent.
+pub fn apply_defaults(spec: &mut MemcachedSpec) {
+    if spec.replicas.is_none() && !spec.autoscaling_enabled() {
+        spec.replicas = Some(REPLICAS);
+    }
+    spec.image.get_or_insert_with(|| IMAGE.to_string());
+
+    let config = spec.memcached.get_or_insert_default();
+    config.max_memory_mb.get_or_insert(MAX_MEMORY_MB);
+    config.max_connections.get_or_insert(MAX_CONNECTIONS);
+    config.threads.get_or_insert(THREADS);
+    config.max_item_size.get_or_insert_with(|| MAX_ITEM_SIZE.to_string());
+    config.verbosity.get_or_insert(VERBOSITY);
+
+    if let Some(monitoring) = &mut spec.monitoring {
+        monitoring.exporter_image.get_or_insert_with(|| EXPORTER_IMAGE.to_string());
+        if let Some(sm) = &mut monitoring.service_monitor {
+            sm.interval.get_or_insert_with(|| SCRAPE_INTERVAL.to_string());
+            sm.scrape_timeout.get_or_insert_with(|| SCRAPE_TIMEOUT.to_string());
+        }
+    }
+
+    if let Some(ha) = &mut spec.high_availability {
+        ha.anti_affinity_preset.get_or_insert_with(|| ANTI_AFFINITY_PRESET.to_string());
+        if let Some(gs) = &mut ha.graceful_shutdown {
+            gs.pre_stop_delay_seconds.get_or_insert(PRE_STOP_DELAY_SECONDS);
+            gs.termination_grace_period_seconds.get_or_insert(TERMINATION_GRACE_PERIOD_SECONDS);
+        }
+    }
+
+    if let Some(autoscaling) = spec.autoscaling.as_mut().filter(|a| a.enabled == Some(true)) {
+        if autoscaling.metrics.as_ref().is_none_or(Vec::is_empty) {
+            autoscaling.metrics = Some(vec![cpu_utilization_metric()]);
+        }
+        autoscaling.behavior.get_or_insert_with(|| HorizontalPodAutoscalerBehavior {
+            scale_down: Some(HPAScalingRules {
+                stabilization_window_seconds: Some(SCALE_DOWN_STABILIZATION_SECONDS),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+
+    let security = spec.security.get_or_insert_default();
+    security.pod_security_context.get_or_insert_with(restricted_pod_security_context);
+    security.container_security_context.get_or_insert_with(restricted_container_security_context);
+}
+
+fn cpu_utilization_metric() -> MetricSpec {
+    MetricSpec {
+        type_: "Resource".to_string(),
+        resource: Some(ResourceMetricSource {
+            name: "cpu".to_string(),
+            target: MetricTarget {
+                type_: "Utilization".to_string(),
+                average_utilization: Some(CPU_UTILIZATION),
+                ..Default::default()
+            },
+        }),
+        ..Default::default()
+    }
+}
+
+/// Pod security context that passes the `restricted` Pod Security profile.
+pub fn restricted_pod_security_context() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(MEMCACHED_UID),
+        run_as_group: Some(MEMCACHED_UID),
+        fs_group: Some(MEMCACHED_UID),
+        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".to_string(), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+/// Container security context that passes the `restricted` Pod Security profile.
+pub fn restricted_container_security_context() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_string()]), ..Default::default() }),
+        ..Default::default()
+    }
+}

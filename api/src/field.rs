@@ -1,0 +1,241 @@
+//! Field errors rendered exactly like Kubernetes' `field.ErrorList`.
+
+use std::fmt;
+
+/// Longest bad value echoed back in a message; longer ones are cut.
+const MAX_SHOWN_VALUE: usize = 256;
+
+/// A field path such as `spec.memcached.extraArgs[2]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Path(String);
+
+impl Path {
+    /// A path of one or more dot-separated names.
+    pub fn new(root: &str) -> Self {
+        Path(root.to_string())
+    }
+
+    /// The path of a named child.
+    pub fn child(&self, name: &str) -> Self {
+        Path(format!("{}.{name}", self.0))
+    }
+
+    /// The path of a list element.
+    pub fn index(&self, i: usize) -> Self {
+        Path(format!("{}[{i}]", self.0))
+    }
+
+    /// The path of a map entry.
+    pub fn key(&self, k: &str) -> Self {
+        Path(format!("{}[{k}]", self.0))
+    }
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The Kubernetes error types used here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorType {
+    /// `Required value`
+    Required,
+    /// `Invalid value`
+    Invalid,
+    /// `Unsupported value`
+    NotSupported,
+    /// `Forbidden`
+    Forbidden,
+}
+
+impl ErrorType {
+    fn as_str(self) -> &'static str {
+        match self {
+            ErrorType::Required => "Required value",
+            ErrorType::Invalid => "Invalid value",
+            ErrorType::NotSupported => "Unsupported value",
+            ErrorType::Forbidden => "Forbidden",
+        }
+    }
+}
+
+/// The offending value, printed the way Go's `%v` / `%q` would.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BadValue {
+    /// No value is shown (Required, Forbidden).
+    Omitted,
+    /// An integer, printed bare.
+    Int(i64),
+    /// A string, printed quoted.
+    Str(String),
+}
+
+impl From<i32> for BadValue {
+    fn from(v: i32) -> Self {
+        BadValue::Int(v.into())
+    }
+}
+
+impl From<&str> for BadValue {
+    fn from(v: &str) -> Self {
+        BadValue::Str(v.to_string())
+    }
+}
+
+/// One field error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// The error type.
+    pub kind: ErrorType,
+    /// Where it is.
+    pub field: Path,
+    /// What was there.
+    pub value: BadValue,
+    /// Why it is wrong.
+    pub detail: String,
+}
+
+impl FieldError {
+    /// `Required value: <detail>`
+    pub fn required(field: Path, detail: impl Into<String>) -> Self {
+        Self { kind: ErrorType::Required, field, value: BadValue::Omitted, detail: detail.into() }
+    }
+
+    /// `Invalid value: <value>: <detail>`
+    pub fn invalid(field: Path, value: impl Into<BadValue>, detail: impl Into<String>) -> Self {
+        Self { kind: ErrorType::Invalid, field, value: value.into(), detail: detail.into() }
+    }
+
+    /// `Forbidden: <detail>`
+    pub fn forbidden(field: Path, detail: impl Into<String>) -> Self {
+        Self { kind: ErrorType::Forbidden, field, value: BadValue::Omitted, detail: detail.into() }
+    }
+
+    /// `Unsupported value: <value>: supported values: "a", "b"`
+    pub fn not_supported(field: Path, value: &str, supported: &[&str]) -> Self {
+        let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
+        Self {
+            kind: ErrorType::NotSupported,
+            field,
+            value: value.into(),
+            detail: format!("supported values: {}", list.join(", ")),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.kind.as_str())?;
+        match &self.value {
+            BadValue::Omitted => {}
+            BadValue::Int(v) => write!(f, ": {v}")?,
+            BadValue::Str(s) => write!(f, ": {}", go_quote(&shorten(s)))?,
+        }
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+/// Errors in the order they were found.
+pub type ErrorList = Vec<FieldError>;
+
+/// The message of `apierrors.NewInvalid`: `Memcached.memcached.c5c3.io "x" is invalid: [a, b]`.
+pub fn invalid_message(qualified_kind: &str, name: &str, errors: &[FieldError]) -> String {
+    let mut rendered: Vec<String> = Vec::with_capacity(errors.len());
+    for e in errors {
+        let s = e.to_string();
+        if !rendered.contains(&s) {
+            rendered.push(s);
+        }
+    }
+    let aggregate = match rendered.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    format!("{qualified_kind} {} is invalid: {aggregate}", go_quote(name))
+}
+
+/// Go's `strconv.Quote` for the characters that matter in messages.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn shorten(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= MAX_SHOWN_VALUE {
+        return s.into();
+    }
+    let mut end = MAX_SHOWN_VALUE;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...({} bytes)", &s[..end], s.len()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_invalid_string_value_quoted() {
+        let e = FieldError::invalid(
+            Path::new("spec.resources.limits.memory"),
+            "64Mi",
+            "memory limit must be at least 96Mi (maxMemoryMB=64Mi + 32Mi overhead)",
+        );
+        assert_eq!(
+            e.to_string(),
+            r#"spec.resources.limits.memory: Invalid value: "64Mi": memory limit must be at least 96Mi (maxMemoryMB=64Mi + 32Mi overhead)"#
+        );
+    }
+
+    #[test]
+    fn renders_integer_value_bare_and_required_without_value() {
+        let e = FieldError::invalid(Path::new("spec").child("replicas"), 3, "x");
+        assert_eq!(e.to_string(), "spec.replicas: Invalid value: 3: x");
+        let e = FieldError::required(Path::new("spec.a").index(2), "y");
+        assert_eq!(e.to_string(), "spec.a[2]: Required value: y");
+    }
+
+    #[test]
+    fn renders_not_supported_with_quoted_choices() {
+        let e = FieldError::not_supported(Path::new("spec.p"), "medium", &["soft", "hard"]);
+        assert_eq!(e.to_string(), r#"spec.p: Unsupported value: "medium": supported values: "soft", "hard""#);
+    }
+
+    #[test]
+    fn aggregates_like_kubernetes() {
+        let a = FieldError::forbidden(Path::new("spec.a"), "no");
+        let b = FieldError::required(Path::new("spec.b"), "yes");
+        assert_eq!(invalid_message("K.g", "n", &[a.clone()]), r#"K.g "n" is invalid: spec.a: Forbidden: no"#);
+        assert_eq!(
+            invalid_message("K.g", "n", &[a.clone(), b, a]),
+            r#"K.g "n" is invalid: [spec.a: Forbidden: no, spec.b: Required value: yes]"#
+        );
+    }
+
+    #[test]
+    fn quotes_like_go_and_cuts_huge_values() {
+        assert_eq!(go_quote("a\"b\\\n\u{1}é"), r#""a\"b\\\n\x01é""#);
+        let e = FieldError::invalid(Path::new("f"), "x".repeat(10_000).as_str(), "d");
+        assert!(e.to_string().len() < 400);
+        assert!(e.to_string().contains("...(10000 bytes)"));
+    }
+}
