@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use crate::field::invalid_message;
-use crate::types::{GROUP, KIND, MemcachedSpec, VERSIONS};
+use crate::types::{GROUP, KIND, MemcachedSpec, SECTIONS, VERSIONS};
 use crate::validation::{self, Options};
 use crate::{apply_defaults, validate};
 
@@ -144,13 +144,40 @@ fn decode<'a>(object: &'a Value, what: &str) -> Result<(&'a Map<String, Value>, 
     }
     let spec = match map.get("spec") {
         None | Some(Value::Null) => MemcachedSpec::default(),
-        Some(spec) => serde_path_to_error::deserialize(spec).map_err(|e| {
-            let path = e.path().to_string();
-            let at = if path == "." { "spec".to_string() } else { format!("spec.{path}") };
-            format!("{what} cannot be decoded: {at}: {}", e.inner())
-        })?,
+        Some(spec) => decode_spec(spec).map_err(|e| format!("{what} cannot be decoded: {e}"))?,
     };
     Ok((map, spec))
+}
+
+/// Decode a spec whose sections are all JSON objects.
+fn decode_spec(spec: &Value) -> Result<MemcachedSpec, String> {
+    let section_paths = std::iter::once("").chain(SECTIONS);
+    for path in section_paths {
+        let found = path.split('.').filter(|p| !p.is_empty()).try_fold(spec, |v, key| v.get(key));
+        if let Some(value) = found.filter(|v| !v.is_object() && !v.is_null()) {
+            return Err(format!("{}: invalid type: {}, expected an object", spec_path(path), json_type(value)));
+        }
+    }
+    serde_path_to_error::deserialize(spec).map_err(|e| {
+        let path = e.path().to_string();
+        format!("{}: {}", spec_path(path.trim_start_matches('.')), e.inner())
+    })
+}
+
+/// `spec` or `spec.<path>`.
+fn spec_path(path: &str) -> String {
+    if path.is_empty() { "spec".to_string() } else { format!("spec.{path}") }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
 }
 
 /// On the UPDATE that enables autoscaling, a `replicas` carried over unchanged

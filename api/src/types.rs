@@ -22,6 +22,24 @@ pub const KIND: &str = "Memcached";
 /// Served API versions; the last one is the storage version.
 pub const VERSIONS: [&str; 2] = ["v1alpha1", "v1beta1"];
 
+/// JSON paths (under `spec`) of the sections defined here rather than by
+/// k8s-openapi. serde would read a JSON array into them as a tuple; an
+/// admission request must get an error instead.
+pub const SECTIONS: [&str; 12] = [
+    "memcached",
+    "highAvailability",
+    "highAvailability.podDisruptionBudget",
+    "highAvailability.gracefulShutdown",
+    "autoscaling",
+    "monitoring",
+    "monitoring.serviceMonitor",
+    "security",
+    "security.sasl",
+    "security.tls",
+    "networkPolicy",
+    "service",
+];
+
 /// Desired state of a Memcached cluster.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

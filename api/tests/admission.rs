@@ -97,7 +97,8 @@ fn rejects_undecodable_objects_with_400() {
     let cases = [
         (json!([1, 2]), "the request's object is not a JSON object"),
         (json!({"kind": "Pod", "spec": {}}), "object.kind is \"Pod\", but this policy only judges Memcached.memcached.c5c3.io"),
-        (cr(json!("big")), "object cannot be decoded: spec: invalid type: string \"big\""),
+        (cr(json!("big")), "object cannot be decoded: spec: invalid type: string, expected an object"),
+        (cr(json!({"memcached": [64]})), "object cannot be decoded: spec.memcached: invalid type: array, expected an object"),
         (cr(json!({"replicas": "three"})), "object cannot be decoded: spec.replicas: invalid type: string \"three\", expected i32"),
         (cr(json!({"replicas": 3_000_000_000u64})), "object cannot be decoded: spec.replicas: invalid value: integer `3000000000`, expected i32"),
         (cr(json!({"tolerations": [{"tolerationSeconds": 1e300}]})), "object cannot be decoded: spec.tolerations[0].tolerationSeconds"),

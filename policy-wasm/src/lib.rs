@@ -1,1 +1,27 @@
+//! Kubewarden policy for `Memcached` (memcached.c5c3.io): waPC glue only.
+//! Every default and rule lives in `memcached-api`.
 
+pub mod request;
+pub mod settings;
+
+use kubewarden_policy_sdk::wapc_guest::CallResult;
+
+/// waPC `validate`: judge one admission request.
+pub fn validate(payload: &[u8]) -> CallResult {
+    Ok(serde_json::to_vec(&request::evaluate(payload))?)
+}
+
+/// waPC `validate_settings`: check the policy settings.
+pub fn validate_settings(payload: &[u8]) -> CallResult {
+    Ok(serde_json::to_vec(&settings::validation_response(payload))?)
+}
+
+/// Registers the policy's waPC functions.
+#[cfg(target_arch = "wasm32")]
+#[unsafe(no_mangle)]
+pub extern "C" fn wapc_init() {
+    use kubewarden_policy_sdk::wapc_guest::register_function;
+    register_function("validate", validate);
+    register_function("validate_settings", validate_settings);
+    register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
+}
