@@ -2,6 +2,7 @@
 //! object, and answer accept, mutate or reject. Transport-free: the waPC glue
 //! and the tests feed it decoded requests.
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::field::invalid_message;
@@ -46,7 +47,10 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { options: Options::default(), mutate: true }
+        Settings {
+            options: Options::default(),
+            mutate: true,
+        }
     }
 }
 
@@ -78,14 +82,22 @@ pub enum Decision {
 
 impl Decision {
     fn bad_request(message: String) -> Self {
-        Decision::Reject { message, code: REJECT_CODE, warnings: Vec::new() }
+        Decision::Reject {
+            message,
+            code: REJECT_CODE,
+            warnings: Vec::new(),
+        }
     }
 }
 
 /// Judge one admission request.
 pub fn review(request: &Request, settings: &Settings) -> Decision {
-    let accept = Decision::Accept { warnings: Vec::new() };
-    if !matches!(request.operation.as_str(), "CREATE" | "UPDATE") || !request.sub_resource.is_empty() {
+    let accept = Decision::Accept {
+        warnings: Vec::new(),
+    };
+    if !matches!(request.operation.as_str(), "CREATE" | "UPDATE")
+        || !request.sub_resource.is_empty()
+    {
         return accept;
     }
     if request.group != GROUP || request.kind != KIND {
@@ -107,7 +119,9 @@ pub fn review(request: &Request, settings: &Settings) -> Decision {
 
     let mut warnings = Vec::new();
     if request.operation == "UPDATE" {
-        let old = decode(&request.old_object, "oldObject").ok().map(|(_, old)| old);
+        let old = decode(&request.old_object, "oldObject")
+            .ok()
+            .map(|(_, old)| old);
         if let Some(warning) = release_replicas_to_autoscaler(&mut spec, old.as_ref()) {
             warnings.push(warning);
         }
@@ -116,9 +130,17 @@ pub fn review(request: &Request, settings: &Settings) -> Decision {
 
     let errors = validate(&spec, &settings.options);
     if !errors.is_empty() {
-        let name = object.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or(&request.name);
+        let name = object
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or(&request.name);
         let message = invalid_message(QUALIFIED_KIND, name, &errors);
-        return Decision::Reject { message, code: REJECT_CODE, warnings };
+        return Decision::Reject {
+            message,
+            code: REJECT_CODE,
+            warnings,
+        };
     }
     if !settings.mutate || spec == original {
         return Decision::Accept { warnings };
@@ -130,16 +152,24 @@ pub fn review(request: &Request, settings: &Settings) -> Decision {
 }
 
 /// The object as a map and its spec, or why it cannot be read.
-fn decode<'a>(object: &'a Value, what: &str) -> Result<(&'a Map<String, Value>, MemcachedSpec), String> {
+fn decode<'a>(
+    object: &'a Value,
+    what: &str,
+) -> Result<(&'a Map<String, Value>, MemcachedSpec), String> {
     let Value::Object(map) = object else {
         return Err(format!("the request's {what} is not a JSON object"));
     };
     for (field, expected) in [("apiVersion", None), ("kind", Some(KIND))] {
         match map.get(field) {
             None => {}
-            Some(Value::String(s)) if field == "apiVersion" && s.split_once('/').is_some_and(|(g, _)| g == GROUP) => {}
+            Some(Value::String(s))
+                if field == "apiVersion" && s.split_once('/').is_some_and(|(g, _)| g == GROUP) => {}
             Some(Value::String(s)) if expected == Some(s.as_str()) => {}
-            Some(other) => return Err(format!("{what}.{field} is {other}, but this policy only judges {QUALIFIED_KIND}")),
+            Some(other) => {
+                return Err(format!(
+                    "{what}.{field} is {other}, but this policy only judges {QUALIFIED_KIND}"
+                ));
+            }
         }
     }
     let spec = match map.get("spec") {
@@ -153,20 +183,38 @@ fn decode<'a>(object: &'a Value, what: &str) -> Result<(&'a Map<String, Value>, 
 fn decode_spec(spec: &Value) -> Result<MemcachedSpec, String> {
     let section_paths = std::iter::once("").chain(SECTIONS);
     for path in section_paths {
-        let found = path.split('.').filter(|p| !p.is_empty()).try_fold(spec, |v, key| v.get(key));
+        let found = path
+            .split('.')
+            .filter(|p| !p.is_empty())
+            .try_fold(spec, |v, key| v.get(key));
         if let Some(value) = found.filter(|v| !v.is_object() && !v.is_null()) {
-            return Err(format!("{}: invalid type: {}, expected an object", spec_path(path), json_type(value)));
+            return Err(format!(
+                "{}: invalid type: {}, expected an object",
+                spec_path(path),
+                json_type(value)
+            ));
         }
     }
-    serde_path_to_error::deserialize(spec).map_err(|e| {
-        let path = e.path().to_string();
-        format!("{}: {}", spec_path(path.trim_start_matches('.')), e.inner())
+    // Fast path; on error decode again, tracking the path for the message.
+    MemcachedSpec::deserialize(spec).map_err(|_| {
+        match serde_path_to_error::deserialize::<_, MemcachedSpec>(spec) {
+            Err(e) => format!(
+                "{}: {}",
+                spec_path(e.path().to_string().trim_start_matches('.')),
+                e.inner()
+            ),
+            Ok(_) => "spec cannot be decoded".to_string(),
+        }
     })
 }
 
 /// `spec` or `spec.<path>`.
 fn spec_path(path: &str) -> String {
-    if path.is_empty() { "spec".to_string() } else { format!("spec.{path}") }
+    if path.is_empty() {
+        "spec".to_string()
+    } else {
+        format!("spec.{path}")
+    }
 }
 
 fn json_type(value: &Value) -> &'static str {
@@ -183,7 +231,10 @@ fn json_type(value: &Value) -> &'static str {
 /// On the UPDATE that enables autoscaling, a `replicas` carried over unchanged
 /// from the old object (usually put there by defaulting) is dropped so a plain
 /// `kubectl apply` works; a value changed in the same request stays an error.
-fn release_replicas_to_autoscaler(spec: &mut MemcachedSpec, old: Option<&MemcachedSpec>) -> Option<String> {
+fn release_replicas_to_autoscaler(
+    spec: &mut MemcachedSpec,
+    old: Option<&MemcachedSpec>,
+) -> Option<String> {
     let old = old?;
     let replicas = spec.replicas?;
     if !spec.autoscaling_enabled() || old.autoscaling_enabled() || old.replicas != Some(replicas) {
@@ -197,14 +248,20 @@ fn release_replicas_to_autoscaler(spec: &mut MemcachedSpec, old: Option<&Memcach
 
 /// The submitted object with exactly the changes defaulting made to its spec;
 /// everything else (metadata, status, unmodelled fields) is kept as sent.
-fn defaulted_object(object: &Map<String, Value>, before: &MemcachedSpec, after: &MemcachedSpec) -> Result<Value, String> {
+fn defaulted_object(
+    object: &Map<String, Value>,
+    before: &MemcachedSpec,
+    after: &MemcachedSpec,
+) -> Result<Value, String> {
     let encode = |spec: &MemcachedSpec| match serde_json::to_value(spec) {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err("the defaulted spec cannot be encoded".to_string()),
     };
     let (before, after) = (encode(before)?, encode(after)?);
     let mut object = object.clone();
-    let spec = object.entry("spec").or_insert_with(|| Value::Object(Map::new()));
+    let spec = object
+        .entry("spec")
+        .or_insert_with(|| Value::Object(Map::new()));
     if !spec.is_object() {
         *spec = Value::Object(Map::new());
     }
@@ -215,7 +272,11 @@ fn defaulted_object(object: &Map<String, Value>, before: &MemcachedSpec, after: 
 }
 
 /// Apply to `target` what changed from `before` to `after`.
-fn apply_changes(target: &mut Map<String, Value>, before: &Map<String, Value>, after: &Map<String, Value>) {
+fn apply_changes(
+    target: &mut Map<String, Value>,
+    before: &Map<String, Value>,
+    after: &Map<String, Value>,
+) {
     for (key, new) in after {
         match (before.get(key), target.get_mut(key)) {
             (Some(old), _) if old == new => {}

@@ -1,9 +1,12 @@
 //! Defaulting: fills what is absent, never changes what the user set.
 
 use k8s_openapi::api::autoscaling::v2::{
-    HPAScalingRules, HorizontalPodAutoscalerBehavior, MetricSpec, MetricTarget, ResourceMetricSource,
+    HPAScalingRules, HorizontalPodAutoscalerBehavior, MetricSpec, MetricTarget,
+    ResourceMetricSource,
 };
-use k8s_openapi::api::core::v1::{Capabilities, PodSecurityContext, SeccompProfile, SecurityContext};
+use k8s_openapi::api::core::v1::{
+    Capabilities, PodSecurityContext, SeccompProfile, SecurityContext,
+};
 
 use crate::types::MemcachedSpec;
 
@@ -51,41 +54,60 @@ pub fn apply_defaults(spec: &mut MemcachedSpec) {
     config.max_memory_mb.get_or_insert(MAX_MEMORY_MB);
     config.max_connections.get_or_insert(MAX_CONNECTIONS);
     config.threads.get_or_insert(THREADS);
-    config.max_item_size.get_or_insert_with(|| MAX_ITEM_SIZE.to_string());
+    config
+        .max_item_size
+        .get_or_insert_with(|| MAX_ITEM_SIZE.to_string());
     config.verbosity.get_or_insert(VERBOSITY);
 
     if let Some(monitoring) = &mut spec.monitoring {
-        monitoring.exporter_image.get_or_insert_with(|| EXPORTER_IMAGE.to_string());
+        monitoring
+            .exporter_image
+            .get_or_insert_with(|| EXPORTER_IMAGE.to_string());
         if let Some(sm) = &mut monitoring.service_monitor {
-            sm.interval.get_or_insert_with(|| SCRAPE_INTERVAL.to_string());
-            sm.scrape_timeout.get_or_insert_with(|| SCRAPE_TIMEOUT.to_string());
+            sm.interval
+                .get_or_insert_with(|| SCRAPE_INTERVAL.to_string());
+            sm.scrape_timeout
+                .get_or_insert_with(|| SCRAPE_TIMEOUT.to_string());
         }
     }
 
     if let Some(ha) = &mut spec.high_availability {
-        ha.anti_affinity_preset.get_or_insert_with(|| ANTI_AFFINITY_PRESET.to_string());
+        ha.anti_affinity_preset
+            .get_or_insert_with(|| ANTI_AFFINITY_PRESET.to_string());
         if let Some(gs) = &mut ha.graceful_shutdown {
-            gs.pre_stop_delay_seconds.get_or_insert(PRE_STOP_DELAY_SECONDS);
-            gs.termination_grace_period_seconds.get_or_insert(TERMINATION_GRACE_PERIOD_SECONDS);
+            gs.pre_stop_delay_seconds
+                .get_or_insert(PRE_STOP_DELAY_SECONDS);
+            gs.termination_grace_period_seconds
+                .get_or_insert(TERMINATION_GRACE_PERIOD_SECONDS);
         }
     }
 
-    if let Some(autoscaling) = spec.autoscaling.as_mut().filter(|a| a.enabled == Some(true)) {
+    if let Some(autoscaling) = spec
+        .autoscaling
+        .as_mut()
+        .filter(|a| a.enabled == Some(true))
+    {
         if autoscaling.metrics.as_ref().is_none_or(Vec::is_empty) {
             autoscaling.metrics = Some(vec![cpu_utilization_metric()]);
         }
-        autoscaling.behavior.get_or_insert_with(|| HorizontalPodAutoscalerBehavior {
-            scale_down: Some(HPAScalingRules {
-                stabilization_window_seconds: Some(SCALE_DOWN_STABILIZATION_SECONDS),
+        autoscaling
+            .behavior
+            .get_or_insert_with(|| HorizontalPodAutoscalerBehavior {
+                scale_down: Some(HPAScalingRules {
+                    stabilization_window_seconds: Some(SCALE_DOWN_STABILIZATION_SECONDS),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
-            ..Default::default()
-        });
+            });
     }
 
     let security = spec.security.get_or_insert_default();
-    security.pod_security_context.get_or_insert_with(restricted_pod_security_context);
-    security.container_security_context.get_or_insert_with(restricted_container_security_context);
+    security
+        .pod_security_context
+        .get_or_insert_with(restricted_pod_security_context);
+    security
+        .container_security_context
+        .get_or_insert_with(restricted_container_security_context);
 }
 
 fn cpu_utilization_metric() -> MetricSpec {
@@ -110,7 +132,10 @@ pub fn restricted_pod_security_context() -> PodSecurityContext {
         run_as_user: Some(MEMCACHED_UID),
         run_as_group: Some(MEMCACHED_UID),
         fs_group: Some(MEMCACHED_UID),
-        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".to_string(), ..Default::default() }),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".to_string(),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -120,7 +145,10 @@ pub fn restricted_container_security_context() -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         read_only_root_filesystem: Some(true),
-        capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_string()]), ..Default::default() }),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_string()]),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }

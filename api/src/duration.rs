@@ -21,7 +21,9 @@ pub fn parse_millis(s: &str) -> Option<u128> {
     let mut next_unit = 0;
     let mut total: u128 = 0;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 || digits > 20 {
             return None;
         }
@@ -51,13 +53,19 @@ mod tests {
         assert_eq!(parse_millis("1m30s"), Some(90_000));
         assert_eq!(parse_millis("500ms"), Some(500));
         assert_eq!(parse_millis("1h0m"), Some(3_600_000));
-        assert_eq!(parse_millis("1y2w3d4h5m6s7ms"), Some(((365 + 14 + 3) * 24 + 4) as u128 * 3_600_000 + 5 * 60_000 + 6_000 + 7));
+        assert_eq!(
+            parse_millis("1y2w3d4h5m6s7ms"),
+            Some(((365 + 14 + 3) * 24 + 4) as u128 * 3_600_000 + 5 * 60_000 + 6_000 + 7)
+        );
         assert_eq!(parse_millis("0"), Some(0));
     }
 
     #[test]
     fn rejects_everything_else() {
-        for bad in ["", "s", "30", "1.5s", "30S", "10s1m", "1m1m", "-1s", " 30s", "30s ", "1msx", "10sec", "1ms1s"] {
+        for bad in [
+            "", "s", "30", "1.5s", "30S", "10s1m", "1m1m", "-1s", " 30s", "30s ", "1msx", "10sec",
+            "1ms1s",
+        ] {
             assert_eq!(parse_millis(bad), None, "{bad:?}");
         }
     }

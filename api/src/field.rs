@@ -100,17 +100,32 @@ pub struct FieldError {
 impl FieldError {
     /// `Required value: <detail>`
     pub fn required(field: Path, detail: impl Into<String>) -> Self {
-        Self { kind: ErrorType::Required, field, value: BadValue::Omitted, detail: detail.into() }
+        Self {
+            kind: ErrorType::Required,
+            field,
+            value: BadValue::Omitted,
+            detail: detail.into(),
+        }
     }
 
     /// `Invalid value: <value>: <detail>`
     pub fn invalid(field: Path, value: impl Into<BadValue>, detail: impl Into<String>) -> Self {
-        Self { kind: ErrorType::Invalid, field, value: value.into(), detail: detail.into() }
+        Self {
+            kind: ErrorType::Invalid,
+            field,
+            value: value.into(),
+            detail: detail.into(),
+        }
     }
 
     /// `Forbidden: <detail>`
     pub fn forbidden(field: Path, detail: impl Into<String>) -> Self {
-        Self { kind: ErrorType::Forbidden, field, value: BadValue::Omitted, detail: detail.into() }
+        Self {
+            kind: ErrorType::Forbidden,
+            field,
+            value: BadValue::Omitted,
+            detail: detail.into(),
+        }
     }
 
     /// `Unsupported value: <value>: supported values: "a", "b"`
@@ -156,7 +171,10 @@ pub fn invalid_message(qualified_kind: &str, name: &str, errors: &[FieldError]) 
         [one] => one.clone(),
         many => format!("[{}]", many.join(", ")),
     };
-    format!("{qualified_kind} {} is invalid: {aggregate}", go_quote(name))
+    format!(
+        "{qualified_kind} {} is invalid: {aggregate}",
+        go_quote(name)
+    )
 }
 
 /// Go's `strconv.Quote` for the characters that matter in messages.
@@ -170,7 +188,9 @@ pub fn go_quote(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -217,14 +237,20 @@ mod tests {
     #[test]
     fn renders_not_supported_with_quoted_choices() {
         let e = FieldError::not_supported(Path::new("spec.p"), "medium", &["soft", "hard"]);
-        assert_eq!(e.to_string(), r#"spec.p: Unsupported value: "medium": supported values: "soft", "hard""#);
+        assert_eq!(
+            e.to_string(),
+            r#"spec.p: Unsupported value: "medium": supported values: "soft", "hard""#
+        );
     }
 
     #[test]
     fn aggregates_like_kubernetes() {
         let a = FieldError::forbidden(Path::new("spec.a"), "no");
         let b = FieldError::required(Path::new("spec.b"), "yes");
-        assert_eq!(invalid_message("K.g", "n", &[a.clone()]), r#"K.g "n" is invalid: spec.a: Forbidden: no"#);
+        assert_eq!(
+            invalid_message("K.g", "n", std::slice::from_ref(&a)),
+            r#"K.g "n" is invalid: spec.a: Forbidden: no"#
+        );
         assert_eq!(
             invalid_message("K.g", "n", &[a.clone(), b, a]),
             r#"K.g "n" is invalid: [spec.a: Forbidden: no, spec.b: Required value: yes]"#

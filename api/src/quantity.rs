@@ -45,7 +45,9 @@ impl fmt::Display for QuantityError {
 impl Quantity {
     /// A whole number of units.
     pub const fn from_units(units: i64) -> Self {
-        Quantity { nanos: units as i128 * NANO }
+        Quantity {
+            nanos: units as i128 * NANO,
+        }
     }
 
     /// `n` mebi-units (`nMi`).
@@ -55,7 +57,9 @@ impl Quantity {
 
     /// The sum, capped like Kubernetes.
     pub fn saturating_add(self, other: Quantity) -> Quantity {
-        Quantity { nanos: (self.nanos + other.nanos).clamp(-CAP, CAP) }
+        Quantity {
+            nanos: (self.nanos + other.nanos).clamp(-CAP, CAP),
+        }
     }
 
     /// True when the quantity is below zero.
@@ -70,7 +74,9 @@ impl Quantity {
             Some(b'+') => (false, &input[1..]),
             _ => (false, input),
         };
-        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         let (number, suffix) = rest.split_at(number_len);
         let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
         if int_part.is_empty() && frac_part.is_empty() || frac_part.contains('.') {
@@ -88,7 +94,9 @@ impl Quantity {
         }
         let frac_len = frac_part.trim_end_matches('0').len() as i64;
         let nanos = to_nanos(digits, exp10 - frac_len + 9, exp2);
-        Ok(Quantity { nanos: if negative { -nanos } else { nanos } })
+        Ok(Quantity {
+            nanos: if negative { -nanos } else { nanos },
+        })
     }
 }
 
@@ -112,7 +120,9 @@ fn parse_suffix(suffix: &str) -> Result<(i64, u32), QuantityError> {
         "Pi" => (0, 50),
         "Ei" => (0, 60),
         _ => {
-            let exponent = suffix.strip_prefix(['e', 'E']).ok_or(QuantityError::Format)?;
+            let exponent = suffix
+                .strip_prefix(['e', 'E'])
+                .ok_or(QuantityError::Format)?;
             let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
             if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(QuantityError::Format);
@@ -135,7 +145,9 @@ fn to_nanos(digits: &str, exp10: i64, exp2: u32) -> i128 {
     if exp10 < 0 && -exp10 >= len + 19 {
         return 1;
     }
-    let Ok(mut value) = digits.parse::<BigUint>() else { return CAP };
+    let Ok(mut value) = digits.parse::<BigUint>() else {
+        return CAP;
+    };
     value <<= exp2;
     if exp10 >= 0 {
         value *= BigUint::from(10u8).pow(exp10 as u32);
@@ -159,7 +171,14 @@ impl fmt::Display for Quantity {
             };
         }
         let units = n / NANO;
-        for (suffix, shift) in [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+        for (suffix, shift) in [
+            ("Ei", 60),
+            ("Pi", 50),
+            ("Ti", 40),
+            ("Gi", 30),
+            ("Mi", 20),
+            ("Ki", 10),
+        ] {
             if units != 0 && units % (1i128 << shift) == 0 {
                 return write!(f, "{}{suffix}", units >> shift);
             }
@@ -206,22 +225,54 @@ mod tests {
         assert_eq!(q("1e100"), q("9223372036854775807"));
         assert_eq!(q("1e2147483647"), q("9223372036854775807"));
         assert_eq!(q("0.000"), q("0"));
-        assert_eq!(q("0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000001"), q("1"));
+        assert_eq!(
+            q(
+                "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000001"
+            ),
+            q("1")
+        );
     }
 
     #[test]
     fn rejects_malformed_quantities() {
-        for bad in ["", "Mi", "abc", "1.2.3", "1 Mi", "1mi", "1KiB", "--1", "1e", "1e+", "1ee3", "1e99999999999", ".", "+", "1Mi ", " 1", "\u{0}"] {
+        for bad in [
+            "",
+            "Mi",
+            "abc",
+            "1.2.3",
+            "1 Mi",
+            "1mi",
+            "1KiB",
+            "--1",
+            "1e",
+            "1e+",
+            "1ee3",
+            "1e99999999999",
+            ".",
+            "+",
+            "1Mi ",
+            " 1",
+            "\u{0}",
+        ] {
             assert_eq!(Quantity::parse(bad), Err(QuantityError::Format), "{bad:?}");
         }
-        assert_eq!(Quantity::parse(&"9".repeat(101)), Err(QuantityError::TooManyDigits));
+        assert_eq!(
+            Quantity::parse(&"9".repeat(101)),
+            Err(QuantityError::TooManyDigits)
+        );
     }
 
     #[test]
     fn formats_canonically() {
         assert_eq!(q("96Mi").to_string(), "96Mi");
-        assert_eq!(Quantity::mebi(64).saturating_add(q("100M")).to_string(), "167108864");
-        assert_eq!(Quantity::mebi(64).saturating_add(q("1000Ki")).to_string(), "66536Ki");
+        assert_eq!(
+            Quantity::mebi(64).saturating_add(q("100M")).to_string(),
+            "167108864"
+        );
+        assert_eq!(
+            Quantity::mebi(64).saturating_add(q("1000Ki")).to_string(),
+            "66536Ki"
+        );
         assert_eq!(q("1000").to_string(), "1000");
         assert_eq!(q("1.5").to_string(), "1500m");
         assert_eq!(q("1Gi").to_string(), "1Gi");

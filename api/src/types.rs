@@ -41,11 +41,32 @@ pub const SECTIONS: [&str; 12] = [
 ];
 
 /// Desired state of a Memcached cluster.
+#[cfg_attr(feature = "kube", derive(kube::CustomResource))]
+#[cfg_attr(
+    feature = "kube",
+    kube(
+        group = "memcached.c5c3.io",
+        version = "v1beta1",
+        kind = "Memcached",
+        plural = "memcacheds",
+        shortname = "mc",
+        namespaced,
+        status = "MemcachedStatus",
+        scale = r#"{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas"}"#,
+        printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicas"}"#,
+        printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas"}"#,
+        printcolumn = r#"{"name":"Hit Ratio","type":"string","jsonPath":".status.hitRatio"}"#,
+        printcolumn = r#"{"name":"Connections","type":"integer","jsonPath":".status.currentConnections"}"#,
+        printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    )
+)]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedSpec {
     /// Number of pods (0-64); must be absent while autoscaling is enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 64)))]
     pub replicas: Option<i32>,
     /// Memcached container image.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -93,22 +114,28 @@ pub struct MemcachedSpec {
 
 /// Memcached command-line parameters.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedConfig {
     /// Cache size in megabytes (`-m`, 16-65536).
     #[serde(rename = "maxMemoryMB", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 16, max = 65536)))]
     pub max_memory_mb: Option<i32>,
     /// Maximum simultaneous connections (`-c`, 1-65536).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65536)))]
     pub max_connections: Option<i32>,
     /// Worker threads (`-t`, 1-128).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 128)))]
     pub threads: Option<i32>,
     /// Maximum item size (`-I`), e.g. `1m` or `512k`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9]+(k|m)$")))]
     pub max_item_size: Option<String>,
     /// 0 = quiet, 1 = `-v`, 2 = `-vv`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 2)))]
     pub verbosity: Option<i32>,
     /// Extra raw arguments, appended after the managed ones.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -117,10 +144,12 @@ pub struct MemcachedConfig {
 
 /// High-availability settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HighAvailabilitySpec {
     /// `soft` (preferred) or `hard` (required) pod anti-affinity.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["soft", "hard"])))]
     pub anti_affinity_preset: Option<String>,
     /// Passed through to the pod spec.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -135,6 +164,7 @@ pub struct HighAvailabilitySpec {
 
 /// PodDisruptionBudget settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PdbSpec {
     /// Create the PodDisruptionBudget.
@@ -150,6 +180,7 @@ pub struct PdbSpec {
 
 /// Graceful shutdown settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct GracefulShutdownSpec {
     /// Add the preStop sleep and the grace period.
@@ -157,14 +188,17 @@ pub struct GracefulShutdownSpec {
     pub enabled: Option<bool>,
     /// Seconds the preStop hook sleeps (1-300).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 300)))]
     pub pre_stop_delay_seconds: Option<i32>,
     /// Pod termination grace period (1-600), longer than the preStop delay.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 600)))]
     pub termination_grace_period_seconds: Option<i32>,
 }
 
 /// Horizontal pod autoscaling settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AutoscalingSpec {
     /// Create a HorizontalPodAutoscaler; `spec.replicas` must then be absent.
@@ -172,9 +206,11 @@ pub struct AutoscalingSpec {
     pub enabled: Option<bool>,
     /// Lower bound of the replica count (>= 1).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub min_replicas: Option<i32>,
     /// Upper bound of the replica count (>= 1), required when enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_replicas: Option<i32>,
     /// autoscaling/v2 metrics.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -186,6 +222,7 @@ pub struct AutoscalingSpec {
 
 /// Monitoring settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MonitoringSpec {
     /// Add the exporter sidecar (and a ServiceMonitor when its CRD exists).
@@ -204,6 +241,7 @@ pub struct MonitoringSpec {
 
 /// ServiceMonitor settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceMonitorSpec {
     /// Extra labels on the ServiceMonitor (e.g. `release: prometheus`).
@@ -219,6 +257,7 @@ pub struct ServiceMonitorSpec {
 
 /// Security settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SecuritySpec {
     /// Pod-level security context.
@@ -237,6 +276,7 @@ pub struct SecuritySpec {
 
 /// SASL authentication settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SaslSpec {
     /// Require clients to authenticate.
@@ -249,6 +289,7 @@ pub struct SaslSpec {
 
 /// TLS settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TlsSpec {
     /// Serve TLS.
@@ -264,6 +305,7 @@ pub struct TlsSpec {
 
 /// NetworkPolicy settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkPolicySpec {
     /// Create the NetworkPolicy.
@@ -276,6 +318,7 @@ pub struct NetworkPolicySpec {
 
 /// Headless Service settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceSpec {
     /// Extra annotations on the Service.
@@ -285,6 +328,7 @@ pub struct ServiceSpec {
 
 /// Observed state, written by the controller.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedStatus {
     /// Desired replicas.
@@ -301,6 +345,7 @@ pub struct MemcachedStatus {
     pub current_connections: Option<i64>,
     /// hits / (hits + misses) as `"0.00"`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-1]\.\d{2}$")))]
     pub hit_ratio: Option<String>,
     /// Generation the status describes.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -316,33 +361,55 @@ pub struct MemcachedStatus {
 impl MemcachedSpec {
     /// True when `spec.autoscaling.enabled` is true.
     pub fn autoscaling_enabled(&self) -> bool {
-        self.autoscaling.as_ref().and_then(|a| a.enabled).unwrap_or(false)
+        self.autoscaling
+            .as_ref()
+            .and_then(|a| a.enabled)
+            .unwrap_or(false)
     }
 
     /// True when `spec.monitoring.enabled` is true.
     pub fn monitoring_enabled(&self) -> bool {
-        self.monitoring.as_ref().and_then(|m| m.enabled).unwrap_or(false)
+        self.monitoring
+            .as_ref()
+            .and_then(|m| m.enabled)
+            .unwrap_or(false)
     }
 
     /// True when `spec.security.sasl.enabled` is true.
     pub fn sasl_enabled(&self) -> bool {
-        self.security.as_ref().and_then(|s| s.sasl.as_ref()).and_then(|s| s.enabled).unwrap_or(false)
+        self.security
+            .as_ref()
+            .and_then(|s| s.sasl.as_ref())
+            .and_then(|s| s.enabled)
+            .unwrap_or(false)
     }
 
     /// True when `spec.security.tls.enabled` is true.
     pub fn tls_enabled(&self) -> bool {
-        self.security.as_ref().and_then(|s| s.tls.as_ref()).and_then(|t| t.enabled).unwrap_or(false)
+        self.security
+            .as_ref()
+            .and_then(|s| s.tls.as_ref())
+            .and_then(|t| t.enabled)
+            .unwrap_or(false)
     }
 
     /// The PodDisruptionBudget settings when it is enabled.
     pub fn enabled_pdb(&self) -> Option<&PdbSpec> {
-        let pdb = self.high_availability.as_ref()?.pod_disruption_budget.as_ref()?;
+        let pdb = self
+            .high_availability
+            .as_ref()?
+            .pod_disruption_budget
+            .as_ref()?;
         pdb.enabled.unwrap_or(false).then_some(pdb)
     }
 
     /// The graceful shutdown settings when they are enabled.
     pub fn enabled_graceful_shutdown(&self) -> Option<&GracefulShutdownSpec> {
-        let gs = self.high_availability.as_ref()?.graceful_shutdown.as_ref()?;
+        let gs = self
+            .high_availability
+            .as_ref()?
+            .graceful_shutdown
+            .as_ref()?;
         gs.enabled.unwrap_or(false).then_some(gs)
     }
 }

@@ -20,7 +20,10 @@ fn cr(spec: Value) -> Value {
 }
 
 fn create(spec: Value) -> Decision {
-    review(&request("CREATE", cr(spec), Value::Null), &Settings::default())
+    review(
+        &request("CREATE", cr(spec), Value::Null),
+        &Settings::default(),
+    )
 }
 
 fn rejection(decision: Decision) -> (String, u16) {
@@ -32,7 +35,9 @@ fn rejection(decision: Decision) -> (String, u16) {
 
 #[test]
 fn mutates_with_defaults_and_keeps_everything_else() {
-    let Decision::Mutate { object, warnings } = create(json!({"unmodelled": {"x": 1}, "memcached": {"maxMemoryMB": 128}})) else {
+    let Decision::Mutate { object, warnings } =
+        create(json!({"unmodelled": {"x": 1}, "memcached": {"maxMemoryMB": 128}}))
+    else {
         panic!("expected a mutation")
     };
     assert!(warnings.is_empty());
@@ -47,7 +52,10 @@ fn mutates_with_defaults_and_keeps_everything_else() {
 fn adds_a_spec_when_there_is_none() {
     let mut object = cr(Value::Null);
     object.as_object_mut().unwrap().remove("spec");
-    let Decision::Mutate { object, .. } = review(&request("CREATE", object, Value::Null), &Settings::default()) else {
+    let Decision::Mutate { object, .. } = review(
+        &request("CREATE", object, Value::Null),
+        &Settings::default(),
+    ) else {
         panic!("expected a mutation")
     };
     assert_eq!(object["spec"]["image"], "memcached:1.6");
@@ -55,23 +63,39 @@ fn adds_a_spec_when_there_is_none() {
 
 #[test]
 fn accepts_a_fully_specified_object_without_mutation() {
-    let Decision::Mutate { object, .. } = create(json!({})) else { panic!() };
-    let again = review(&request("CREATE", object, Value::Null), &Settings::default());
+    let Decision::Mutate { object, .. } = create(json!({})) else {
+        panic!()
+    };
+    let again = review(
+        &request("CREATE", object, Value::Null),
+        &Settings::default(),
+    );
     assert_eq!(again, Decision::Accept { warnings: vec![] });
 }
 
 #[test]
 fn never_mutates_when_mutation_is_off() {
-    let settings = Settings { mutate: false, ..Settings::default() };
-    assert_eq!(review(&request("CREATE", cr(json!({})), Value::Null), &settings), Decision::Accept { warnings: vec![] });
-    let bad = review(&request("CREATE", cr(json!({"replicas": 99})), Value::Null), &settings);
+    let settings = Settings {
+        mutate: false,
+        ..Settings::default()
+    };
+    assert_eq!(
+        review(&request("CREATE", cr(json!({})), Value::Null), &settings),
+        Decision::Accept { warnings: vec![] }
+    );
+    let bad = review(
+        &request("CREATE", cr(json!({"replicas": 99})), Value::Null),
+        &settings,
+    );
     assert_eq!(rejection(bad).1, 400);
 }
 
 #[test]
 fn rejects_with_every_error_in_one_message() {
-    let (message, code) = rejection(create(json!({"replicas": 3, "resources": {"limits": {"memory": "64Mi"}},
-        "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 3}}, "security": {"sasl": {"enabled": true}}})));
+    let (message, code) = rejection(create(
+        json!({"replicas": 3, "resources": {"limits": {"memory": "64Mi"}},
+        "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 3}}, "security": {"sasl": {"enabled": true}}}),
+    ));
     assert_eq!(code, 400);
     assert_eq!(
         message,
@@ -82,60 +106,115 @@ fn rejects_with_every_error_in_one_message() {
 #[test]
 fn always_accepts_delete_other_kinds_and_subresources() {
     let garbage = json!("not an object");
-    assert_eq!(review(&request("DELETE", garbage.clone(), garbage.clone()), &Settings::default()), Decision::Accept { warnings: vec![] });
+    assert_eq!(
+        review(
+            &request("DELETE", garbage.clone(), garbage.clone()),
+            &Settings::default()
+        ),
+        Decision::Accept { warnings: vec![] }
+    );
     let mut pod = request("CREATE", garbage.clone(), Value::Null);
     pod.group = String::new();
     pod.kind = "Pod".into();
-    assert_eq!(review(&pod, &Settings::default()), Decision::Accept { warnings: vec![] });
+    assert_eq!(
+        review(&pod, &Settings::default()),
+        Decision::Accept { warnings: vec![] }
+    );
     let mut status = request("UPDATE", garbage, Value::Null);
     status.sub_resource = "status".into();
-    assert_eq!(review(&status, &Settings::default()), Decision::Accept { warnings: vec![] });
+    assert_eq!(
+        review(&status, &Settings::default()),
+        Decision::Accept { warnings: vec![] }
+    );
 }
 
 #[test]
 fn rejects_undecodable_objects_with_400() {
     let cases = [
         (json!([1, 2]), "the request's object is not a JSON object"),
-        (json!({"kind": "Pod", "spec": {}}), "object.kind is \"Pod\", but this policy only judges Memcached.memcached.c5c3.io"),
-        (cr(json!("big")), "object cannot be decoded: spec: invalid type: string, expected an object"),
-        (cr(json!({"memcached": [64]})), "object cannot be decoded: spec.memcached: invalid type: array, expected an object"),
-        (cr(json!({"replicas": "three"})), "object cannot be decoded: spec.replicas: invalid type: string \"three\", expected i32"),
-        (cr(json!({"replicas": 3_000_000_000u64})), "object cannot be decoded: spec.replicas: invalid value: integer `3000000000`, expected i32"),
-        (cr(json!({"tolerations": [{"tolerationSeconds": 1e300}]})), "object cannot be decoded: spec.tolerations[0].tolerationSeconds"),
+        (
+            json!({"kind": "Pod", "spec": {}}),
+            "object.kind is \"Pod\", but this policy only judges Memcached.memcached.c5c3.io",
+        ),
+        (
+            cr(json!("big")),
+            "object cannot be decoded: spec: invalid type: string, expected an object",
+        ),
+        (
+            cr(json!({"memcached": [64]})),
+            "object cannot be decoded: spec.memcached: invalid type: array, expected an object",
+        ),
+        (
+            cr(json!({"replicas": "three"})),
+            "object cannot be decoded: spec.replicas: invalid type: string \"three\", expected i32",
+        ),
+        (
+            cr(json!({"replicas": 3_000_000_000u64})),
+            "object cannot be decoded: spec.replicas: invalid value: integer `3000000000`, expected i32",
+        ),
+        (
+            cr(json!({"tolerations": [{"tolerationSeconds": 1e300}]})),
+            "object cannot be decoded: spec.tolerations[0].tolerationSeconds",
+        ),
     ];
     for (object, expected) in cases {
-        let (message, code) = rejection(review(&request("CREATE", object.clone(), Value::Null), &Settings::default()));
+        let (message, code) = rejection(review(
+            &request("CREATE", object.clone(), Value::Null),
+            &Settings::default(),
+        ));
         assert!(message.starts_with(expected), "{object}: {message}");
         assert_eq!(code, 400);
     }
     let mut v1 = request("CREATE", cr(json!({})), Value::Null);
     v1.version = "v1".into();
-    assert!(rejection(review(&v1, &Settings::default())).0.contains("not supported"));
+    assert!(
+        rejection(review(&v1, &Settings::default()))
+            .0
+            .contains("not supported")
+    );
 }
 
 #[test]
 fn enabling_autoscaling_releases_replicas_carried_over_from_the_old_object() {
     let old = cr(json!({"replicas": 1, "resources": {"requests": {"cpu": "100m"}}}));
-    let new = cr(json!({"replicas": 1, "resources": {"requests": {"cpu": "100m"}}, "autoscaling": {"enabled": true, "maxReplicas": 5}}));
-    let Decision::Mutate { object, warnings } = review(&request("UPDATE", new.clone(), old.clone()), &Settings::default()) else {
+    let new = cr(
+        json!({"replicas": 1, "resources": {"requests": {"cpu": "100m"}}, "autoscaling": {"enabled": true, "maxReplicas": 5}}),
+    );
+    let Decision::Mutate { object, warnings } = review(
+        &request("UPDATE", new.clone(), old.clone()),
+        &Settings::default(),
+    ) else {
         panic!("expected a mutation")
     };
     assert!(object["spec"].get("replicas").is_none());
-    assert_eq!(object["spec"]["autoscaling"]["metrics"][0]["resource"]["name"], "cpu");
+    assert_eq!(
+        object["spec"]["autoscaling"]["metrics"][0]["resource"]["name"],
+        "cpu"
+    );
     assert_eq!(warnings.len(), 1);
     assert!(warnings[0].contains("spec.replicas (1) was removed"));
 
-    let changed = cr(json!({"replicas": 3, "resources": {"requests": {"cpu": "100m"}}, "autoscaling": {"enabled": true, "maxReplicas": 5}}));
-    let (message, _) = rejection(review(&request("UPDATE", changed, old), &Settings::default()));
+    let changed = cr(
+        json!({"replicas": 3, "resources": {"requests": {"cpu": "100m"}}, "autoscaling": {"enabled": true, "maxReplicas": 5}}),
+    );
+    let (message, _) = rejection(review(
+        &request("UPDATE", changed, old),
+        &Settings::default(),
+    ));
     assert!(message.contains("spec.replicas and spec.autoscaling.enabled are mutually exclusive"));
 
-    let (message, _) = rejection(review(&request("CREATE", new, Value::Null), &Settings::default()));
+    let (message, _) = rejection(review(
+        &request("CREATE", new, Value::Null),
+        &Settings::default(),
+    ));
     assert!(message.contains("mutually exclusive"));
 }
 
 #[test]
 fn carries_warnings_on_acceptance() {
-    let Decision::Mutate { warnings, .. } = create(json!({"monitoring": {"enabled": true}, "security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "s"}}}})) else {
+    let Decision::Mutate { warnings, .. } = create(
+        json!({"monitoring": {"enabled": true}, "security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "s"}}}}),
+    ) else {
         panic!()
     };
     assert_eq!(warnings.len(), 1);

@@ -19,5 +19,8 @@ pub fn defaulted(json: Value) -> MemcachedSpec {
 
 /// The rendered errors of the defaulted spec.
 pub fn errors(json: Value) -> Vec<String> {
-    validate(&defaulted(json), &Options::default()).iter().map(ToString::to_string).collect()
+    validate(&defaulted(json), &Options::default())
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }

@@ -38,7 +38,11 @@ fn keeps_every_value_the_user_set_including_zero_replicas() {
 
 #[test]
 fn is_idempotent() {
-    for input in [json!({}), json!({"autoscaling": {"enabled": true, "maxReplicas": 3}}), json!({"monitoring": {"serviceMonitor": {}}})] {
+    for input in [
+        json!({}),
+        json!({"autoscaling": {"enabled": true, "maxReplicas": 3}}),
+        json!({"monitoring": {"serviceMonitor": {}}}),
+    ] {
         let once = defaulted(input);
         let mut twice = once.clone();
         apply_defaults(&mut twice);
@@ -62,7 +66,10 @@ fn leaves_replicas_absent_while_autoscaling_and_adds_cpu_metric_and_scale_down_w
 fn leaves_disabled_autoscaling_alone_and_defaults_replicas() {
     let s = defaulted(json!({"autoscaling": {"enabled": false}}));
     assert_eq!(s.replicas, Some(1));
-    assert_eq!(to_value(s.autoscaling.unwrap()).unwrap(), json!({"enabled": false}));
+    assert_eq!(
+        to_value(s.autoscaling.unwrap()).unwrap(),
+        json!({"enabled": false})
+    );
 }
 
 #[test]
@@ -77,7 +84,10 @@ fn keeps_user_metrics_and_behavior() {
 #[test]
 fn defaults_monitoring_sections_only_when_present() {
     let s = defaulted(json!({"monitoring": {"enabled": false}}));
-    assert_eq!(to_value(s.monitoring.unwrap()).unwrap(), json!({"enabled": false, "exporterImage": "prom/memcached-exporter:v0.15.4"}));
+    assert_eq!(
+        to_value(s.monitoring.unwrap()).unwrap(),
+        json!({"enabled": false, "exporterImage": "prom/memcached-exporter:v0.15.4"})
+    );
     let s = defaulted(json!({"monitoring": {"enabled": true, "serviceMonitor": {}}}));
     assert_eq!(
         to_value(s.monitoring.unwrap().service_monitor.unwrap()).unwrap(),
@@ -89,7 +99,10 @@ fn defaults_monitoring_sections_only_when_present() {
 fn defaults_high_availability_sections_only_when_present() {
     assert_eq!(defaulted(json!({})).high_availability, None);
     let s = defaulted(json!({"highAvailability": {}}));
-    assert_eq!(to_value(s.high_availability.unwrap()).unwrap(), json!({"antiAffinityPreset": "soft"}));
+    assert_eq!(
+        to_value(s.high_availability.unwrap()).unwrap(),
+        json!({"antiAffinityPreset": "soft"})
+    );
     let s = defaulted(json!({"highAvailability": {"gracefulShutdown": {"enabled": true}}}));
     assert_eq!(
         to_value(s.high_availability.unwrap()).unwrap(),
@@ -103,7 +116,10 @@ fn keeps_sasl_and_tls_and_only_adds_missing_contexts() {
     let security = to_value(s.security.unwrap()).unwrap();
     assert_eq!(security["tls"], json!({"enabled": true}));
     assert_eq!(security["podSecurityContext"], json!({}));
-    assert_eq!(security["containerSecurityContext"]["capabilities"], json!({"drop": ["ALL"]}));
+    assert_eq!(
+        security["containerSecurityContext"]["capabilities"],
+        json!({"drop": ["ALL"]})
+    );
 }
 
 #[test]

@@ -19,7 +19,9 @@ fn accepts_the_defaulted_empty_spec() {
 fn rejects_memory_limit_below_cache_plus_overhead() {
     assert_eq!(
         memory("64Mi", 64),
-        [r#"spec.resources.limits.memory: Invalid value: "64Mi": memory limit must be at least 96Mi (maxMemoryMB=64Mi + 32Mi overhead)"#]
+        [
+            r#"spec.resources.limits.memory: Invalid value: "64Mi": memory limit must be at least 96Mi (maxMemoryMB=64Mi + 32Mi overhead)"#
+        ]
     );
     assert!(memory("96Mi", 64).is_empty());
     assert!(memory("0.09375Gi", 64).is_empty());
@@ -34,11 +36,19 @@ fn rejects_memory_limit_below_cache_plus_overhead() {
 #[test]
 fn uses_the_configured_overhead() {
     let spec = defaulted(json!({"resources": {"limits": {"memory": "96Mi"}}}));
-    let options = Options { memory_overhead: Quantity::parse("100M").unwrap(), memory_overhead_text: "100M".into() };
-    let errs: Vec<String> = validate(&spec, &options).iter().map(ToString::to_string).collect();
+    let options = Options {
+        memory_overhead: Quantity::parse("100M").unwrap(),
+        memory_overhead_text: "100M".into(),
+    };
+    let errs: Vec<String> = validate(&spec, &options)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert_eq!(
         errs,
-        [r#"spec.resources.limits.memory: Invalid value: "96Mi": memory limit must be at least 167108864 (maxMemoryMB=64Mi + 100M overhead)"#]
+        [
+            r#"spec.resources.limits.memory: Invalid value: "96Mi": memory limit must be at least 167108864 (maxMemoryMB=64Mi + 100M overhead)"#
+        ]
     );
 }
 
@@ -46,15 +56,21 @@ fn uses_the_configured_overhead() {
 fn reports_an_unparsable_quantity_as_its_own_error() {
     assert_eq!(
         memory("lots", 64),
-        [r#"spec.resources.limits.memory: Invalid value: "lots": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"#]
+        [
+            r#"spec.resources.limits.memory: Invalid value: "lots": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"#
+        ]
     );
     assert_eq!(
         errors(json!({"resources": {"requests": {"cpu": "-1"}}})),
         [r#"spec.resources.requests.cpu: Invalid value: "-1": must be greater than or equal to 0"#]
     );
     assert_eq!(
-        errors(json!({"monitoring": {"exporterResources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}})),
-        [r#"spec.monitoring.exporterResources.requests.cpu: Invalid value: "2": must be less than or equal to cpu limit of 1"#]
+        errors(
+            json!({"monitoring": {"exporterResources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}})
+        ),
+        [
+            r#"spec.monitoring.exporterResources.requests.cpu: Invalid value: "2": must be less than or equal to cpu limit of 1"#
+        ]
     );
 }
 
@@ -65,38 +81,58 @@ fn pdb_rules() {
     };
     assert_eq!(
         pdb(json!({"enabled": true, "minAvailable": 3}), 3),
-        ["spec.highAvailability.podDisruptionBudget.minAvailable: Invalid value: 3: minAvailable (3) must be less than replicas (3)"]
+        [
+            "spec.highAvailability.podDisruptionBudget.minAvailable: Invalid value: 3: minAvailable (3) must be less than replicas (3)"
+        ]
     );
     assert!(pdb(json!({"enabled": true, "minAvailable": 2}), 3).is_empty());
     assert!(pdb(json!({"enabled": true, "minAvailable": "50%"}), 1).is_empty());
     assert!(pdb(json!({"enabled": false, "minAvailable": 9}), 1).is_empty());
     assert_eq!(
-        pdb(json!({"enabled": true, "minAvailable": 1, "maxUnavailable": 1}), 3),
-        [r#"spec.highAvailability.podDisruptionBudget: Invalid value: "": minAvailable and maxUnavailable are mutually exclusive, specify only one"#]
+        pdb(
+            json!({"enabled": true, "minAvailable": 1, "maxUnavailable": 1}),
+            3
+        ),
+        [
+            r#"spec.highAvailability.podDisruptionBudget: Invalid value: "": minAvailable and maxUnavailable are mutually exclusive, specify only one"#
+        ]
     );
     assert_eq!(
         pdb(json!({"enabled": true}), 3),
-        ["spec.highAvailability.podDisruptionBudget: Required value: one of minAvailable or maxUnavailable must be set when PDB is enabled"]
+        [
+            "spec.highAvailability.podDisruptionBudget: Required value: one of minAvailable or maxUnavailable must be set when PDB is enabled"
+        ]
     );
     assert_eq!(
         pdb(json!({"enabled": true, "maxUnavailable": "150%"}), 3),
-        [r#"spec.highAvailability.podDisruptionBudget.maxUnavailable: Invalid value: "150%": must not be greater than 100%"#]
+        [
+            r#"spec.highAvailability.podDisruptionBudget.maxUnavailable: Invalid value: "150%": must not be greater than 100%"#
+        ]
     );
-    assert_eq!(pdb(json!({"enabled": true, "maxUnavailable": "half"}), 3).len(), 1);
+    assert_eq!(
+        pdb(json!({"enabled": true, "maxUnavailable": "half"}), 3).len(),
+        1
+    );
     assert_eq!(
         pdb(json!({"enabled": true, "maxUnavailable": -1}), 3),
-        ["spec.highAvailability.podDisruptionBudget.maxUnavailable: Invalid value: -1: must be greater than or equal to 0"]
+        [
+            "spec.highAvailability.podDisruptionBudget.maxUnavailable: Invalid value: -1: must be greater than or equal to 0"
+        ]
     );
 }
 
 #[test]
 fn graceful_shutdown_needs_grace_beyond_the_delay() {
     let gs = |delay: i32, grace: i32| {
-        errors(json!({"highAvailability": {"gracefulShutdown": {"enabled": true, "preStopDelaySeconds": delay, "terminationGracePeriodSeconds": grace}}}))
+        errors(
+            json!({"highAvailability": {"gracefulShutdown": {"enabled": true, "preStopDelaySeconds": delay, "terminationGracePeriodSeconds": grace}}}),
+        )
     };
     assert_eq!(
         gs(10, 10),
-        ["spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds: Invalid value: 10: terminationGracePeriodSeconds (10) must exceed preStopDelaySeconds (10)"]
+        [
+            "spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds: Invalid value: 10: terminationGracePeriodSeconds (10) must exceed preStopDelaySeconds (10)"
+        ]
     );
     assert!(gs(10, 11).is_empty());
     assert!(errors(json!({"highAvailability": {"gracefulShutdown": {"enabled": false, "preStopDelaySeconds": 10, "terminationGracePeriodSeconds": 10}}})).is_empty());
@@ -105,7 +141,9 @@ fn graceful_shutdown_needs_grace_beyond_the_delay() {
 #[test]
 fn enabled_sasl_and_tls_need_secret_names() {
     assert_eq!(
-        errors(json!({"security": {"sasl": {"enabled": true}, "tls": {"enabled": true, "certificateSecretRef": {"name": ""}}}})),
+        errors(
+            json!({"security": {"sasl": {"enabled": true}, "tls": {"enabled": true, "certificateSecretRef": {"name": ""}}}})
+        ),
         [
             "spec.security.sasl.credentialsSecretRef.name: Required value: credentialsSecretRef.name is required when SASL is enabled",
             "spec.security.tls.certificateSecretRef.name: Required value: certificateSecretRef.name is required when TLS is enabled",
@@ -117,51 +155,121 @@ fn enabled_sasl_and_tls_need_secret_names() {
 #[test]
 fn autoscaling_rules() {
     assert_eq!(
-        errors(json!({"replicas": 3, "resources": {"requests": {"cpu": "1"}}, "autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 10}})),
-        ["spec.replicas: Invalid value: 3: spec.replicas and spec.autoscaling.enabled are mutually exclusive"]
+        errors(
+            json!({"replicas": 3, "resources": {"requests": {"cpu": "1"}}, "autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 10}})
+        ),
+        [
+            "spec.replicas: Invalid value: 3: spec.replicas and spec.autoscaling.enabled are mutually exclusive"
+        ]
     );
     assert_eq!(
-        errors(json!({"resources": {"requests": {"cpu": "1"}}, "autoscaling": {"enabled": true, "minReplicas": 10, "maxReplicas": 5}})),
-        ["spec.autoscaling.minReplicas: Invalid value: 10: minReplicas (10) must not exceed maxReplicas (5)"]
+        errors(
+            json!({"resources": {"requests": {"cpu": "1"}}, "autoscaling": {"enabled": true, "minReplicas": 10, "maxReplicas": 5}})
+        ),
+        [
+            "spec.autoscaling.minReplicas: Invalid value: 10: minReplicas (10) must not exceed maxReplicas (5)"
+        ]
     );
     assert!(errors(json!({"resources": {"requests": {"cpu": "1"}}, "autoscaling": {"enabled": true, "minReplicas": 5, "maxReplicas": 5}})).is_empty());
     assert_eq!(
         errors(json!({"autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 10}})),
-        ["spec.resources.requests.cpu: Required value: resources.requests.cpu is required when using CPU utilization metrics"]
+        [
+            "spec.resources.requests.cpu: Required value: resources.requests.cpu is required when using CPU utilization metrics"
+        ]
     );
     assert_eq!(
         errors(json!({"resources": {"requests": {"cpu": "1"}}, "autoscaling": {"enabled": true}})),
-        ["spec.autoscaling.maxReplicas: Required value: maxReplicas is required when autoscaling is enabled"]
+        [
+            "spec.autoscaling.maxReplicas: Required value: maxReplicas is required when autoscaling is enabled"
+        ]
     );
     assert_eq!(
-        errors(json!({"resources": {"requests": {"cpu": "1"}}, "monitoring": {"enabled": true}, "autoscaling": {"enabled": true, "maxReplicas": 2}})),
-        ["spec.monitoring.exporterResources.requests.cpu: Required value: monitoring.exporterResources.requests.cpu is required when using CPU utilization metrics with monitoring enabled: the HPA needs a request on every container"]
+        errors(
+            json!({"resources": {"requests": {"cpu": "1"}}, "monitoring": {"enabled": true}, "autoscaling": {"enabled": true, "maxReplicas": 2}})
+        ),
+        [
+            "spec.monitoring.exporterResources.requests.cpu: Required value: monitoring.exporterResources.requests.cpu is required when using CPU utilization metrics with monitoring enabled: the HPA needs a request on every container"
+        ]
     );
     let avg_value = json!({"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "1Gi"}}});
-    assert!(errors(json!({"autoscaling": {"enabled": true, "maxReplicas": 2, "metrics": [avg_value]}})).is_empty());
+    assert!(
+        errors(json!({"autoscaling": {"enabled": true, "maxReplicas": 2, "metrics": [avg_value]}}))
+            .is_empty()
+    );
     assert!(errors(json!({"replicas": 3, "autoscaling": {"enabled": false, "minReplicas": 9, "maxReplicas": 1}})).is_empty());
 }
 
 #[test]
 fn schema_bounds_at_their_edges() {
     let cases = [
-        (json!({"replicas": -1}), "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"),
-        (json!({"replicas": 65}), "spec.replicas: Invalid value: 65: spec.replicas in body should be less than or equal to 64"),
-        (json!({"memcached": {"maxMemoryMB": 15}}), "spec.memcached.maxMemoryMB: Invalid value: 15: spec.memcached.maxMemoryMB in body should be greater than or equal to 16"),
-        (json!({"memcached": {"maxMemoryMB": 65537}}), "spec.memcached.maxMemoryMB: Invalid value: 65537: spec.memcached.maxMemoryMB in body should be less than or equal to 65536"),
-        (json!({"memcached": {"maxConnections": 0}}), "spec.memcached.maxConnections: Invalid value: 0: spec.memcached.maxConnections in body should be greater than or equal to 1"),
-        (json!({"memcached": {"maxConnections": 65537}}), "spec.memcached.maxConnections: Invalid value: 65537: spec.memcached.maxConnections in body should be less than or equal to 65536"),
-        (json!({"memcached": {"threads": 0}}), "spec.memcached.threads: Invalid value: 0: spec.memcached.threads in body should be greater than or equal to 1"),
-        (json!({"memcached": {"threads": 129}}), "spec.memcached.threads: Invalid value: 129: spec.memcached.threads in body should be less than or equal to 128"),
-        (json!({"memcached": {"maxItemSize": "2g"}}), r#"spec.memcached.maxItemSize: Invalid value: "2g": spec.memcached.maxItemSize in body should match '^[0-9]+(k|m)$'"#),
-        (json!({"memcached": {"verbosity": 3}}), "spec.memcached.verbosity: Invalid value: 3: spec.memcached.verbosity in body should be less than or equal to 2"),
-        (json!({"memcached": {"verbosity": -1}}), "spec.memcached.verbosity: Invalid value: -1: spec.memcached.verbosity in body should be greater than or equal to 0"),
-        (json!({"highAvailability": {"antiAffinityPreset": "medium"}}), r#"spec.highAvailability.antiAffinityPreset: Unsupported value: "medium": supported values: "soft", "hard""#),
-        (json!({"highAvailability": {"gracefulShutdown": {"preStopDelaySeconds": 0}}}), "spec.highAvailability.gracefulShutdown.preStopDelaySeconds: Invalid value: 0: spec.highAvailability.gracefulShutdown.preStopDelaySeconds in body should be greater than or equal to 1"),
-        (json!({"highAvailability": {"gracefulShutdown": {"preStopDelaySeconds": 301, "terminationGracePeriodSeconds": 600}}}), "spec.highAvailability.gracefulShutdown.preStopDelaySeconds: Invalid value: 301: spec.highAvailability.gracefulShutdown.preStopDelaySeconds in body should be less than or equal to 300"),
-        (json!({"highAvailability": {"gracefulShutdown": {"terminationGracePeriodSeconds": 601}}}), "spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds: Invalid value: 601: spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds in body should be less than or equal to 600"),
-        (json!({"autoscaling": {"minReplicas": 0, "maxReplicas": 1}}), "spec.autoscaling.minReplicas: Invalid value: 0: spec.autoscaling.minReplicas in body should be greater than or equal to 1"),
-        (json!({"autoscaling": {"maxReplicas": 0}}), "spec.autoscaling.maxReplicas: Invalid value: 0: spec.autoscaling.maxReplicas in body should be greater than or equal to 1"),
+        (
+            json!({"replicas": -1}),
+            "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+        ),
+        (
+            json!({"replicas": 65}),
+            "spec.replicas: Invalid value: 65: spec.replicas in body should be less than or equal to 64",
+        ),
+        (
+            json!({"memcached": {"maxMemoryMB": 15}}),
+            "spec.memcached.maxMemoryMB: Invalid value: 15: spec.memcached.maxMemoryMB in body should be greater than or equal to 16",
+        ),
+        (
+            json!({"memcached": {"maxMemoryMB": 65537}}),
+            "spec.memcached.maxMemoryMB: Invalid value: 65537: spec.memcached.maxMemoryMB in body should be less than or equal to 65536",
+        ),
+        (
+            json!({"memcached": {"maxConnections": 0}}),
+            "spec.memcached.maxConnections: Invalid value: 0: spec.memcached.maxConnections in body should be greater than or equal to 1",
+        ),
+        (
+            json!({"memcached": {"maxConnections": 65537}}),
+            "spec.memcached.maxConnections: Invalid value: 65537: spec.memcached.maxConnections in body should be less than or equal to 65536",
+        ),
+        (
+            json!({"memcached": {"threads": 0}}),
+            "spec.memcached.threads: Invalid value: 0: spec.memcached.threads in body should be greater than or equal to 1",
+        ),
+        (
+            json!({"memcached": {"threads": 129}}),
+            "spec.memcached.threads: Invalid value: 129: spec.memcached.threads in body should be less than or equal to 128",
+        ),
+        (
+            json!({"memcached": {"maxItemSize": "2g"}}),
+            r#"spec.memcached.maxItemSize: Invalid value: "2g": spec.memcached.maxItemSize in body should match '^[0-9]+(k|m)$'"#,
+        ),
+        (
+            json!({"memcached": {"verbosity": 3}}),
+            "spec.memcached.verbosity: Invalid value: 3: spec.memcached.verbosity in body should be less than or equal to 2",
+        ),
+        (
+            json!({"memcached": {"verbosity": -1}}),
+            "spec.memcached.verbosity: Invalid value: -1: spec.memcached.verbosity in body should be greater than or equal to 0",
+        ),
+        (
+            json!({"highAvailability": {"antiAffinityPreset": "medium"}}),
+            r#"spec.highAvailability.antiAffinityPreset: Unsupported value: "medium": supported values: "soft", "hard""#,
+        ),
+        (
+            json!({"highAvailability": {"gracefulShutdown": {"preStopDelaySeconds": 0}}}),
+            "spec.highAvailability.gracefulShutdown.preStopDelaySeconds: Invalid value: 0: spec.highAvailability.gracefulShutdown.preStopDelaySeconds in body should be greater than or equal to 1",
+        ),
+        (
+            json!({"highAvailability": {"gracefulShutdown": {"preStopDelaySeconds": 301, "terminationGracePeriodSeconds": 600}}}),
+            "spec.highAvailability.gracefulShutdown.preStopDelaySeconds: Invalid value: 301: spec.highAvailability.gracefulShutdown.preStopDelaySeconds in body should be less than or equal to 300",
+        ),
+        (
+            json!({"highAvailability": {"gracefulShutdown": {"terminationGracePeriodSeconds": 601}}}),
+            "spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds: Invalid value: 601: spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds in body should be less than or equal to 600",
+        ),
+        (
+            json!({"autoscaling": {"minReplicas": 0, "maxReplicas": 1}}),
+            "spec.autoscaling.minReplicas: Invalid value: 0: spec.autoscaling.minReplicas in body should be greater than or equal to 1",
+        ),
+        (
+            json!({"autoscaling": {"maxReplicas": 0}}),
+            "spec.autoscaling.maxReplicas: Invalid value: 0: spec.autoscaling.maxReplicas in body should be greater than or equal to 1",
+        ),
     ];
     for (input, expected) in cases {
         assert_eq!(errors(input.clone()), [expected], "{input}");
@@ -177,19 +285,38 @@ fn schema_bounds_at_their_edges() {
 
 #[test]
 fn item_size_within_what_memcached_accepts() {
-    let item = |size: &str, mb: i32| errors(json!({"memcached": {"maxMemoryMB": mb, "maxItemSize": size}}));
+    let item = |size: &str, mb: i32| {
+        errors(json!({"memcached": {"maxMemoryMB": mb, "maxItemSize": size}}))
+    };
     assert!(item("1k", 64).is_empty());
     assert!(item("32m", 64).is_empty());
-    assert_eq!(item("33m", 64), [r#"spec.memcached.maxItemSize: Invalid value: "33m": memcached refuses an item size above half of maxMemoryMB (32768k)"#]);
-    assert_eq!(item("0k", 64), [r#"spec.memcached.maxItemSize: Invalid value: "0k": memcached refuses an item size below 1k"#]);
-    assert_eq!(item("1025m", 4096), [r#"spec.memcached.maxItemSize: Invalid value: "1025m": memcached refuses an item size above 1024m"#]);
+    assert_eq!(
+        item("33m", 64),
+        [
+            r#"spec.memcached.maxItemSize: Invalid value: "33m": memcached refuses an item size above half of maxMemoryMB (32768k)"#
+        ]
+    );
+    assert_eq!(
+        item("0k", 64),
+        [
+            r#"spec.memcached.maxItemSize: Invalid value: "0k": memcached refuses an item size below 1k"#
+        ]
+    );
+    assert_eq!(
+        item("1025m", 4096),
+        [
+            r#"spec.memcached.maxItemSize: Invalid value: "1025m": memcached refuses an item size above 1024m"#
+        ]
+    );
     assert!(item("1024m", 4096).is_empty());
 }
 
 #[test]
 fn forbids_managed_flags_in_extra_args_and_empty_images() {
     assert_eq!(
-        errors(json!({"image": " ", "memcached": {"extraArgs": ["-v", "--port=1"]}, "monitoring": {"exporterImage": ""}})),
+        errors(
+            json!({"image": " ", "memcached": {"extraArgs": ["-v", "--port=1"]}, "monitoring": {"exporterImage": ""}})
+        ),
         [
             "spec.image: Required value: image must not be empty",
             r#"spec.memcached.extraArgs[1]: Forbidden: "--port=1" sets -p/--port, which the operator manages: the port is fixed at 11211 for the probes, Service and NetworkPolicy"#,
@@ -200,37 +327,61 @@ fn forbids_managed_flags_in_extra_args_and_empty_images() {
 
 #[test]
 fn service_monitor_durations() {
-    let sm = |sm: serde_json::Value| errors(json!({"monitoring": {"enabled": true, "serviceMonitor": sm}}));
+    let sm = |sm: serde_json::Value| {
+        errors(json!({"monitoring": {"enabled": true, "serviceMonitor": sm}}))
+    };
     assert!(sm(json!({})).is_empty());
     assert!(sm(json!({"interval": "1m", "scrapeTimeout": "1m"})).is_empty());
     assert_eq!(
         sm(json!({"interval": "30s", "scrapeTimeout": "31s"})),
-        [r#"spec.monitoring.serviceMonitor.scrapeTimeout: Invalid value: "31s": scrapeTimeout must not exceed interval (30s)"#]
+        [
+            r#"spec.monitoring.serviceMonitor.scrapeTimeout: Invalid value: "31s": scrapeTimeout must not exceed interval (30s)"#
+        ]
     );
     assert_eq!(
         sm(json!({"interval": "30 seconds"})),
-        [r#"spec.monitoring.serviceMonitor.interval: Invalid value: "30 seconds": must be a Prometheus duration such as 30s, 1m30s or 500ms"#]
+        [
+            r#"spec.monitoring.serviceMonitor.interval: Invalid value: "30 seconds": must be a Prometheus duration such as 30s, 1m30s or 500ms"#
+        ]
     );
 }
 
 #[test]
 fn aggregates_in_the_seed_order() {
-    let errs = errors(json!({"replicas": 3, "memcached": {"maxMemoryMB": 64}, "resources": {"limits": {"memory": "64Mi"}},
-        "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 3}}, "security": {"sasl": {"enabled": true}}}));
+    let errs = errors(
+        json!({"replicas": 3, "memcached": {"maxMemoryMB": 64}, "resources": {"limits": {"memory": "64Mi"}},
+        "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 3}}, "security": {"sasl": {"enabled": true}}}),
+    );
     let fields: Vec<&str> = errs.iter().map(|e| e.split(':').next().unwrap()).collect();
-    assert_eq!(fields, ["spec.resources.limits.memory", "spec.highAvailability.podDisruptionBudget.minAvailable", "spec.security.sasl.credentialsSecretRef.name"]);
+    assert_eq!(
+        fields,
+        [
+            "spec.resources.limits.memory",
+            "spec.highAvailability.podDisruptionBudget.minAvailable",
+            "spec.security.sasl.credentialsSecretRef.name"
+        ]
+    );
 }
 
 #[test]
 fn warns_about_risky_but_legal_specs() {
-    let w = warnings(&defaulted(json!({"autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 4},
-        "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 2}}})));
+    let w = warnings(&defaulted(
+        json!({"autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 4},
+        "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 2}}}),
+    ));
     assert_eq!(w.len(), 1);
-    assert!(w[0].contains("minAvailable (2) >= spec.autoscaling.minReplicas (2)"), "{w:?}");
-    let w = warnings(&defaulted(json!({"autoscaling": {"enabled": true, "minReplicas": 3, "maxReplicas": 4},
-        "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 2}}})));
+    assert!(
+        w[0].contains("minAvailable (2) >= spec.autoscaling.minReplicas (2)"),
+        "{w:?}"
+    );
+    let w = warnings(&defaulted(
+        json!({"autoscaling": {"enabled": true, "minReplicas": 3, "maxReplicas": 4},
+        "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 2}}}),
+    ));
     assert!(w.is_empty());
-    let w = warnings(&defaulted(json!({"monitoring": {"enabled": true}, "security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "s"}}}})));
+    let w = warnings(&defaulted(
+        json!({"monitoring": {"enabled": true}, "security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "s"}}}}),
+    ));
     assert_eq!(w.len(), 1);
     assert!(w[0].contains("exporter cannot authenticate"));
 }

@@ -1,6 +1,8 @@
 //! Test harness: the built `policy.wasm`, run the way Kubewarden's
 //! policy-server runs it (waPC host on wasmtime, WASI on), and the fixtures.
 
+pub mod generate;
+
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -10,12 +12,16 @@ use wasmtime_provider::WasmtimeEngineProviderBuilder;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("e2e-tests lives in the workspace").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("e2e-tests lives in the workspace")
+        .to_path_buf()
 }
 
 /// `$POLICY_WASM`, or `policy.wasm` at the workspace root (built by `make policy.wasm`).
 pub fn policy_path() -> PathBuf {
-    std::env::var_os("POLICY_WASM").map_or_else(|| workspace_root().join("policy.wasm"), PathBuf::from)
+    std::env::var_os("POLICY_WASM")
+        .map_or_else(|| workspace_root().join("policy.wasm"), PathBuf::from)
 }
 
 /// One instance of the policy module inside a waPC host.
@@ -27,8 +33,12 @@ impl Policy {
     /// Load the policy from [`policy_path`].
     pub fn load() -> Result<Self, String> {
         let path = policy_path();
-        let bytes = std::fs::read(&path)
-            .map_err(|e| format!("cannot read {} ({e}); build it with `make policy.wasm`", path.display()))?;
+        let bytes = std::fs::read(&path).map_err(|e| {
+            format!(
+                "cannot read {} ({e}); build it with `make policy.wasm`",
+                path.display()
+            )
+        })?;
         Self::from_bytes(&bytes)
     }
 
@@ -48,7 +58,10 @@ impl Policy {
 
     /// Call a waPC function with raw bytes and decode its JSON answer.
     pub fn call_raw(&self, function: &str, payload: &[u8]) -> Result<Value, String> {
-        let out = self.host.call(function, payload).map_err(|e| format!("{function} failed: {e}"))?;
+        let out = self
+            .host
+            .call(function, payload)
+            .map_err(|e| format!("{function} failed: {e}"))?;
         serde_json::from_slice(&out).map_err(|e| format!("{function} answered non-JSON: {e}"))
     }
 
@@ -107,7 +120,13 @@ pub fn fixtures() -> Vec<Fixture> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let mut names: Vec<String> = std::fs::read_dir(dir.join("requests"))
         .expect("fixtures/requests exists")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".json").map(str::to_string))
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".json")
+                .map(str::to_string)
+        })
         .collect();
     names.sort();
     names
@@ -115,10 +134,15 @@ pub fn fixtures() -> Vec<Fixture> {
         .map(|name| {
             let read = |folder: &str| -> Value {
                 let path = dir.join(folder).join(format!("{name}.json"));
-                serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture readable")).expect("fixture is JSON")
+                serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture readable"))
+                    .expect("fixture is JSON")
             };
             let expected = serde_json::from_value(read("expected")).expect("expectation decodes");
-            Fixture { review: read("requests"), expected, name }
+            Fixture {
+                review: read("requests"),
+                expected,
+                name,
+            }
         })
         .collect()
 }

@@ -18,7 +18,10 @@ fn assert_rejected(answer: &Value, fragment: &str) {
     assert_eq!(answer["accepted"], false, "{answer}");
     assert_eq!(answer["code"], 400, "{answer}");
     let message = answer["message"].as_str().unwrap_or_default();
-    assert!(message.contains(fragment), "{fragment:?} not in {message:?}");
+    assert!(
+        message.contains(fragment),
+        "{fragment:?} not in {message:?}"
+    );
 }
 
 fn nested(depth: usize) -> Value {
@@ -32,7 +35,10 @@ fn rejects_hostile_payloads_with_400_and_a_clear_message() {
         (b"\x00\xffnot json", "cannot decode the admission request"),
         (b"[1, 2, 3]", "cannot decode the admission request"),
         (b"", "cannot decode the admission request: EOF"),
-        (br#"{"request": {"operation": "CREATE"}, "settings": {"memoryOverhead": "x"}}"#, "invalid settings"),
+        (
+            br#"{"request": {"operation": "CREATE"}, "settings": {"memoryOverhead": "x"}}"#,
+            "invalid settings",
+        ),
     ];
     for (payload, fragment) in raw {
         assert_rejected(&policy.call_raw("validate", payload).unwrap(), fragment);
@@ -40,24 +46,71 @@ fn rejects_hostile_payloads_with_400_and_a_clear_message() {
 
     let huge = "9".repeat(1 << 20);
     let cases = [
-        (json!("a string"), "the request's object is not a JSON object"),
-        (json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}), "object.apiVersion is \"v1\""),
-        (json!({"kind": "Deployment", "spec": {}}), "object.kind is \"Deployment\""),
-        (cr(json!([1])), "spec: invalid type: array, expected an object"),
-        (cr(json!({"memcached": "big"})), "spec.memcached: invalid type: string, expected an object"),
-        (cr(json!({"replicas": 2_147_483_648i64})), "spec.replicas: invalid value: integer `2147483648`, expected i32"),
-        (cr(json!({"replicas": 1.5})), "spec.replicas: invalid type: floating point `1.5`, expected i32"),
-        (cr(json!({"security": {"podSecurityContext": {"runAsUser": 18_446_744_073_709_551_615u64}}})), "spec.security.podSecurityContext.runAsUser"),
-        (cr(json!({"resources": {"limits": {"memory": "12 parsecs"}}})), "spec.resources.limits.memory: Invalid value: \"12 parsecs\": quantities must match"),
-        (cr(json!({"resources": {"limits": {"memory": huge}}})), "quantity has more than 100 significant digits"),
-        (cr(json!({"image": "x".repeat(1 << 20), "memcached": {"maxItemSize": "k".repeat(1 << 20)}})), "...(1048576 bytes)"),
+        (
+            json!("a string"),
+            "the request's object is not a JSON object",
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
+            "object.apiVersion is \"v1\"",
+        ),
+        (
+            json!({"kind": "Deployment", "spec": {}}),
+            "object.kind is \"Deployment\"",
+        ),
+        (
+            cr(json!([1])),
+            "spec: invalid type: array, expected an object",
+        ),
+        (
+            cr(json!({"memcached": "big"})),
+            "spec.memcached: invalid type: string, expected an object",
+        ),
+        (
+            cr(json!({"replicas": 2_147_483_648i64})),
+            "spec.replicas: invalid value: integer `2147483648`, expected i32",
+        ),
+        (
+            cr(json!({"replicas": 1.5})),
+            "spec.replicas: invalid type: floating point `1.5`, expected i32",
+        ),
+        (
+            cr(
+                json!({"security": {"podSecurityContext": {"runAsUser": 18_446_744_073_709_551_615u64}}}),
+            ),
+            "spec.security.podSecurityContext.runAsUser",
+        ),
+        (
+            cr(json!({"resources": {"limits": {"memory": "12 parsecs"}}})),
+            "spec.resources.limits.memory: Invalid value: \"12 parsecs\": quantities must match",
+        ),
+        (
+            cr(json!({"resources": {"limits": {"memory": huge}}})),
+            "quantity has more than 100 significant digits",
+        ),
+        (
+            cr(
+                json!({"image": "x".repeat(1 << 20), "memcached": {"maxItemSize": "k".repeat(1 << 20)}}),
+            ),
+            "...(1048576 bytes)",
+        ),
     ];
     for (object, fragment) in cases {
-        assert_rejected(&policy.validate(&request(object), &json!({})).unwrap(), fragment);
+        assert_rejected(
+            &policy.validate(&request(object), &json!({})).unwrap(),
+            fragment,
+        );
     }
 
     let deep = cr(json!({"unmodelled": nested(200)}));
-    let answer = policy.call_raw("validate", json!({"request": request(deep), "settings": {}}).to_string().as_bytes()).unwrap();
+    let answer = policy
+        .call_raw(
+            "validate",
+            json!({"request": request(deep), "settings": {}})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
     assert_rejected(&answer, "recursion limit exceeded");
 }
 
@@ -73,8 +126,22 @@ fn keeps_deep_unmodelled_fields_it_can_read() {
 #[test]
 fn a_huge_quantity_is_capped_not_a_crash() {
     let policy = Policy::load().unwrap();
-    let answer = policy.validate(&request(cr(json!({"resources": {"limits": {"memory": "1e2147483647"}}}))), &json!({})).unwrap();
+    let answer = policy
+        .validate(
+            &request(cr(
+                json!({"resources": {"limits": {"memory": "1e2147483647"}}}),
+            )),
+            &json!({}),
+        )
+        .unwrap();
     assert_eq!(answer["accepted"], true, "{answer}");
-    let answer = policy.validate(&request(cr(json!({"resources": {"limits": {"memory": "1e2147483648"}}}))), &json!({})).unwrap();
+    let answer = policy
+        .validate(
+            &request(cr(
+                json!({"resources": {"limits": {"memory": "1e2147483648"}}}),
+            )),
+            &json!({}),
+        )
+        .unwrap();
     assert_rejected(&answer, "quantities must match");
 }

@@ -23,5 +23,8 @@ pub extern "C" fn wapc_init() {
     use kubewarden_policy_sdk::wapc_guest::register_function;
     register_function("validate", validate);
     register_function("validate_settings", validate_settings);
-    register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
+    register_function(
+        "protocol_version",
+        kubewarden_policy_sdk::protocol_version_guest,
+    );
 }

@@ -19,13 +19,18 @@ struct Payload {
 pub fn evaluate(payload: &[u8]) -> ValidationResponse {
     let decision = match decode(payload) {
         Ok((request, settings)) => admission::review(&request, &settings),
-        Err(message) => Decision::Reject { message, code: REJECT_CODE, warnings: Vec::new() },
+        Err(message) => Decision::Reject {
+            message,
+            code: REJECT_CODE,
+            warnings: Vec::new(),
+        },
     };
     response(decision)
 }
 
 fn decode(payload: &[u8]) -> Result<(admission::Request, admission::Settings), String> {
-    let payload: Payload = serde_json::from_slice(payload).map_err(|e| format!("cannot decode the admission request: {e}"))?;
+    let payload: Payload = serde_json::from_slice(payload)
+        .map_err(|e| format!("cannot decode the admission request: {e}"))?;
     let settings = serde_json::to_vec(&payload.settings).map_err(|e| e.to_string())?;
     let settings = Settings::from_json(&settings)?;
     let r = payload.request;
@@ -46,7 +51,11 @@ fn response(decision: Decision) -> ValidationResponse {
     let (accepted, message, code, mutated_object, warnings) = match decision {
         Decision::Accept { warnings } => (true, None, None, None, warnings),
         Decision::Mutate { object, warnings } => (true, None, None, Some(object), warnings),
-        Decision::Reject { message, code, warnings } => (false, Some(message), Some(code), None, warnings),
+        Decision::Reject {
+            message,
+            code,
+            warnings,
+        } => (false, Some(message), Some(code), None, warnings),
     };
     ValidationResponse {
         accepted,

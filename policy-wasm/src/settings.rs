@@ -39,13 +39,23 @@ impl Settings {
     }
 
     fn check(self) -> Result<admission::Settings, String> {
-        let overhead = Quantity::parse(&self.memory_overhead)
-            .map_err(|e| format!("invalid settings: memoryOverhead {:?}: {e}", self.memory_overhead))?;
+        let overhead = Quantity::parse(&self.memory_overhead).map_err(|e| {
+            format!(
+                "invalid settings: memoryOverhead {:?}: {e}",
+                self.memory_overhead
+            )
+        })?;
         if overhead.is_negative() {
-            return Err(format!("invalid settings: memoryOverhead {:?} must not be negative", self.memory_overhead));
+            return Err(format!(
+                "invalid settings: memoryOverhead {:?} must not be negative",
+                self.memory_overhead
+            ));
         }
         Ok(admission::Settings {
-            options: Options { memory_overhead: overhead, memory_overhead_text: self.memory_overhead },
+            options: Options {
+                memory_overhead: overhead,
+                memory_overhead_text: self.memory_overhead,
+            },
             mutate: self.mutate,
         })
     }
@@ -54,8 +64,14 @@ impl Settings {
 /// The answer to `validate_settings`.
 pub fn validation_response(payload: &[u8]) -> SettingsValidationResponse {
     match Settings::from_json(payload) {
-        Ok(_) => SettingsValidationResponse { valid: true, message: None },
-        Err(message) => SettingsValidationResponse { valid: false, message: Some(message) },
+        Ok(_) => SettingsValidationResponse {
+            valid: true,
+            message: None,
+        },
+        Err(message) => SettingsValidationResponse {
+            valid: false,
+            message: Some(message),
+        },
     }
 }
 
@@ -82,9 +98,15 @@ mod tests {
     #[test]
     fn rejects_bad_settings_with_clear_messages() {
         let cases: [(&[u8], &str); 5] = [
-            (br#"{"memoryOverhead": "lots"}"#, "memoryOverhead \"lots\": quantities must match"),
+            (
+                br#"{"memoryOverhead": "lots"}"#,
+                "memoryOverhead \"lots\": quantities must match",
+            ),
             (br#"{"memoryOverhead": "-1Mi"}"#, "must not be negative"),
-            (br#"{"mutate": "yes"}"#, "invalid type: string \"yes\", expected a boolean"),
+            (
+                br#"{"mutate": "yes"}"#,
+                "invalid type: string \"yes\", expected a boolean",
+            ),
             (br#"{"overhead": "1Mi"}"#, "unknown field `overhead`"),
             (b"[", "invalid settings: EOF"),
         ];

@@ -9,52 +9,127 @@ pub const ANTI_AFFINITY_PRESETS: [&str; 2] = ["soft", "hard"];
 
 pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
     let spec_path = Path::new("spec");
-    range(errors, spec_path.child("replicas"), spec.replicas, Some(0), Some(64));
+    range(
+        errors,
+        spec_path.child("replicas"),
+        spec.replicas,
+        Some(0),
+        Some(64),
+    );
 
     if let Some(config) = &spec.memcached {
         let path = spec_path.child("memcached");
-        range(errors, path.child("maxMemoryMB"), config.max_memory_mb, Some(16), Some(65536));
-        range(errors, path.child("maxConnections"), config.max_connections, Some(1), Some(65536));
-        range(errors, path.child("threads"), config.threads, Some(1), Some(128));
+        range(
+            errors,
+            path.child("maxMemoryMB"),
+            config.max_memory_mb,
+            Some(16),
+            Some(65536),
+        );
+        range(
+            errors,
+            path.child("maxConnections"),
+            config.max_connections,
+            Some(1),
+            Some(65536),
+        );
+        range(
+            errors,
+            path.child("threads"),
+            config.threads,
+            Some(1),
+            Some(128),
+        );
         if let Some(size) = config.max_item_size.as_deref().filter(|s| !is_item_size(s)) {
             let path = path.child("maxItemSize");
             let detail = format!("{path} in body should match '^[0-9]+(k|m)$'");
             errors.push(FieldError::invalid(path, size, detail));
         }
-        range(errors, path.child("verbosity"), config.verbosity, Some(0), Some(2));
+        range(
+            errors,
+            path.child("verbosity"),
+            config.verbosity,
+            Some(0),
+            Some(2),
+        );
     }
 
     if let Some(ha) = &spec.high_availability {
         let path = spec_path.child("highAvailability");
-        if let Some(preset) = ha.anti_affinity_preset.as_deref().filter(|p| !ANTI_AFFINITY_PRESETS.contains(p)) {
-            errors.push(FieldError::not_supported(path.child("antiAffinityPreset"), preset, &ANTI_AFFINITY_PRESETS));
+        if let Some(preset) = ha
+            .anti_affinity_preset
+            .as_deref()
+            .filter(|p| !ANTI_AFFINITY_PRESETS.contains(p))
+        {
+            errors.push(FieldError::not_supported(
+                path.child("antiAffinityPreset"),
+                preset,
+                &ANTI_AFFINITY_PRESETS,
+            ));
         }
         if let Some(gs) = &ha.graceful_shutdown {
             let path = path.child("gracefulShutdown");
-            range(errors, path.child("preStopDelaySeconds"), gs.pre_stop_delay_seconds, Some(1), Some(300));
+            range(
+                errors,
+                path.child("preStopDelaySeconds"),
+                gs.pre_stop_delay_seconds,
+                Some(1),
+                Some(300),
+            );
             let grace = gs.termination_grace_period_seconds;
-            range(errors, path.child("terminationGracePeriodSeconds"), grace, Some(1), Some(600));
+            range(
+                errors,
+                path.child("terminationGracePeriodSeconds"),
+                grace,
+                Some(1),
+                Some(600),
+            );
         }
     }
 
     if let Some(autoscaling) = &spec.autoscaling {
         let path = spec_path.child("autoscaling");
-        range(errors, path.child("minReplicas"), autoscaling.min_replicas, Some(1), None);
-        range(errors, path.child("maxReplicas"), autoscaling.max_replicas, Some(1), None);
+        range(
+            errors,
+            path.child("minReplicas"),
+            autoscaling.min_replicas,
+            Some(1),
+            None,
+        );
+        range(
+            errors,
+            path.child("maxReplicas"),
+            autoscaling.max_replicas,
+            Some(1),
+            None,
+        );
     }
 }
 
 /// `^[0-9]+(k|m)$`
 pub fn is_item_size(s: &str) -> bool {
-    s.strip_suffix(['k', 'm']).is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+    s.strip_suffix(['k', 'm'])
+        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
 }
 
-fn range(errors: &mut ErrorList, path: Path, value: Option<i32>, min: Option<i32>, max: Option<i32>) {
+fn range(
+    errors: &mut ErrorList,
+    path: Path,
+    value: Option<i32>,
+    min: Option<i32>,
+    max: Option<i32>,
+) {
     let Some(value) = value else { return };
     let detail = if min.is_some_and(|min| value < min) {
-        format!("{path} in body should be greater than or equal to {}", min.unwrap_or_default())
+        format!(
+            "{path} in body should be greater than or equal to {}",
+            min.unwrap_or_default()
+        )
     } else if max.is_some_and(|max| value > max) {
-        format!("{path} in body should be less than or equal to {}", max.unwrap_or_default())
+        format!(
+            "{path} in body should be less than or equal to {}",
+            max.unwrap_or_default()
+        )
     } else {
         return;
     };

@@ -29,7 +29,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { memory_overhead: Quantity::mebi(32), memory_overhead_text: DEFAULT_MEMORY_OVERHEAD.to_string() }
+        Options {
+            memory_overhead: Quantity::mebi(32),
+            memory_overhead_text: DEFAULT_MEMORY_OVERHEAD.to_string(),
+        }
     }
 }
 

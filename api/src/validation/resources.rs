@@ -15,7 +15,9 @@ pub(super) fn parse_quantity(text: &str) -> Option<Quantity> {
 
 /// True when `requests.<resource>` is set.
 pub(super) fn has_request(resources: Option<&ResourceRequirements>, resource: &str) -> bool {
-    resources.and_then(|r| r.requests.as_ref()).is_some_and(|r| r.contains_key(resource))
+    resources
+        .and_then(|r| r.requests.as_ref())
+        .is_some_and(|r| r.contains_key(resource))
 }
 
 /// Every quantity parses and is not negative; no request exceeds its limit.
@@ -37,15 +39,21 @@ pub(super) fn validate(resources: &ResourceRequirements, path: &Path, errors: &m
 
 type Parsed<'a> = BTreeMap<&'a str, (Quantity, &'a str)>;
 
-fn parse_all<'a>(list: Option<&'a BTreeMap<String, K8sQuantity>>, path: &Path, errors: &mut ErrorList) -> Parsed<'a> {
+fn parse_all<'a>(
+    list: Option<&'a BTreeMap<String, K8sQuantity>>,
+    path: &Path,
+    errors: &mut ErrorList,
+) -> Parsed<'a> {
     let mut parsed = Parsed::new();
     for (name, text) in list.into_iter().flatten() {
         let path = path.child(name);
         match Quantity::parse(&text.0) {
             Err(e) => errors.push(FieldError::invalid(path, text.0.as_str(), e.to_string())),
-            Ok(q) if q.is_negative() => {
-                errors.push(FieldError::invalid(path, text.0.as_str(), "must be greater than or equal to 0"))
-            }
+            Ok(q) if q.is_negative() => errors.push(FieldError::invalid(
+                path,
+                text.0.as_str(),
+                "must be greater than or equal to 0",
+            )),
             Ok(q) => {
                 parsed.insert(name.as_str(), (q, text.0.as_str()));
             }

@@ -15,11 +15,18 @@ use crate::types::MemcachedSpec;
 
 /// REQ-001: the memory limit holds the cache plus the overhead.
 pub(super) fn memory_limit(spec: &MemcachedSpec, options: &Options, errors: &mut ErrorList) {
-    let Some(limit_text) = spec.resources.as_ref().and_then(|r| r.limits.as_ref()).and_then(|l| l.get("memory")) else {
+    let Some(limit_text) = spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+    else {
         return;
     };
     // An unparsable limit is reported by the quantity checks.
-    let Some(limit) = parse_quantity(&limit_text.0) else { return };
+    let Some(limit) = parse_quantity(&limit_text.0) else {
+        return;
+    };
     let mb = max_memory_mb(spec);
     let required = Quantity::mebi(mb.into()).saturating_add(options.memory_overhead);
     if limit < required {
@@ -36,7 +43,9 @@ pub(super) fn memory_limit(spec: &MemcachedSpec, options: &Options, errors: &mut
 
 /// REQ-002/003: a PodDisruptionBudget that can be satisfied.
 pub(super) fn pod_disruption_budget(spec: &MemcachedSpec, errors: &mut ErrorList) {
-    let Some(pdb) = spec.enabled_pdb() else { return };
+    let Some(pdb) = spec.enabled_pdb() else {
+        return;
+    };
     let path = Path::new("spec.highAvailability.podDisruptionBudget");
     match (&pdb.min_available, &pdb.max_unavailable) {
         (Some(_), Some(_)) => errors.push(FieldError::invalid(
@@ -63,29 +72,45 @@ pub(super) fn pod_disruption_budget(spec: &MemcachedSpec, errors: &mut ErrorList
 
 /// REQ-006: the grace period outlasts the preStop sleep.
 pub(super) fn graceful_shutdown(spec: &MemcachedSpec, errors: &mut ErrorList) {
-    let Some(gs) = spec.enabled_graceful_shutdown() else { return };
-    let delay = gs.pre_stop_delay_seconds.unwrap_or(defaults::PRE_STOP_DELAY_SECONDS);
-    let grace = gs.termination_grace_period_seconds.unwrap_or(defaults::TERMINATION_GRACE_PERIOD_SECONDS);
+    let Some(gs) = spec.enabled_graceful_shutdown() else {
+        return;
+    };
+    let delay = gs
+        .pre_stop_delay_seconds
+        .unwrap_or(defaults::PRE_STOP_DELAY_SECONDS);
+    let grace = gs
+        .termination_grace_period_seconds
+        .unwrap_or(defaults::TERMINATION_GRACE_PERIOD_SECONDS);
     if grace <= delay {
         errors.push(FieldError::invalid(
             Path::new("spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds"),
             grace,
-            format!("terminationGracePeriodSeconds ({grace}) must exceed preStopDelaySeconds ({delay})"),
+            format!(
+                "terminationGracePeriodSeconds ({grace}) must exceed preStopDelaySeconds ({delay})"
+            ),
         ));
     }
 }
 
 /// REQ-004/005: enabled SASL and TLS name their Secrets.
 pub(super) fn secret_refs(spec: &MemcachedSpec, errors: &mut ErrorList) {
-    let Some(security) = &spec.security else { return };
-    let sasl_ref = security.sasl.as_ref().and_then(|s| s.credentials_secret_ref.as_ref());
+    let Some(security) = &spec.security else {
+        return;
+    };
+    let sasl_ref = security
+        .sasl
+        .as_ref()
+        .and_then(|s| s.credentials_secret_ref.as_ref());
     if spec.sasl_enabled() && sasl_ref.is_none_or(|r| r.name.is_empty()) {
         errors.push(FieldError::required(
             Path::new("spec.security.sasl.credentialsSecretRef.name"),
             "credentialsSecretRef.name is required when SASL is enabled",
         ));
     }
-    let tls_ref = security.tls.as_ref().and_then(|t| t.certificate_secret_ref.as_ref());
+    let tls_ref = security
+        .tls
+        .as_ref()
+        .and_then(|t| t.certificate_secret_ref.as_ref());
     if spec.tls_enabled() && tls_ref.is_none_or(|r| r.name.is_empty()) {
         errors.push(FieldError::required(
             Path::new("spec.security.tls.certificateSecretRef.name"),
@@ -96,7 +121,13 @@ pub(super) fn secret_refs(spec: &MemcachedSpec, errors: &mut ErrorList) {
 
 /// REQ-005/006/007 of autoscaling, and a maxReplicas to scale to.
 pub(super) fn autoscaling(spec: &MemcachedSpec, errors: &mut ErrorList) {
-    let Some(autoscaling) = spec.autoscaling.as_ref().filter(|_| spec.autoscaling_enabled()) else { return };
+    let Some(autoscaling) = spec
+        .autoscaling
+        .as_ref()
+        .filter(|_| spec.autoscaling_enabled())
+    else {
+        return;
+    };
     if let Some(replicas) = spec.replicas {
         errors.push(FieldError::invalid(
             Path::new("spec.replicas"),
@@ -122,7 +153,10 @@ pub(super) fn autoscaling(spec: &MemcachedSpec, errors: &mut ErrorList) {
                 format!("resources.requests.{resource} is required when using {label} utilization metrics"),
             ));
         }
-        let exporter = spec.monitoring.as_ref().and_then(|m| m.exporter_resources.as_ref());
+        let exporter = spec
+            .monitoring
+            .as_ref()
+            .and_then(|m| m.exporter_resources.as_ref());
         if spec.monitoring_enabled() && !has_request(exporter, resource) {
             errors.push(FieldError::required(
                 Path::new("spec.monitoring.exporterResources.requests").child(resource),
@@ -152,7 +186,10 @@ fn utilization_resources(metrics: &[MetricSpec]) -> BTreeSet<&str> {
 }
 
 fn max_memory_mb(spec: &MemcachedSpec) -> i32 {
-    spec.memcached.as_ref().and_then(|c| c.max_memory_mb).unwrap_or(defaults::MAX_MEMORY_MB)
+    spec.memcached
+        .as_ref()
+        .and_then(|c| c.max_memory_mb)
+        .unwrap_or(defaults::MAX_MEMORY_MB)
 }
 
 /// Legal but risky: returned to the client as admission warnings.

@@ -18,7 +18,10 @@ const MAX_ITEM_SIZE: u64 = 1024 * 1024 * 1024;
 pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
     let spec_path = Path::new("spec");
     if spec.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
-        errors.push(FieldError::required(spec_path.child("image"), "image must not be empty"));
+        errors.push(FieldError::required(
+            spec_path.child("image"),
+            "image must not be empty",
+        ));
     }
     if let Some(r) = &spec.resources {
         resources::validate(r, &spec_path.child("resources"), errors);
@@ -26,17 +29,37 @@ pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
     if let Some(config) = &spec.memcached {
         item_size(config, &spec_path.child("memcached"), errors);
         let args = config.extra_args.as_deref().unwrap_or_default();
-        errors.extend(extra_args::validate(args, &spec_path.child("memcached").child("extraArgs")));
+        errors.extend(extra_args::validate(
+            args,
+            &spec_path.child("memcached").child("extraArgs"),
+        ));
     }
     if let Some(pdb) = spec.enabled_pdb() {
-        let path = spec_path.child("highAvailability").child("podDisruptionBudget");
-        int_or_percent(pdb.min_available.as_ref(), path.child("minAvailable"), errors);
-        int_or_percent(pdb.max_unavailable.as_ref(), path.child("maxUnavailable"), errors);
+        let path = spec_path
+            .child("highAvailability")
+            .child("podDisruptionBudget");
+        int_or_percent(
+            pdb.min_available.as_ref(),
+            path.child("minAvailable"),
+            errors,
+        );
+        int_or_percent(
+            pdb.max_unavailable.as_ref(),
+            path.child("maxUnavailable"),
+            errors,
+        );
     }
     if let Some(monitoring) = &spec.monitoring {
         let path = spec_path.child("monitoring");
-        if monitoring.exporter_image.as_deref().is_some_and(|i| i.trim().is_empty()) {
-            errors.push(FieldError::required(path.child("exporterImage"), "exporterImage must not be empty"));
+        if monitoring
+            .exporter_image
+            .as_deref()
+            .is_some_and(|i| i.trim().is_empty())
+        {
+            errors.push(FieldError::required(
+                path.child("exporterImage"),
+                "exporterImage must not be empty",
+            ));
         }
         if let Some(r) = &monitoring.exporter_resources {
             resources::validate(r, &path.child("exporterResources"), errors);
@@ -49,18 +72,27 @@ pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
 
 /// memcached's own limits on `-I`: at least 1k, at most 1024m, at most half of `-m`.
 fn item_size(config: &MemcachedConfig, path: &Path, errors: &mut ErrorList) {
-    let Some(text) = config.max_item_size.as_deref().filter(|s| is_item_size(s)) else { return };
+    let Some(text) = config.max_item_size.as_deref().filter(|s| is_item_size(s)) else {
+        return;
+    };
     let (digits, unit) = text.split_at(text.len() - 1);
     let scale: u64 = if unit == "k" { 1024 } else { 1024 * 1024 };
-    let bytes = digits.parse::<u64>().map_or(u64::MAX, |n| n.saturating_mul(scale));
+    let bytes = digits
+        .parse::<u64>()
+        .map_or(u64::MAX, |n| n.saturating_mul(scale));
     let path = path.child("maxItemSize");
-    let half_memory = config.max_memory_mb.map(|mb| u64::try_from(mb).unwrap_or(0) * 1024 * 1024 / 2);
+    let half_memory = config
+        .max_memory_mb
+        .map(|mb| u64::try_from(mb).unwrap_or(0) * 1024 * 1024 / 2);
     let detail = if bytes < MIN_ITEM_SIZE {
         "memcached refuses an item size below 1k".to_string()
     } else if bytes > MAX_ITEM_SIZE {
         "memcached refuses an item size above 1024m".to_string()
     } else if let Some(half) = half_memory.filter(|half| bytes > *half) {
-        format!("memcached refuses an item size above half of maxMemoryMB ({}k)", half / 1024)
+        format!(
+            "memcached refuses an item size above half of maxMemoryMB ({}k)",
+            half / 1024
+        )
     } else {
         return;
     };

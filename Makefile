@@ -1,0 +1,61 @@
+# memcached-operator: the Kubewarden policy (policy-wasm/) and its tests.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+CARGO ?= cargo
+WASM_TARGET := wasm32-wasip1
+WASM_BUILD := target/$(WASM_TARGET)/release/memcached_policy.wasm
+POLICY_SOURCES := $(shell find api/src policy-wasm/src -name '*.rs') api/Cargo.toml policy-wasm/Cargo.toml Cargo.toml Cargo.lock
+
+.PHONY: all demo test e2e-tests bench lint fmt fixtures clean
+
+all: policy.wasm
+
+## policy.wasm: the policy, release build, size-optimised with wasm-opt (Debian's binaryen) when present.
+policy.wasm: $(POLICY_SOURCES)
+	$(CARGO) build --locked --release --target $(WASM_TARGET) -p memcached-policy
+	@if command -v wasm-opt >/dev/null; then \
+		wasm-opt -Oz --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int \
+			--enable-mutable-globals $(WASM_BUILD) -o $@; \
+	else \
+		echo "wasm-opt not found (apt-get install binaryen): shipping the unoptimised module"; cp $(WASM_BUILD) $@; \
+	fi
+	@echo "policy.wasm: $$(stat -c %s $@) bytes"
+
+## annotated-policy.wasm: policy.wasm with metadata.yml embedded (needs kwctl).
+annotated-policy.wasm: policy.wasm metadata.yml README.md
+	@command -v kwctl >/dev/null || { echo "kwctl is not installed: see https://github.com/kubewarden/kwctl"; exit 1; }
+	kwctl annotate -m metadata.yml -u README.md -o $@ policy.wasm
+
+## demo: build the policy and show it judging every seed example.
+demo: policy.wasm
+	$(CARGO) run --locked -q -p e2e-tests --bin demo
+
+## test: every test: unit tests, the policy through wasmtime, packaging checks, kwctl suite.
+test: policy.wasm
+	$(CARGO) test --locked --workspace
+	python3 e2e-tests/check_metadata.py
+	bats e2e-tests/kwctl.bats
+
+## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl when installed).
+e2e-tests: policy.wasm
+	$(CARGO) test --locked -p e2e-tests
+	bats e2e-tests/kwctl.bats
+
+## bench: policy size and evaluation latency, wasm against native.
+bench: policy.wasm
+	$(CARGO) bench --locked -p e2e-tests --bench latency
+
+## fixtures: regenerate e2e-tests/fixtures from the seed documents.
+fixtures:
+	cd e2e-tests/fixtures && python3 generate.py ../../../shared/seeds
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+clean:
+	$(CARGO) clean
+	rm -f policy.wasm annotated-policy.wasm

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""The policy's packaging agrees with itself: metadata.yml, artifacthub-pkg.yml,
+questions-ui.yml, deploy/policy*.yaml and the crate version tell one story.
+Prints 'N passed, N failed' and exits non-zero on any disagreement."""
+import pathlib
+import re
+import sys
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+load = lambda name: yaml.safe_load((ROOT / name).read_text())
+
+metadata = load("metadata.yml")
+artifacthub = load("artifacthub-pkg.yml")
+questions = load("questions-ui.yml")
+policies = [load("deploy/policy.yaml"), load("deploy/policy-audit.yaml")]
+crate_version = re.search(r'^version = "(.*)"', (ROOT / "Cargo.toml").read_text(), re.M).group(1)
+settings_source = (ROOT / "policy-wasm/src/settings.rs").read_text()
+version = metadata["annotations"]["io.kubewarden.policy.version"]
+oci = metadata["annotations"]["io.kubewarden.policy.ociUrl"]
+
+checks = {
+    "policy version is the crate version": version == crate_version,
+    "artifacthub version is the policy version": artifacthub["version"] == version,
+    "artifacthub image is the policy OCI artifact": artifacthub["containersImages"][0]["image"] == f"{oci}:v{version}",
+    "artifacthub rules are metadata.yml's": yaml.safe_load(artifacthub["annotations"]["kubewarden/rules"]) == metadata["rules"],
+    "artifacthub mutation flag is metadata.yml's": artifacthub["annotations"]["kubewarden/mutation"] == str(metadata["mutating"]).lower(),
+    "artifacthub questions are questions-ui.yml": yaml.safe_load(artifacthub["annotations"]["kubewarden/questions-ui"]) == questions,
+    "metadata is wapc, audited, never reads the cluster": metadata["executionMode"] == "kubewarden-wapc"
+        and metadata["backgroundAudit"] is True and not metadata.get("contextAwareResources"),
+    "rules skip subresources": all("/" not in r for rule in metadata["rules"] for r in rule["resources"]),
+}
+# Settings fields are snake_case in Rust and camelCase in JSON.
+camel = lambda s: re.sub(r"_(\w)", lambda m: m.group(1).upper(), s)
+fields = re.findall(r"pub (\w+): ", settings_source.split("pub struct Settings", 1)[1].split("}", 1)[0])
+checks["every setting has a question"] = sorted(q["variable"] for q in questions["questions"]) == sorted(map(camel, fields))
+for p in policies:
+    name = p["metadata"]["name"]
+    checks[f"deploy {name} uses this version"] = p["spec"]["module"] == f"registry://{oci}:v{version}"
+    checks[f"deploy {name} rules are metadata.yml's"] = p["spec"]["rules"] == metadata["rules"]
+    checks[f"deploy {name} settings are known"] = set(p["spec"].get("settings", {})) <= set(map(camel, fields))
+
+failed = [name for name, ok in checks.items() if not ok]
+for name in checks:
+    print(("ok   " if name not in failed else "FAIL ") + name)
+print(f"{len(checks) - len(failed)} passed, {len(failed)} failed")
+sys.exit(1 if failed else 0)
