@@ -1,0 +1,138 @@
+//! The memcached command line for an effective (defaulted) spec.
+//!
+//! Order: `-m -c -t -I`, then `-v`/`-vv`, then authentication, then TLS, then
+//! `extraArgs`. The TLS and authentication flags are the ones memcached 1.6
+//! really has (the design doc's `--ssl-*` flags do not exist).
+
+use memcached_api::{MemcachedSpec, defaults};
+
+/// Where the authentication Secret is mounted.
+pub const AUTH_DIR: &str = "/etc/memcached/auth";
+/// Key of the authentication Secret: `username:password` lines, memcached's `-Y` file.
+pub const AUTH_KEY: &str = "auth";
+/// Where the TLS Secret is mounted.
+pub const TLS_DIR: &str = "/etc/memcached/tls";
+/// Certificate chain key of a `kubernetes.io/tls` Secret.
+pub const TLS_CERT_KEY: &str = "tls.crt";
+/// Private key of a `kubernetes.io/tls` Secret.
+pub const TLS_KEY_KEY: &str = "tls.key";
+/// CA bundle key for client certificate verification.
+pub const TLS_CA_KEY: &str = "ca.crt";
+
+/// The container args.
+pub fn memcached_args(spec: &MemcachedSpec) -> Vec<String> {
+    let config = spec.memcached.clone().unwrap_or_default();
+    let mut args = vec![
+        "-m".to_string(),
+        config
+            .max_memory_mb
+            .unwrap_or(defaults::MAX_MEMORY_MB)
+            .to_string(),
+        "-c".to_string(),
+        config
+            .max_connections
+            .unwrap_or(defaults::MAX_CONNECTIONS)
+            .to_string(),
+        "-t".to_string(),
+        config.threads.unwrap_or(defaults::THREADS).to_string(),
+        "-I".to_string(),
+        config
+            .max_item_size
+            .unwrap_or_else(|| defaults::MAX_ITEM_SIZE.to_string()),
+    ];
+    match config.verbosity.unwrap_or(defaults::VERBOSITY) {
+        1 => args.push("-v".to_string()),
+        v if v >= 2 => args.push("-vv".to_string()),
+        _ => {}
+    }
+    if spec.sasl_enabled() {
+        args.extend(["-Y".to_string(), format!("{AUTH_DIR}/{AUTH_KEY}")]);
+    }
+    if spec.tls_enabled() {
+        let mut options = vec![
+            format!("ssl_chain_cert={TLS_DIR}/{TLS_CERT_KEY}"),
+            format!("ssl_key={TLS_DIR}/{TLS_KEY_KEY}"),
+        ];
+        if client_cert_required(spec) {
+            // 2: SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+            options.extend([
+                format!("ssl_ca_cert={TLS_DIR}/{TLS_CA_KEY}"),
+                "ssl_verify_mode=2".to_string(),
+            ]);
+        }
+        args.extend(["-Z".to_string(), "-o".to_string(), options.join(",")]);
+    }
+    args.extend(config.extra_args.unwrap_or_default());
+    args
+}
+
+/// True when TLS is on and clients must present a certificate.
+pub fn client_cert_required(spec: &MemcachedSpec) -> bool {
+    spec.tls_enabled()
+        && spec
+            .security
+            .as_ref()
+            .and_then(|s| s.tls.as_ref())
+            .and_then(|t| t.enable_client_cert)
+            .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memcached_api::apply_defaults;
+    use serde_json::json;
+
+    fn args(spec: serde_json::Value) -> Vec<String> {
+        let mut spec: MemcachedSpec = serde_json::from_value(spec).unwrap();
+        apply_defaults(&mut spec);
+        memcached_args(&spec)
+    }
+
+    #[test]
+    fn builds_the_design_doc_args() {
+        assert_eq!(
+            args(json!({"memcached": {"maxMemoryMB": 256}})),
+            ["-m", "256", "-c", "1024", "-t", "4", "-I", "1m"]
+        );
+    }
+
+    #[test]
+    fn orders_verbosity_auth_tls_then_extra_args() {
+        let got = args(json!({
+            "memcached": {"verbosity": 2, "extraArgs": ["-o", "modern"]},
+            "security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "a"}},
+                "tls": {"enabled": true, "certificateSecretRef": {"name": "t"}, "enableClientCert": true}}
+        }));
+        assert_eq!(
+            got,
+            [
+                "-m",
+                "64",
+                "-c",
+                "1024",
+                "-t",
+                "4",
+                "-I",
+                "1m",
+                "-vv",
+                "-Y",
+                "/etc/memcached/auth/auth",
+                "-Z",
+                "-o",
+                "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2",
+                "-o",
+                "modern",
+            ]
+        );
+        assert_eq!(args(json!({"memcached": {"verbosity": 1}}))[8], "-v");
+    }
+
+    #[test]
+    fn disabled_features_add_nothing() {
+        let got = args(
+            json!({"security": {"sasl": {"enabled": false}, "tls": {"enabled": false, "enableClientCert": true}}}),
+        );
+        assert_eq!(got.len(), 8);
+    }
+}

@@ -1,0 +1,42 @@
+//! Every object one Memcached should have, built purely from the CR.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::DynamicObject;
+use memcached_api::{Memcached, MemcachedSpec};
+
+use crate::{deployment, hpa, network_policy, pdb, service, service_monitor};
+
+/// The desired objects; `None` where a feature is off.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    /// Memcached (and exporter) pods.
+    pub deployment: Deployment,
+    /// Headless Service.
+    pub service: Service,
+    /// PodDisruptionBudget.
+    pub pdb: Option<PodDisruptionBudget>,
+    /// HorizontalPodAutoscaler.
+    pub hpa: Option<HorizontalPodAutoscaler>,
+    /// NetworkPolicy.
+    pub network_policy: Option<NetworkPolicy>,
+    /// ServiceMonitor.
+    pub service_monitor: Option<DynamicObject>,
+}
+
+impl Desired {
+    /// Build everything for `mc` from its effective (defaulted) `spec`.
+    pub fn new(mc: &Memcached, spec: MemcachedSpec, secret_hash: Option<&str>) -> Self {
+        Desired {
+            deployment: deployment::build(mc, &spec, secret_hash),
+            service: service::build(mc, &spec),
+            pdb: pdb::build(mc, &spec),
+            hpa: hpa::build(mc, &spec),
+            network_policy: network_policy::build(mc, &spec),
+            service_monitor: service_monitor::build(mc, &spec),
+        }
+    }
+}

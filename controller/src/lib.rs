@@ -1,0 +1,19 @@
+//! The memcached-operator controller: builders (pure, one per managed
+//! object), the stats client, and the reconcile loop (all I/O lives there).
+
+pub mod apply;
+pub mod args;
+pub mod crd;
+pub mod deployment;
+pub mod desired;
+pub mod hpa;
+pub mod labels;
+pub mod network_policy;
+pub mod pdb;
+pub mod reconcile;
+pub mod render;
+pub mod service;
+pub mod service_monitor;
+pub mod stats;
+pub mod status;
+pub mod tls;

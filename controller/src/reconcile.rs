@@ -1,0 +1,394 @@
+//! The reconcile loop: the only module that talks to the API server and to
+//! memcached. Level-triggered: everything is computed from the CR and the
+//! cluster as they are now.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource, ResourceExt};
+use memcached_api::validation::{self, Options};
+use memcached_api::{Memcached, MemcachedSpec, apply_defaults};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::apply::{Outcome, ensure};
+use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::deployment::secret_mounts;
+use crate::desired::Desired;
+use crate::labels::{MANAGER, MEMCACHED_PORT};
+use crate::stats::{ClusterStats, Credentials, StatsClient};
+use crate::status::{self, Observed};
+use crate::{service_monitor, tls};
+
+/// Requeue while not every replica is ready.
+pub const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
+/// Requeue when ready, to refresh the live stats.
+pub const REQUEUE_READY: Duration = Duration::from_secs(60);
+
+/// What every reconcile shares.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// Event recorder (events.k8s.io).
+    pub recorder: Recorder,
+    /// Consecutive failures per object, for the error backoff.
+    pub failures: Mutex<HashMap<String, u32>>,
+}
+
+/// A reconcile failure; retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed (conflict, server error, timeout...).
+    #[error("kubernetes API: {0}")]
+    Api(#[from] kube::Error),
+    /// The object has no namespace or uid (not from the API server).
+    #[error("Memcached has no {0}")]
+    Incomplete(&'static str),
+}
+
+/// Secret data the pods mount: by Secret name, then key.
+pub type SecretData = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
+
+/// Converge one Memcached.
+pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = mc.namespace().ok_or(Error::Incomplete("namespace"))?;
+    let uid = mc.uid().ok_or(Error::Incomplete("uid"))?;
+    let name = mc.name_any();
+    let client = ctx.client.clone();
+
+    let mut spec = mc.spec.clone();
+    apply_defaults(&mut spec);
+    let errors = validation::validate(&spec, &Options::default());
+    let invalid_spec = (!errors.is_empty()).then(|| {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    if let Some(errors) = &invalid_spec {
+        warn(
+            &ctx,
+            &mc,
+            "InvalidSpec",
+            format!("the stored spec fails validation (reconciling anyway): {errors}"),
+        )
+        .await;
+    }
+
+    let (secrets, missing) = read_secrets(&Api::namespaced(client.clone(), &ns), &spec).await?;
+    if !missing.is_empty() {
+        warn(
+            &ctx,
+            &mc,
+            "SecretNotFound",
+            format!("Secret(s) not found: {}", missing.join(", ")),
+        )
+        .await;
+    }
+    if let Some(problem) = auth_file_problem(&spec, &secrets) {
+        warn(&ctx, &mc, "InvalidAuthSecret", problem).await;
+    }
+    let hash = (!secrets.is_empty()).then(|| secret_hash(&secrets));
+    let desired = Desired::new(&mc, spec.clone(), hash.as_deref());
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    // A missing Secret would break running pods on rollout: keep them until it exists.
+    let roll = missing.is_empty() || deployments.get_opt(&name).await?.is_none();
+    let mut outcomes = Vec::new();
+    if roll {
+        outcomes.push((
+            "Deployment",
+            ensure(&deployments, &name, &uid, Some(&desired.deployment)).await?,
+        ));
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    outcomes.push((
+        "Service",
+        ensure(&services, &name, &uid, Some(&desired.service)).await?,
+    ));
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    outcomes.push((
+        "PodDisruptionBudget",
+        ensure(&pdbs, &name, &uid, desired.pdb.as_ref()).await?,
+    ));
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
+    outcomes.push((
+        "HorizontalPodAutoscaler",
+        ensure(&hpas, &name, &uid, desired.hpa.as_ref()).await?,
+    ));
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
+    outcomes.push((
+        "NetworkPolicy",
+        ensure(&policies, &name, &uid, desired.network_policy.as_ref()).await?,
+    ));
+    let monitors: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &service_monitor::api_resource());
+    match ensure(&monitors, &name, &uid, desired.service_monitor.as_ref()).await {
+        Ok(outcome) => outcomes.push(("ServiceMonitor", outcome)),
+        // No ServiceMonitor CRD (yet): the next reconcile tries again.
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    for (kind, outcome) in outcomes {
+        report(&ctx, &mc, kind, outcome).await;
+    }
+
+    let deployment = deployments.get_opt(&name).await?;
+    let observed = observe(&mc, &spec, deployment.as_ref(), missing, invalid_spec);
+    let ready = observed.desired > 0 && observed.ready >= observed.desired;
+    let addresses = ready_addresses(&Api::namespaced(client.clone(), &ns), &name).await?;
+    let stats = stats_client(&spec, &secrets).collect(&addresses).await;
+    write_status(&Api::namespaced(client, &ns), &mc, &observed, &stats).await?;
+
+    ctx.failures.lock().map(|mut f| f.remove(&key(&mc))).ok();
+    Ok(Action::requeue(if ready {
+        REQUEUE_READY
+    } else {
+        REQUEUE_NOT_READY
+    }))
+}
+
+/// Requeue a failed reconcile with exponential backoff: 5 s doubling to 5 min.
+pub fn error_policy(mc: Arc<Memcached>, error: &Error, ctx: Arc<Context>) -> Action {
+    let failures = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(key(&mc)).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    let delay = Duration::from_secs(
+        5u64.saturating_mul(1 << failures.min(6).saturating_sub(1))
+            .min(300),
+    );
+    tracing::warn!(error = %error, failures, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+fn key(mc: &Memcached) -> String {
+    format!("{}/{}", mc.namespace().unwrap_or_default(), mc.name_any())
+}
+
+async fn read_secrets(
+    api: &Api<Secret>,
+    spec: &MemcachedSpec,
+) -> Result<(SecretData, Vec<String>), Error> {
+    let mut found = SecretData::new();
+    let mut missing = Vec::new();
+    for (_, secret, _) in secret_mounts(spec) {
+        match api.get_opt(&secret).await? {
+            Some(s) => {
+                let data = s
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
+                found.insert(secret, data);
+            }
+            None => missing.push(secret),
+        }
+    }
+    Ok((found, missing))
+}
+
+/// memcached's `-Y` file needs `user:password` lines, the last one newline-terminated.
+fn auth_file_problem(spec: &MemcachedSpec, secrets: &SecretData) -> Option<String> {
+    let (_, secret, _) = secret_mounts(spec)
+        .into_iter()
+        .find(|(volume, _, _)| *volume == "auth")?;
+    let data = secrets.get(&secret)?;
+    match data.get(AUTH_KEY) {
+        None => Some(format!(
+            "Secret {secret} has no key {AUTH_KEY:?} (user:password lines)"
+        )),
+        Some(file) if !file.ends_with(b"\n") => Some(format!(
+            "Secret {secret} key {AUTH_KEY:?} must end with a newline: memcached ignores an unterminated last line"
+        )),
+        Some(_) => None,
+    }
+}
+
+/// A hash of everything the pods read from Secrets: a change rolls them.
+fn secret_hash(secrets: &SecretData) -> String {
+    let mut hasher = Sha256::new();
+    for (secret, data) in secrets {
+        for (key, value) in data {
+            for part in [secret.as_bytes(), key.as_bytes(), value.as_slice()] {
+                hasher.update((part.len() as u64).to_be_bytes());
+                hasher.update(part);
+            }
+        }
+    }
+    hasher
+        .finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn observe(
+    mc: &Memcached,
+    spec: &MemcachedSpec,
+    deployment: Option<&Deployment>,
+    missing: Vec<String>,
+    invalid_spec: Option<String>,
+) -> Observed {
+    let status = deployment
+        .and_then(|d| d.status.clone())
+        .unwrap_or_default();
+    let desired = if spec.autoscaling_enabled() {
+        deployment
+            .and_then(|d| d.spec.as_ref())
+            .and_then(|s| s.replicas)
+            .unwrap_or(0)
+    } else {
+        spec.replicas.unwrap_or(0)
+    };
+    let available = status
+        .conditions
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Available" && c.status == "True");
+    Observed {
+        desired,
+        ready: status.ready_replicas.unwrap_or(0),
+        updated: status.updated_replicas.unwrap_or(0),
+        available,
+        missing_secrets: missing,
+        invalid_spec,
+        generation: mc.metadata.generation,
+        host: format!("{}.{}", mc.name_any(), mc.namespace().unwrap_or_default()),
+    }
+}
+
+/// Ready pod addresses behind the headless Service.
+async fn ready_addresses(
+    api: &Api<EndpointSlice>,
+    service: &str,
+) -> Result<Vec<SocketAddr>, Error> {
+    let slices = api
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={service}")))
+        .await?;
+    let mut addresses: Vec<SocketAddr> = slices
+        .items
+        .iter()
+        .flat_map(|s| &s.endpoints)
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
+        .flat_map(|e| &e.addresses)
+        .filter_map(|a| a.parse::<IpAddr>().ok())
+        .map(|ip| SocketAddr::new(ip, MEMCACHED_PORT as u16))
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    Ok(addresses)
+}
+
+/// A stats client that speaks what the pods speak, with what the Secrets hold.
+pub fn stats_client(spec: &MemcachedSpec, secrets: &SecretData) -> StatsClient {
+    let mounted = |volume: &str, key: &str| {
+        secret_mounts(spec)
+            .into_iter()
+            .find(|(v, _, _)| *v == volume)
+            .and_then(|(_, secret, _)| secrets.get(&secret)?.get(key).cloned())
+    };
+    let credentials = if spec.sasl_enabled() {
+        mounted("auth", AUTH_KEY)
+            .and_then(|f| Credentials::from_auth_file(&String::from_utf8_lossy(&f)))
+    } else {
+        None
+    };
+    let tls = spec.tls_enabled().then(|| {
+        let cert = mounted("tls", TLS_CERT_KEY)?;
+        let key = mounted("tls", TLS_KEY_KEY);
+        let ca = mounted("tls", TLS_CA_KEY);
+        let identity = key
+            .as_deref()
+            .filter(|_| args::client_cert_required(spec))
+            .map(|k| (cert.as_slice(), k));
+        tls::client_config(ca.as_deref(), &cert, identity)
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot use the TLS Secret to read stats"))
+            .ok()
+            .map(Arc::new)
+    });
+    StatsClient {
+        tls: tls.flatten(),
+        credentials,
+    }
+}
+
+async fn write_status(
+    api: &Api<Memcached>,
+    mc: &Memcached,
+    observed: &Observed,
+    stats: &ClusterStats,
+) -> Result<(), Error> {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let new = status::compute(mc.status.as_ref(), observed, stats, &now);
+    if mc.status.as_ref() == Some(&new) {
+        return Ok(());
+    }
+    let patch =
+        json!({"apiVersion": Memcached::api_version(&()), "kind": "Memcached", "status": new});
+    api.patch_status(
+        &mc.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(patch),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn report(ctx: &Context, mc: &Memcached, kind: &str, outcome: Outcome) {
+    let (reason, note, type_) = match outcome {
+        Outcome::Unchanged => return,
+        Outcome::Created => ("Created", format!("created {kind}"), EventType::Normal),
+        Outcome::Updated => ("Updated", format!("updated {kind}"), EventType::Normal),
+        Outcome::Deleted => (
+            "Deleted",
+            format!("deleted {kind}: its feature is off"),
+            EventType::Normal,
+        ),
+        Outcome::Conflict => (
+            "ResourceConflict",
+            format!("a {kind} of this name exists and is not owned by this Memcached: left alone"),
+            EventType::Warning,
+        ),
+    };
+    tracing::info!(kind, ?outcome, "managed object");
+    publish(ctx, mc, type_, reason, note).await;
+}
+
+async fn warn(ctx: &Context, mc: &Memcached, reason: &str, note: String) {
+    tracing::warn!(reason, note, "memcached needs attention");
+    publish(ctx, mc, EventType::Warning, reason, note).await;
+}
+
+async fn publish(ctx: &Context, mc: &Memcached, type_: EventType, reason: &str, note: String) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &mc.object_ref(&())).await {
+        tracing::debug!(error = %e, "cannot publish event");
+    }
+}

@@ -1,0 +1,244 @@
+//! Live statistics from memcached's `stats` command, read from every ready
+//! pod at once: plain TCP or TLS, with ASCII authentication when enabled.
+//! An unreachable pod is skipped and logged; one collection never waits
+//! longer than about one connect plus one read timeout.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::ClientConfig;
+use tokio_rustls::rustls::pki_types::ServerName;
+
+/// Connect timeout per pod.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Timeout for authenticating and reading the whole `stats` answer.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest answer accepted from one server.
+const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+
+/// Why one server's stats could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    /// TCP connect failed or timed out.
+    #[error("connect: {0}")]
+    Connect(String),
+    /// TLS handshake failed.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// The server refused the credentials.
+    #[error("authentication refused: {0}")]
+    Auth(String),
+    /// Reading or writing failed, timed out, or the answer was malformed.
+    #[error("protocol: {0}")]
+    Protocol(String),
+}
+
+/// The numbers read from one server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// `version`
+    pub version: String,
+    /// `curr_connections`
+    pub curr_connections: i64,
+    /// `get_hits`
+    pub get_hits: u64,
+    /// `get_misses`
+    pub get_misses: u64,
+}
+
+/// The numbers of every reachable server, combined.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterStats {
+    /// Version of the first server that answered (sorted by address).
+    pub version: Option<String>,
+    /// Sum of `curr_connections`.
+    pub current_connections: i64,
+    /// sum(hits) / sum(hits + misses) as `"0.00"`; `"0.00"` with no gets.
+    pub hit_ratio: String,
+    /// How many servers answered.
+    pub reachable: usize,
+}
+
+/// Username and password for memcached's ASCII authentication (`-Y`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credentials {
+    /// User name.
+    pub username: String,
+    /// Password.
+    pub password: String,
+}
+
+impl Credentials {
+    /// The first `user:password` line of a memcached auth file.
+    pub fn from_auth_file(content: &str) -> Option<Self> {
+        let line = content.lines().map(str::trim).find(|l| !l.is_empty())?;
+        let (username, password) = line.split_once(':')?;
+        Some(Credentials {
+            username: username.into(),
+            password: password.into(),
+        })
+    }
+}
+
+/// How to reach the servers of one Memcached.
+#[derive(Clone, Default)]
+pub struct StatsClient {
+    /// TLS configuration when memcached serves TLS.
+    pub tls: Option<Arc<ClientConfig>>,
+    /// Credentials when authentication is on.
+    pub credentials: Option<Credentials>,
+}
+
+impl StatsClient {
+    /// Read every server at once and combine what answered.
+    pub async fn collect(&self, addresses: &[SocketAddr]) -> ClusterStats {
+        let mut addresses = addresses.to_vec();
+        addresses.sort();
+        let results = join_all(addresses.iter().map(|addr| self.fetch(*addr))).await;
+        let mut combined = ClusterStats::default();
+        let (mut hits, mut gets) = (0u128, 0u128);
+        for (addr, result) in addresses.iter().zip(results) {
+            match result {
+                Ok(stats) => {
+                    combined.reachable += 1;
+                    combined.version.get_or_insert(stats.version);
+                    combined.current_connections += stats.curr_connections;
+                    hits += u128::from(stats.get_hits);
+                    gets += u128::from(stats.get_hits) + u128::from(stats.get_misses);
+                }
+                Err(e) => tracing::info!(%addr, error = %e, "skipping unreachable memcached"),
+            }
+        }
+        combined.hit_ratio = hit_ratio(hits, gets);
+        combined
+    }
+
+    /// Read one server's stats.
+    pub async fn fetch(&self, addr: SocketAddr) -> Result<ServerStats, StatsError> {
+        let tcp = timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| StatsError::Connect(format!("timed out after {CONNECT_TIMEOUT:?}")))?
+            .map_err(|e| StatsError::Connect(e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
+        let exchange = async {
+            match &self.tls {
+                None => self.exchange(tcp).await,
+                Some(config) => {
+                    // The certificate is checked against the CA; pods are dialled by IP.
+                    let name = ServerName::IpAddress(addr.ip().into());
+                    let tls = TlsConnector::from(config.clone())
+                        .connect(name, tcp)
+                        .await
+                        .map_err(|e| StatsError::Tls(e.to_string()))?;
+                    self.exchange(tls).await
+                }
+            }
+        };
+        timeout(READ_TIMEOUT, exchange).await.map_err(|_| {
+            StatsError::Protocol(format!("no complete answer within {READ_TIMEOUT:?}"))
+        })?
+    }
+
+    async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        stream: S,
+    ) -> Result<ServerStats, StatsError> {
+        let io = |e: std::io::Error| StatsError::Protocol(e.to_string());
+        let mut stream = BufReader::new(stream);
+        if let Some(c) = &self.credentials {
+            let token = format!("{} {}", c.username, c.password);
+            stream
+                .write_all(format!("set auth 0 0 {}\r\n{token}\r\n", token.len()).as_bytes())
+                .await
+                .map_err(io)?;
+            stream.flush().await.map_err(io)?;
+            let answer = read_line(&mut stream).await?;
+            if answer != "STORED" {
+                return Err(StatsError::Auth(answer));
+            }
+        }
+        stream.write_all(b"stats\r\n").await.map_err(io)?;
+        stream.flush().await.map_err(io)?;
+        let mut stats = ServerStats::default();
+        let mut read = 0;
+        loop {
+            let line = read_line(&mut stream).await?;
+            read += line.len() + 2;
+            if line == "END" {
+                return Ok(stats);
+            }
+            if read > MAX_RESPONSE_BYTES {
+                return Err(StatsError::Protocol("answer too long".into()));
+            }
+            let mut fields = line.split_ascii_whitespace();
+            match (fields.next(), fields.next(), fields.next()) {
+                (Some("STAT"), Some(key), Some(value)) => parse_stat(&mut stats, key, value),
+                _ => return Err(StatsError::Protocol(format!("unexpected line {line:?}"))),
+            }
+        }
+    }
+}
+
+fn parse_stat(stats: &mut ServerStats, key: &str, value: &str) {
+    match key {
+        "version" => stats.version = value.into(),
+        "curr_connections" => stats.curr_connections = value.parse().unwrap_or_default(),
+        "get_hits" => stats.get_hits = value.parse().unwrap_or_default(),
+        "get_misses" => stats.get_misses = value.parse().unwrap_or_default(),
+        _ => {}
+    }
+}
+
+async fn read_line<S: AsyncRead + Unpin>(stream: &mut BufReader<S>) -> Result<String, StatsError> {
+    let mut line = String::new();
+    let n = stream
+        .read_line(&mut line)
+        .await
+        .map_err(|e| StatsError::Protocol(e.to_string()))?;
+    if n == 0 {
+        return Err(StatsError::Protocol("connection closed".into()));
+    }
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
+/// `hits / gets` rounded to two decimals, computed in integers.
+pub fn hit_ratio(hits: u128, gets: u128) -> String {
+    if gets == 0 {
+        return "0.00".into();
+    }
+    let hundredths = (hits * 200 + gets) / (gets * 2); // round half up
+    format!("{}.{:02}", hundredths / 100, hundredths % 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hit_ratio_rounds_to_two_decimals() {
+        assert_eq!(hit_ratio(0, 0), "0.00");
+        assert_eq!(hit_ratio(95, 100), "0.95");
+        assert_eq!(hit_ratio(1, 3), "0.33");
+        assert_eq!(hit_ratio(2, 3), "0.67");
+        assert_eq!(hit_ratio(5, 5), "1.00");
+        assert_eq!(hit_ratio(1, 200), "0.01");
+    }
+
+    #[test]
+    fn reads_the_first_credentials_line() {
+        assert_eq!(
+            Credentials::from_auth_file("\nalice:s3cr:et\nbob:x\n"),
+            Some(Credentials {
+                username: "alice".into(),
+                password: "s3cr:et".into()
+            })
+        );
+        assert_eq!(Credentials::from_auth_file("nocolon"), None);
+    }
+}

@@ -1,0 +1,219 @@
+//! The status a reconcile reports, computed purely from what it observed.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use memcached_api::MemcachedStatus;
+
+use crate::labels::MEMCACHED_PORT;
+use crate::stats::ClusterStats;
+
+/// What one reconcile saw.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// Replicas the Deployment should run.
+    pub desired: i32,
+    /// Ready replicas.
+    pub ready: i32,
+    /// Replicas running the current pod template.
+    pub updated: i32,
+    /// The Deployment reports minimum availability.
+    pub available: bool,
+    /// Referenced Secrets that do not exist.
+    pub missing_secrets: Vec<String>,
+    /// Validation errors of the stored spec (admitted without the policy).
+    pub invalid_spec: Option<String>,
+    /// Generation of the CR.
+    pub generation: Option<i64>,
+    /// `<name>.<namespace>`, for the server list.
+    pub host: String,
+}
+
+/// The new status. `lastTransitionTime` moves only when a condition flips.
+pub fn compute(
+    previous: Option<&MemcachedStatus>,
+    seen: &Observed,
+    stats: &ClusterStats,
+    now: &Time,
+) -> MemcachedStatus {
+    let ready = seen.desired > 0 && seen.ready >= seen.desired && seen.missing_secrets.is_empty();
+    let rolling = seen.updated < seen.desired || seen.ready < seen.desired;
+    let (degraded, degraded_reason, degraded_message) = if !seen.missing_secrets.is_empty() {
+        (
+            true,
+            "SecretNotFound",
+            format!("Secret(s) not found: {}", seen.missing_secrets.join(", ")),
+        )
+    } else if let Some(errors) = &seen.invalid_spec {
+        (true, "InvalidSpec", errors.clone())
+    } else if seen.ready < seen.desired {
+        (
+            true,
+            "ReplicasNotReady",
+            format!("{} of {} replicas are ready", seen.ready, seen.desired),
+        )
+    } else {
+        (
+            false,
+            "AllReplicasReady",
+            "All replicas are ready".to_string(),
+        )
+    };
+    let wanted = [
+        condition(
+            "Available",
+            seen.available,
+            if seen.available {
+                "DeploymentAvailable"
+            } else {
+                "DeploymentUnavailable"
+            },
+            if seen.available {
+                "Deployment has minimum availability"
+            } else {
+                "Deployment does not have minimum availability"
+            },
+        ),
+        condition(
+            "Progressing",
+            rolling,
+            if rolling {
+                "RolloutInProgress"
+            } else {
+                "DeploymentComplete"
+            },
+            &format!(
+                "{} of {} replicas updated, {} ready",
+                seen.updated, seen.desired, seen.ready
+            ),
+        ),
+        condition("Degraded", degraded, degraded_reason, &degraded_message),
+        condition(
+            "Ready",
+            ready,
+            if ready {
+                "MemcachedReady"
+            } else if seen.desired == 0 {
+                "ScaledToZero"
+            } else {
+                "MemcachedNotReady"
+            },
+            &if ready {
+                format!("{} replicas serving", seen.ready)
+            } else {
+                format!("{} of {} replicas ready", seen.ready, seen.desired)
+            },
+        ),
+    ];
+    let old = previous
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let conditions = wanted
+        .into_iter()
+        .map(|mut c| {
+            c.observed_generation = seen.generation;
+            c.last_transition_time = match old.iter().find(|o| o.type_ == c.type_) {
+                Some(o) if o.status == c.status => o.last_transition_time.clone(),
+                _ => now.clone(),
+            };
+            c
+        })
+        .collect();
+    MemcachedStatus {
+        replicas: Some(seen.desired),
+        ready_replicas: Some(seen.ready),
+        memcached_version: stats.version.clone(),
+        current_connections: Some(stats.current_connections),
+        hit_ratio: Some(if stats.hit_ratio.is_empty() {
+            "0.00".into()
+        } else {
+            stats.hit_ratio.clone()
+        }),
+        observed_generation: seen.generation,
+        server_list: ready.then(|| vec![format!("{}:{MEMCACHED_PORT}", seen.host)]),
+        conditions: Some(conditions),
+    }
+}
+
+fn condition(type_: &str, status: bool, reason: &str, message: &str) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: Time(Default::default()),
+        observed_generation: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn cond<'a>(s: &'a MemcachedStatus, t: &str) -> &'a Condition {
+        s.conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap()
+    }
+
+    fn seen(desired: i32, ready: i32) -> Observed {
+        Observed {
+            desired,
+            ready,
+            updated: desired,
+            available: ready > 0,
+            host: "c.ns".into(),
+            generation: Some(2),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ready_only_when_all_desired_replicas_are_ready() {
+        let s = compute(None, &seen(3, 3), &ClusterStats::default(), &at(1));
+        assert_eq!(cond(&s, "Ready").status, "True");
+        assert_eq!(cond(&s, "Ready").reason, "MemcachedReady");
+        assert_eq!(s.server_list, Some(vec!["c.ns:11211".to_string()]));
+        assert_eq!(s.hit_ratio.as_deref(), Some("0.00"));
+        let s = compute(None, &seen(3, 2), &ClusterStats::default(), &at(1));
+        assert_eq!(cond(&s, "Ready").status, "False");
+        assert_eq!(cond(&s, "Degraded").reason, "ReplicasNotReady");
+        assert_eq!(s.server_list, None);
+        let s = compute(None, &seen(0, 0), &ClusterStats::default(), &at(1));
+        assert_eq!(cond(&s, "Ready").reason, "ScaledToZero");
+    }
+
+    #[test]
+    fn missing_secrets_take_precedence() {
+        let mut o = seen(1, 1);
+        o.missing_secrets = vec!["tls".into()];
+        o.invalid_spec = Some("x".into());
+        let s = compute(None, &o, &ClusterStats::default(), &at(1));
+        assert_eq!(cond(&s, "Degraded").reason, "SecretNotFound");
+        assert!(cond(&s, "Degraded").message.contains("tls"));
+        assert_eq!(cond(&s, "Ready").status, "False");
+    }
+
+    #[test]
+    fn transition_time_moves_only_on_flips() {
+        let first = compute(None, &seen(1, 0), &ClusterStats::default(), &at(1));
+        let same = compute(Some(&first), &seen(1, 0), &ClusterStats::default(), &at(2));
+        assert_eq!(first, same);
+        let flipped = compute(Some(&first), &seen(1, 1), &ClusterStats::default(), &at(3));
+        assert_eq!(cond(&flipped, "Ready").last_transition_time, at(3));
+        assert_eq!(cond(&flipped, "Available").last_transition_time, at(3));
+        let stats = ClusterStats {
+            current_connections: 7,
+            hit_ratio: "0.50".into(),
+            ..Default::default()
+        };
+        let later = compute(Some(&flipped), &seen(1, 1), &stats, &at(9));
+        assert_eq!(cond(&later, "Ready").last_transition_time, at(3));
+        assert_eq!(later.current_connections, Some(7));
+    }
+}
