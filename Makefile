@@ -6,7 +6,7 @@ WASM_TARGET := wasm32-wasip1
 WASM_BUILD := target/$(WASM_TARGET)/release/memcached_policy.wasm
 POLICY_SOURCES := $(shell find api/src policy-wasm/src -name '*.rs') api/Cargo.toml policy-wasm/Cargo.toml Cargo.toml Cargo.lock
 
-.PHONY: all demo test e2e-tests bench lint fmt fixtures clean
+.PHONY: all demo test e2e-tests bench lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -44,6 +44,10 @@ e2e-tests: policy.wasm
 ## bench: policy size and evaluation latency, wasm against native.
 bench: policy.wasm
 	$(CARGO) bench --locked -p e2e-tests --bench latency
+
+## crd: regenerate deploy/crd.yaml from the API types.
+crd:
+	$(CARGO) run --locked -q -p memcached-controller -- crd > deploy/crd.yaml
 
 ## fixtures: regenerate e2e-tests/fixtures from the seed documents.
 fixtures:

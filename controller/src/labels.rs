@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::Resource;
 use memcached_api::Memcached;
 
@@ -52,7 +52,12 @@ pub fn object_meta(mc: &Memcached) -> ObjectMeta {
         name: mc.metadata.name.clone(),
         namespace: mc.metadata.namespace.clone(),
         labels: Some(selector_labels(mc)),
-        owner_references: mc.controller_owner_ref(&()).map(|r| vec![r]),
+        owner_references: mc.controller_owner_ref(&()).map(|r| {
+            vec![OwnerReference {
+                block_owner_deletion: Some(true),
+                ..r
+            }]
+        }),
         ..Default::default()
     }
 }

@@ -1,0 +1,279 @@
+//! Every builder against the design doc's YAML, with and without each feature.
+
+use memcached_api::{Memcached, apply_defaults};
+use memcached_controller::apply::contains;
+use memcached_controller::desired::Desired;
+use serde_json::{Value, json};
+
+fn memcached(spec: Value) -> Memcached {
+    serde_json::from_value(json!({
+        "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+        "metadata": {"name": "my-cache", "namespace": "default", "uid": "u-1", "annotations": {"memcached.c5c3.io/restart-trigger": "2026-11-22"}},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn desired(spec: Value, secret_hash: Option<&str>) -> Desired {
+    let mc = memcached(spec);
+    let mut effective = mc.spec.clone();
+    apply_defaults(&mut effective);
+    Desired::new(&mc, effective, secret_hash)
+}
+
+fn yaml(text: &str) -> Value {
+    serde_yaml::from_str(text).unwrap()
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap()
+}
+
+fn assert_contains(actual: &Value, wanted: &Value) {
+    assert!(
+        contains(actual, wanted),
+        "wanted\n{wanted:#}\nin\n{actual:#}"
+    );
+}
+
+const SELECTOR: &str = r#"
+app.kubernetes.io/name: memcached
+app.kubernetes.io/instance: my-cache
+app.kubernetes.io/managed-by: memcached-operator
+"#;
+
+/// The design doc's "Full Example" spec.
+fn full_example() -> Value {
+    yaml(
+        r#"
+replicas: 3
+image: memcached:1.6
+resources: {requests: {cpu: 250m, memory: 256Mi}, limits: {cpu: "1", memory: 512Mi}}
+memcached: {maxMemoryMB: 256, maxConnections: 1024, threads: 4, maxItemSize: "1m", verbosity: 0, extraArgs: []}
+highAvailability:
+  antiAffinityPreset: soft
+  topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]
+  podDisruptionBudget: {enabled: true, minAvailable: 1}
+monitoring:
+  enabled: true
+  exporterImage: prom/memcached-exporter:v0.15.4
+  exporterResources: {requests: {cpu: 50m, memory: 32Mi}, limits: {cpu: 100m, memory: 64Mi}}
+  serviceMonitor: {additionalLabels: {release: prometheus}, interval: 30s, scrapeTimeout: 10s}
+networkPolicy:
+  enabled: true
+  allowedSources: [{podSelector: {matchLabels: {app: my-app}}}, {namespaceSelector: {matchLabels: {team: backend}}}]
+"#,
+    )
+}
+
+#[test]
+fn deployment_matches_the_design_doc() {
+    let d = to_json(&desired(full_example(), None).deployment);
+    let expected = yaml(&format!(
+        r#"
+metadata:
+  name: my-cache
+  namespace: default
+  ownerReferences: [{{apiVersion: memcached.c5c3.io/v1beta1, kind: Memcached, name: my-cache, uid: u-1, controller: true, blockOwnerDeletion: true}}]
+spec:
+  replicas: 3
+  strategy: {{type: RollingUpdate, rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}
+  selector: {{matchLabels: {{{sel}}}}}
+  template:
+    metadata:
+      labels: {{{sel}, app.kubernetes.io/version: "1.6"}}
+      annotations: {{memcached.c5c3.io/restart-trigger: "2026-11-22"}}
+    spec:
+      securityContext: {{runAsNonRoot: true, runAsUser: 11211, runAsGroup: 11211, fsGroup: 11211, seccompProfile: {{type: RuntimeDefault}}}}
+      affinity:
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+            - weight: 100
+              podAffinityTerm:
+                labelSelector: {{matchLabels: {{app.kubernetes.io/name: memcached, app.kubernetes.io/instance: my-cache}}}}
+                topologyKey: kubernetes.io/hostname
+      topologySpreadConstraints: [{{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}}]
+      containers:
+        - name: memcached
+          image: memcached:1.6
+          args: ["-m", "256", "-c", "1024", "-t", "4", "-I", "1m"]
+          ports: [{{name: memcached, containerPort: 11211, protocol: TCP}}]
+          livenessProbe: {{tcpSocket: {{port: memcached}}, initialDelaySeconds: 10, periodSeconds: 10}}
+          readinessProbe: {{tcpSocket: {{port: memcached}}, initialDelaySeconds: 5, periodSeconds: 5}}
+          resources: {{requests: {{cpu: 250m, memory: 256Mi}}, limits: {{cpu: "1", memory: 512Mi}}}}
+          securityContext: {{allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {{drop: [ALL]}}}}
+        - name: exporter
+          image: prom/memcached-exporter:v0.15.4
+          args: ["--memcached.address=localhost:11211"]
+          ports: [{{name: metrics, containerPort: 9150, protocol: TCP}}]
+          resources: {{requests: {{cpu: 50m, memory: 32Mi}}, limits: {{cpu: 100m, memory: 64Mi}}}}
+          securityContext: {{allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {{drop: [ALL]}}}}
+"#,
+        sel = SELECTOR.trim().replace('\n', ", ")
+    ));
+    assert_contains(&d, &expected);
+    assert!(
+        d["spec"]["template"]["spec"]
+            .get("terminationGracePeriodSeconds")
+            .is_none()
+    );
+    assert!(d["spec"]["template"]["spec"].get("volumes").is_none());
+}
+
+#[test]
+fn deployment_options() {
+    let hard = to_json(
+        &desired(
+            json!({"highAvailability": {"antiAffinityPreset": "hard"}}),
+            None,
+        )
+        .deployment,
+    );
+    assert_contains(
+        &hard,
+        &json!({"spec": {"template": {"spec": {"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]}}}}}}),
+    );
+    let plain = to_json(&desired(json!({}), None).deployment);
+    assert!(plain["spec"]["template"]["spec"].get("affinity").is_none());
+    assert_eq!(
+        plain["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let autoscaled = to_json(
+        &desired(
+            json!({"autoscaling": {"enabled": true, "maxReplicas": 4}}),
+            None,
+        )
+        .deployment,
+    );
+    assert!(
+        autoscaled["spec"].get("replicas").is_none(),
+        "the HPA owns the scale"
+    );
+
+    let graceful = to_json(&desired(json!({"highAvailability": {"gracefulShutdown": {"enabled": true, "preStopDelaySeconds": 7}}}), None).deployment);
+    assert_contains(
+        &graceful,
+        &json!({"spec": {"template": {"spec": {"terminationGracePeriodSeconds": 30,
+        "containers": [{"lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 7"]}}}}]}}}}),
+    );
+
+    let pod = to_json(&desired(json!({"podLabels": {"team": "a", "app.kubernetes.io/instance": "spoof"}, "podAnnotations": {"x": "y"},
+        "nodeSelector": {"disk": "ssd"}, "tolerations": [{"key": "k", "effect": "NoSchedule"}], "imagePullSecrets": [{"name": "reg"}],
+        "image": "registry:5000/memcached:1.6.28"}), Some("abc")).deployment);
+    assert_contains(
+        &pod,
+        &json!({"metadata": {"labels": {"app.kubernetes.io/version": "1.6.28"}}, "spec": {"template": {
+        "metadata": {"labels": {"team": "a", "app.kubernetes.io/instance": "my-cache", "app.kubernetes.io/version": "1.6.28"},
+            "annotations": {"x": "y", "memcached.c5c3.io/secret-hash": "abc"}},
+        "spec": {"nodeSelector": {"disk": "ssd"}, "tolerations": [{"key": "k"}], "imagePullSecrets": [{"name": "reg"}]}}}}),
+    );
+}
+
+#[test]
+fn deployment_mounts_secrets_and_configures_the_exporter_for_tls() {
+    let d = to_json(&desired(json!({"monitoring": {"enabled": true}, "security": {
+        "sasl": {"enabled": true, "credentialsSecretRef": {"name": "auth"}},
+        "tls": {"enabled": true, "certificateSecretRef": {"name": "certs"}, "enableClientCert": true}}}), Some("h")).deployment);
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "auth", "secret": {"secretName": "auth"}}, {"name": "tls", "secret": {"secretName": "certs"}}])
+    );
+    assert_eq!(
+        pod["containers"][0]["volumeMounts"],
+        json!([
+        {"name": "auth", "mountPath": "/etc/memcached/auth", "readOnly": true},
+        {"name": "tls", "mountPath": "/etc/memcached/tls", "readOnly": true}])
+    );
+    assert_eq!(
+        pod["containers"][1]["volumeMounts"],
+        json!([{"name": "tls", "mountPath": "/etc/memcached/tls", "readOnly": true}])
+    );
+    assert_eq!(
+        pod["containers"][1]["args"],
+        json!([
+            "--memcached.address=localhost:11211",
+            "--memcached.tls.enable",
+            "--memcached.tls.insecure-skip-verify",
+            "--memcached.tls.cert-file=/etc/memcached/tls/tls.crt",
+            "--memcached.tls.key-file=/etc/memcached/tls/tls.key"
+        ])
+    );
+}
+
+#[test]
+fn service_matches_the_design_doc() {
+    let s = to_json(&desired(full_example(), None).service);
+    assert_contains(
+        &s,
+        &yaml(&format!(
+            r#"
+metadata: {{name: my-cache, namespace: default, labels: {{{sel}}}}}
+spec:
+  clusterIP: None
+  ports:
+    - {{name: memcached, port: 11211, targetPort: memcached, protocol: TCP}}
+    - {{name: metrics, port: 9150, targetPort: metrics, protocol: TCP}}
+  selector: {{{sel}}}
+"#,
+            sel = SELECTOR.trim().replace('\n', ", ")
+        )),
+    );
+    let plain = to_json(&desired(json!({"service": {"annotations": {"a": "b"}}}), None).service);
+    assert_eq!(plain["spec"]["ports"].as_array().unwrap().len(), 1);
+    assert_eq!(plain["metadata"]["annotations"], json!({"a": "b"}));
+}
+
+#[test]
+fn pdb_hpa_network_policy_and_service_monitor_follow_their_switches() {
+    let all = desired(full_example(), None);
+    assert_contains(
+        &to_json(&all.pdb.unwrap()),
+        &json!({"spec": {"minAvailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/instance": "my-cache"}}}}),
+    );
+    assert_contains(
+        &to_json(&all.network_policy.unwrap()),
+        &json!({"spec": {"policyTypes": ["Ingress"], "ingress": [{
+        "from": [{"podSelector": {"matchLabels": {"app": "my-app"}}}, {"namespaceSelector": {"matchLabels": {"team": "backend"}}}],
+        "ports": [{"port": 11211, "protocol": "TCP"}, {"port": 9150, "protocol": "TCP"}]}]}}),
+    );
+    assert_contains(
+        &to_json(&all.service_monitor.unwrap()),
+        &json!({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+        "metadata": {"labels": {"release": "prometheus", "app.kubernetes.io/name": "memcached"}},
+        "spec": {"endpoints": [{"port": "metrics", "interval": "30s", "scrapeTimeout": "10s"}]}}),
+    );
+    assert!(all.hpa.is_none());
+
+    let none = desired(
+        json!({"highAvailability": {"podDisruptionBudget": {"enabled": false, "minAvailable": 1}},
+        "networkPolicy": {"enabled": false}, "monitoring": {"enabled": false}}),
+        None,
+    );
+    assert!(
+        none.pdb.is_none()
+            && none.network_policy.is_none()
+            && none.service_monitor.is_none()
+            && none.hpa.is_none()
+    );
+
+    let hpa = desired(
+        json!({"autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 6}}),
+        None,
+    )
+    .hpa
+    .unwrap();
+    assert_contains(
+        &to_json(&hpa),
+        &json!({"spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "my-cache"},
+        "minReplicas": 2, "maxReplicas": 6,
+        "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}],
+        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}}}}),
+    );
+}
