@@ -28,6 +28,7 @@ use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::deployment::secret_mounts;
 use crate::desired::Desired;
 use crate::labels::{MANAGER, MEMCACHED_PORT};
+use crate::metrics::{Instance, Metrics};
 use crate::stats::{ClusterStats, Credentials, StatsClient};
 use crate::status::{self, Observed};
 use crate::{service_monitor, tls};
@@ -45,6 +46,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Consecutive failures per object, for the error backoff.
     pub failures: Mutex<HashMap<String, u32>>,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 /// A reconcile failure; retried with backoff.
@@ -149,6 +152,12 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     let deployment = deployments.get_opt(&name).await?;
     let observed = observe(&mc, &spec, deployment.as_ref(), missing, invalid_spec);
     let ready = observed.desired > 0 && observed.ready >= observed.desired;
+    let instance = Instance {
+        namespace: ns.clone(),
+        name: name.clone(),
+    };
+    ctx.metrics
+        .replicas(instance, observed.desired, observed.ready);
     let addresses = ready_addresses(&Api::namespaced(client.clone(), &ns), &name).await?;
     let stats = stats_client(&spec, &secrets).collect(&addresses).await;
     write_status(&Api::namespaced(client, &ns), &mc, &observed, &stats).await?;

@@ -1,0 +1,146 @@
+//! Prometheus metrics of the controller.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// One Memcached.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Instance {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// The controller's metrics and their registry.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Counter,
+    errors: Counter,
+    duration: Histogram,
+    desired: Family<Instance, Gauge>,
+    ready: Family<Instance, Gauge>,
+    known: Mutex<HashSet<Instance>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("memcached_operator");
+        let reconciles = Counter::default();
+        let errors = Counter::default();
+        let duration = Histogram::new(exponential_buckets(0.005, 2.0, 12));
+        let desired = Family::<Instance, Gauge>::default();
+        let ready = Family::<Instance, Gauge>::default();
+        registry.register("reconciles", "Reconciles run", reconciles.clone());
+        registry.register("reconcile_errors", "Reconciles that failed", errors.clone());
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time one reconcile took",
+            duration.clone(),
+        );
+        registry.register(
+            "desired_replicas",
+            "Replicas each Memcached should run",
+            desired.clone(),
+        );
+        registry.register(
+            "ready_replicas",
+            "Ready replicas of each Memcached",
+            ready.clone(),
+        );
+        Metrics {
+            registry,
+            reconciles,
+            errors,
+            duration,
+            desired,
+            ready,
+            known: Mutex::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Count one reconcile and how long it took.
+    pub fn reconciled(&self, took: Duration, failed: bool) {
+        self.reconciles.inc();
+        if failed {
+            self.errors.inc();
+        }
+        self.duration.observe(took.as_secs_f64());
+    }
+
+    /// Record an instance's replica counts.
+    pub fn replicas(&self, instance: Instance, desired: i32, ready: i32) {
+        self.desired.get_or_create(&instance).set(desired.into());
+        self.ready.get_or_create(&instance).set(ready.into());
+        self.known.lock().map(|mut k| k.insert(instance)).ok();
+    }
+
+    /// Forget instances that no longer exist.
+    pub fn retain(&self, exists: impl Fn(&Instance) -> bool) {
+        let Ok(mut known) = self.known.lock() else {
+            return;
+        };
+        known.retain(|instance| {
+            let keep = exists(instance);
+            if !keep {
+                self.desired.remove(instance);
+                self.ready.remove(instance);
+            }
+            keep
+        });
+    }
+
+    /// Reconciles run so far.
+    pub fn reconcile_count(&self) -> u64 {
+        self.reconciles.get()
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exports_and_forgets_instances() {
+        let m = Metrics::default();
+        let i = Instance {
+            namespace: "ns".into(),
+            name: "c".into(),
+        };
+        m.reconciled(Duration::from_millis(3), false);
+        m.reconciled(Duration::from_millis(3), true);
+        m.replicas(i.clone(), 3, 2);
+        let text = m.encode();
+        assert!(
+            text.contains("memcached_operator_reconciles_total 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("memcached_operator_reconcile_errors_total 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"memcached_operator_ready_replicas{namespace="ns",name="c"} 2"#),
+            "{text}"
+        );
+        m.retain(|_| false);
+        assert!(!m.encode().contains(r#"name="c""#));
+    }
+}

@@ -1,0 +1,319 @@
+//! Reconcile against an in-memory API server (tower-test): the real
+//! reconcile code, its real HTTP requests, a fake store behind them.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use http::{Method, Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
+use memcached_api::Memcached;
+use memcached_controller::reconcile::{Context, REQUEUE_NOT_READY, reconcile};
+use serde_json::{Value, json};
+
+const NS: &str = "default";
+
+/// Objects by API path, and every write the controller sent.
+#[derive(Default)]
+struct FakeApi {
+    objects: BTreeMap<String, Value>,
+    writes: Vec<String>,
+}
+
+type Shared = Arc<Mutex<FakeApi>>;
+
+fn path(group_version: &str, resource: &str, name: &str) -> String {
+    let prefix = if group_version == "v1" {
+        "/api/v1".to_string()
+    } else {
+        format!("/apis/{group_version}")
+    };
+    format!("{prefix}/namespaces/{NS}/{resource}/{name}")
+}
+
+fn not_found() -> (StatusCode, Value) {
+    (
+        StatusCode::NOT_FOUND,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}),
+    )
+}
+
+fn handle(
+    api: &Shared,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: &[u8],
+) -> (StatusCode, Value) {
+    let mut api = api.lock().unwrap();
+    if path.contains("/events.k8s.io/") {
+        return (
+            StatusCode::OK,
+            serde_json::from_slice(body).unwrap_or_default(),
+        );
+    }
+    if path.ends_with("/endpointslices") {
+        return (
+            StatusCode::OK,
+            json!({"kind": "EndpointSliceList", "apiVersion": "discovery.k8s.io/v1", "metadata": {}, "items": []}),
+        );
+    }
+    match *method {
+        Method::GET => api
+            .objects
+            .get(path)
+            .cloned()
+            .map_or_else(not_found, |o| (StatusCode::OK, o)),
+        Method::PATCH => {
+            assert!(
+                query.contains("fieldManager=memcached-operator") && query.contains("force=true"),
+                "server-side apply: {query}"
+            );
+            api.writes.push(format!("PATCH {path}"));
+            let mut object: Value = serde_json::from_slice(body).unwrap();
+            let key = path.trim_end_matches("/status").to_string();
+            if path.ends_with("/status") {
+                let mut stored = api.objects.get(&key).cloned().unwrap_or_default();
+                stored["status"] = object["status"].take();
+                api.objects.insert(key, stored.clone());
+                return (StatusCode::OK, stored);
+            }
+            object["metadata"]["resourceVersion"] = json!("1");
+            api.objects.insert(key, object.clone());
+            (StatusCode::OK, object)
+        }
+        Method::DELETE => {
+            api.writes.push(format!("DELETE {path}"));
+            api.objects.remove(path).map_or_else(not_found, |_| {
+                (
+                    StatusCode::OK,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                )
+            })
+        }
+        _ => panic!("unexpected {method} {path}"),
+    }
+}
+
+fn context(api: Shared) -> Arc<Context> {
+    let (service, mut handle_) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle_.next_request().await {
+            let (parts, body) = request.into_parts();
+            let body = body.collect_bytes().await.unwrap();
+            let (status, value) = handle(
+                &api,
+                &parts.method,
+                parts.uri.path(),
+                parts.uri.query().unwrap_or(""),
+                &body,
+            );
+            let response = Response::builder()
+                .status(status)
+                .body(Body::from(serde_json::to_vec(&value).unwrap()))
+                .unwrap();
+            send.send_response(response);
+        }
+    });
+    let client = Client::new(service, NS);
+    let reporter = Reporter {
+        controller: "memcached-operator".into(),
+        instance: None,
+    };
+    Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
+        client,
+        failures: Default::default(),
+        metrics: Default::default(),
+    })
+}
+
+fn cr_path() -> String {
+    path("memcached.c5c3.io/v1beta1", "memcacheds", "c")
+}
+
+/// Store the CR with `spec` as the API server would: the generation moves
+/// when the spec changes, the status stays. Returns it as a watch delivers it.
+fn store_cr(api: &Shared, spec: Value) -> Arc<Memcached> {
+    let mut api = api.lock().unwrap();
+    let old = api.objects.get(&cr_path()).cloned().unwrap_or(Value::Null);
+    let generation =
+        old["metadata"]["generation"].as_i64().unwrap_or(0) + i64::from(old["spec"] != spec);
+    let mut object = json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+        "metadata": {"name": "c", "namespace": NS, "uid": "uid-1", "generation": generation}, "spec": spec});
+    if !old["status"].is_null() {
+        object["status"] = old["status"].clone();
+    }
+    api.objects.insert(cr_path(), object.clone());
+    Arc::new(serde_json::from_value(object).unwrap())
+}
+
+/// Apply `spec` and reconcile it; returns the CR with the status it wrote.
+async fn converge(api: &Shared, spec: Value) -> Arc<Memcached> {
+    reconcile(store_cr(api, spec.clone()), context(api.clone()))
+        .await
+        .unwrap();
+    store_cr(api, spec)
+}
+
+fn writes(api: &Shared) -> Vec<String> {
+    std::mem::take(&mut api.lock().unwrap().writes)
+}
+
+#[tokio::test]
+async fn creates_deployment_service_and_status() {
+    let api = Shared::default();
+    let ctx = context(api.clone());
+    let action = reconcile(store_cr(&api, json!({})), ctx).await.unwrap();
+    assert_eq!(action, Action::requeue(REQUEUE_NOT_READY));
+    assert_eq!(
+        writes(&api),
+        [
+            format!("PATCH {}", path("apps/v1", "deployments", "c")),
+            format!("PATCH {}", path("v1", "services", "c")),
+            format!("PATCH {}/status", cr_path()),
+        ]
+    );
+    let deployment = &api.lock().unwrap().objects[&path("apps/v1", "deployments", "c")];
+    assert_eq!(deployment["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+    assert_eq!(deployment["spec"]["replicas"], 1);
+}
+
+#[tokio::test]
+async fn a_converged_memcached_causes_no_write() {
+    let api = Shared::default();
+    let mc = converge(&api, json!({"highAvailability": {"podDisruptionBudget": {"enabled": true, "maxUnavailable": 1}}})).await;
+    writes(&api);
+    reconcile(mc, context(api.clone())).await.unwrap();
+    assert_eq!(writes(&api), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_spec_change_updates_only_what_changed() {
+    let api = Shared::default();
+    converge(&api, json!({})).await;
+    writes(&api);
+    let changed = converge(&api, json!({"memcached": {"maxMemoryMB": 128}})).await;
+    let status_write = format!("PATCH {}/status", cr_path());
+    assert_eq!(
+        writes(&api),
+        [
+            format!("PATCH {}", path("apps/v1", "deployments", "c")),
+            status_write
+        ],
+        "observedGeneration moves too"
+    );
+    let args = api.lock().unwrap().objects[&path("apps/v1", "deployments", "c")]["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert_eq!(args[1], "128");
+    reconcile(changed, context(api.clone())).await.unwrap();
+    assert!(writes(&api).is_empty());
+}
+
+#[tokio::test]
+async fn turning_a_feature_off_deletes_its_object() {
+    let api = Shared::default();
+    converge(&api, json!({"highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 0}}, "networkPolicy": {"enabled": true}})).await;
+    assert!(api.lock().unwrap().objects.contains_key(&path(
+        "policy/v1",
+        "poddisruptionbudgets",
+        "c"
+    )));
+    writes(&api);
+    converge(&api, json!({"highAvailability": {"podDisruptionBudget": {"enabled": false}}, "networkPolicy": {"enabled": true}})).await;
+    assert_eq!(
+        writes(&api),
+        [
+            format!("DELETE {}", path("policy/v1", "poddisruptionbudgets", "c")),
+            format!("PATCH {}/status", cr_path())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn never_touches_an_object_it_does_not_own() {
+    let api = Shared::default();
+    let foreign = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "c", "namespace": NS}, "spec": {"ports": [{"port": 80}]}});
+    api.lock()
+        .unwrap()
+        .objects
+        .insert(path("v1", "services", "c"), foreign.clone());
+    let foreign_pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "c", "namespace": NS}});
+    api.lock()
+        .unwrap()
+        .objects
+        .insert(path("policy/v1", "poddisruptionbudgets", "c"), foreign_pdb);
+    reconcile(store_cr(&api, json!({})), context(api.clone()))
+        .await
+        .unwrap();
+    let w = writes(&api);
+    assert!(
+        !w.iter()
+            .any(|w| w.contains("/services/") || w.contains("/poddisruptionbudgets/")),
+        "{w:?}"
+    );
+    assert_eq!(
+        api.lock().unwrap().objects[&path("v1", "services", "c")],
+        foreign
+    );
+}
+
+#[tokio::test]
+async fn ready_replicas_change_the_status() {
+    let api = Shared::default();
+    let mc = converge(&api, json!({"replicas": 2})).await;
+    assert_eq!(mc.status.as_ref().unwrap().ready_replicas, Some(0));
+    writes(&api);
+    let key = path("apps/v1", "deployments", "c");
+    api.lock().unwrap().objects.get_mut(&key).unwrap()["status"] = json!({"replicas": 2, "readyReplicas": 2, "updatedReplicas": 2,
+        "conditions": [{"type": "Available", "status": "True"}]});
+    let action = reconcile(mc, context(api.clone())).await.unwrap();
+    assert_eq!(writes(&api), [format!("PATCH {}/status", cr_path())]);
+    assert_eq!(
+        action,
+        Action::requeue(memcached_controller::reconcile::REQUEUE_READY)
+    );
+    let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
+    assert_eq!(status["readyReplicas"], 2);
+    assert_eq!(status["serverList"], json!(["c.default:11211"]));
+    let ready = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("True"), Some("MemcachedReady"))
+    );
+}
+
+#[tokio::test]
+async fn a_missing_secret_degrades_and_keeps_running_pods() {
+    let api = Shared::default();
+    let spec =
+        json!({"security": {"tls": {"enabled": true, "certificateSecretRef": {"name": "certs"}}}});
+    let mc = converge(&api, spec.clone()).await;
+    let status = mc.status.clone().unwrap();
+    let degraded = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "Degraded")
+        .unwrap();
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "SecretNotFound")
+    );
+    assert!(degraded.message.contains("certs"));
+    writes(&api);
+    // With the Deployment in place, a still-missing Secret changes nothing.
+    let changed = store_cr(
+        &api,
+        json!({"security": {"tls": {"enabled": true, "certificateSecretRef": {"name": "certs"}}}, "memcached": {"threads": 2}}),
+    );
+    reconcile(changed, context(api.clone())).await.unwrap();
+    assert!(!writes(&api).iter().any(|w| w.contains("/deployments/")));
+}
