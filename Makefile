@@ -1,4 +1,4 @@
-# memcached-operator: the Kubewarden policy (policy-wasm/) and its tests.
+# memcached-operator: the Kubewarden policy (policy-wasm/), the controller (controller/) and their tests.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 CARGO ?= cargo
@@ -26,11 +26,13 @@ annotated-policy.wasm: policy.wasm metadata.yml README.md
 	@command -v kwctl >/dev/null || { echo "kwctl is not installed: see https://github.com/kubewarden/kwctl"; exit 1; }
 	kwctl annotate -m metadata.yml -u README.md -o $@ policy.wasm
 
-## demo: build the policy and show it judging every seed example.
+## demo: build the policy and show it judging every seed example, then the objects the controller makes of one.
 demo: policy.wasm
 	$(CARGO) run --locked -q -p e2e-tests --bin demo
+	@echo; echo "== memcached-controller render -f deploy/examples/secure-cache.yaml"
+	$(CARGO) run --locked -q -p memcached-controller -- render -f deploy/examples/secure-cache.yaml
 
-## test: every test: unit tests, the policy through wasmtime, packaging checks, kwctl suite.
+## test: every test: unit, policy through wasmtime, controller against real memcached and a mocked API server, packaging, kwctl suite.
 test: policy.wasm
 	$(CARGO) test --locked --workspace
 	python3 e2e-tests/check_metadata.py
@@ -41,9 +43,12 @@ e2e-tests: policy.wasm
 	$(CARGO) test --locked -p e2e-tests
 	bats e2e-tests/kwctl.bats
 
-## bench: policy size and evaluation latency, wasm against native.
+## bench: policy size and latency (wasm against native); controller binary size and stats collection.
 bench: policy.wasm
+	$(CARGO) build --locked --release -p memcached-controller
+	@echo "controller release binary: $$(stat -c %s target/release/memcached-controller) bytes"
 	$(CARGO) bench --locked -p e2e-tests --bench latency
+	$(CARGO) bench --locked -p memcached-controller --bench stats
 
 ## crd: regenerate deploy/crd.yaml from the API types.
 crd:

@@ -65,6 +65,7 @@ pub enum Error {
 pub type SecretData = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
 
 /// Converge one Memcached.
+#[tracing::instrument(skip_all, fields(namespace = mc.namespace().unwrap_or_default(), name = mc.name_any()))]
 pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = mc.namespace().ok_or(Error::Incomplete("namespace"))?;
     let uid = mc.uid().ok_or(Error::Incomplete("uid"))?;

@@ -122,7 +122,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn controller(
+/// Reconcile the Memcached objects of one namespace (or all) until shutdown.
+pub async fn controller(
     client: Client,
     namespace: Option<String>,
     ctx: Arc<Context>,

@@ -1,134 +1,15 @@
 //! Reconcile against an in-memory API server (tower-test): the real
 //! reconcile code, its real HTTP requests, a fake store behind them.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+mod fake_api;
 
-use http::{Method, Request, Response, StatusCode};
-use kube::Client;
-use kube::client::Body;
+use std::sync::Arc;
+
+use fake_api::{NS, Shared, context, path};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Recorder, Reporter};
 use memcached_api::Memcached;
-use memcached_controller::reconcile::{Context, REQUEUE_NOT_READY, reconcile};
+use memcached_controller::reconcile::{REQUEUE_NOT_READY, reconcile};
 use serde_json::{Value, json};
-
-const NS: &str = "default";
-
-/// Objects by API path, and every write the controller sent.
-#[derive(Default)]
-struct FakeApi {
-    objects: BTreeMap<String, Value>,
-    writes: Vec<String>,
-}
-
-type Shared = Arc<Mutex<FakeApi>>;
-
-fn path(group_version: &str, resource: &str, name: &str) -> String {
-    let prefix = if group_version == "v1" {
-        "/api/v1".to_string()
-    } else {
-        format!("/apis/{group_version}")
-    };
-    format!("{prefix}/namespaces/{NS}/{resource}/{name}")
-}
-
-fn not_found() -> (StatusCode, Value) {
-    (
-        StatusCode::NOT_FOUND,
-        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}),
-    )
-}
-
-fn handle(
-    api: &Shared,
-    method: &Method,
-    path: &str,
-    query: &str,
-    body: &[u8],
-) -> (StatusCode, Value) {
-    let mut api = api.lock().unwrap();
-    if path.contains("/events.k8s.io/") {
-        return (
-            StatusCode::OK,
-            serde_json::from_slice(body).unwrap_or_default(),
-        );
-    }
-    if path.ends_with("/endpointslices") {
-        return (
-            StatusCode::OK,
-            json!({"kind": "EndpointSliceList", "apiVersion": "discovery.k8s.io/v1", "metadata": {}, "items": []}),
-        );
-    }
-    match *method {
-        Method::GET => api
-            .objects
-            .get(path)
-            .cloned()
-            .map_or_else(not_found, |o| (StatusCode::OK, o)),
-        Method::PATCH => {
-            assert!(
-                query.contains("fieldManager=memcached-operator") && query.contains("force=true"),
-                "server-side apply: {query}"
-            );
-            api.writes.push(format!("PATCH {path}"));
-            let mut object: Value = serde_json::from_slice(body).unwrap();
-            let key = path.trim_end_matches("/status").to_string();
-            if path.ends_with("/status") {
-                let mut stored = api.objects.get(&key).cloned().unwrap_or_default();
-                stored["status"] = object["status"].take();
-                api.objects.insert(key, stored.clone());
-                return (StatusCode::OK, stored);
-            }
-            object["metadata"]["resourceVersion"] = json!("1");
-            api.objects.insert(key, object.clone());
-            (StatusCode::OK, object)
-        }
-        Method::DELETE => {
-            api.writes.push(format!("DELETE {path}"));
-            api.objects.remove(path).map_or_else(not_found, |_| {
-                (
-                    StatusCode::OK,
-                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
-                )
-            })
-        }
-        _ => panic!("unexpected {method} {path}"),
-    }
-}
-
-fn context(api: Shared) -> Arc<Context> {
-    let (service, mut handle_) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    tokio::spawn(async move {
-        while let Some((request, send)) = handle_.next_request().await {
-            let (parts, body) = request.into_parts();
-            let body = body.collect_bytes().await.unwrap();
-            let (status, value) = handle(
-                &api,
-                &parts.method,
-                parts.uri.path(),
-                parts.uri.query().unwrap_or(""),
-                &body,
-            );
-            let response = Response::builder()
-                .status(status)
-                .body(Body::from(serde_json::to_vec(&value).unwrap()))
-                .unwrap();
-            send.send_response(response);
-        }
-    });
-    let client = Client::new(service, NS);
-    let reporter = Reporter {
-        controller: "memcached-operator".into(),
-        instance: None,
-    };
-    Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
-        client,
-        failures: Default::default(),
-        metrics: Default::default(),
-    })
-}
 
 fn cr_path() -> String {
     path("memcached.c5c3.io/v1beta1", "memcacheds", "c")

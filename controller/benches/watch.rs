@@ -1,0 +1,62 @@
+//! The controller's footprint while it watches 100 Memcached objects: the
+//! real Controller and reconcile, against the in-memory API server of the
+//! tests (itself counted in the RSS). Prints numbers, asserts nothing.
+
+#[path = "../tests/fake_api/mod.rs"]
+mod fake_api;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use fake_api::{NS, Shared, context, path};
+use memcached_controller::metrics::Metrics;
+use memcached_controller::run::controller;
+use serde_json::json;
+
+const OBJECTS: usize = 100;
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let api = Shared::default();
+        for i in 0..OBJECTS {
+            let name = format!("cache-{i}");
+            let cr = json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+                "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{i}"), "generation": 1},
+                "spec": {"replicas": 2, "monitoring": {"enabled": i % 2 == 0}, "highAvailability": {"podDisruptionBudget": {"enabled": true, "maxUnavailable": 1}}}});
+            api.lock().unwrap().objects.insert(path("memcached.c5c3.io/v1beta1", "memcacheds", &name), cr);
+        }
+        let before = rss_kib();
+        let ctx = context(api.clone());
+        let metrics = Arc::new(Metrics::default());
+        let started = Instant::now();
+        tokio::spawn(controller(ctx.client.clone(), None, ctx.clone(), metrics.clone(), Arc::new(AtomicBool::new(false))));
+        let statuses = || api.lock().unwrap().objects.values().filter(|o| o["kind"] == "Memcached" && !o["status"].is_null()).count();
+        while statuses() < OBJECTS && started.elapsed() < Duration::from_secs(120) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let converged = started.elapsed();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        println!("{} of {OBJECTS} Memcached objects reconciled in {converged:.2?}; {} reconciles", statuses(), metrics.reconcile_count());
+        println!("RSS: {:.1} MiB while watching {OBJECTS} objects (before the controller: {:.1} MiB; goal <= 30 MiB; mocked API server in-process)",
+            rss_kib() as f64 / 1024.0, before as f64 / 1024.0);
+    });
+}

@@ -1,0 +1,193 @@
+//! An in-memory Kubernetes API server behind a tower-test mock: enough of
+//! GET, LIST, WATCH (held open, no events), server-side apply PATCH and
+//! DELETE for the controller's real requests. Used by the reconcile tests and
+//! the watch bench.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use http::{Method, Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+use memcached_controller::reconcile::Context;
+use serde_json::{Value, json};
+
+/// Namespace of every object.
+pub const NS: &str = "default";
+
+/// Objects by API path, and every write the controller sent.
+#[derive(Default)]
+pub struct FakeApi {
+    /// Objects by path.
+    pub objects: BTreeMap<String, Value>,
+    /// `METHOD path` of every write.
+    pub writes: Vec<String>,
+}
+
+/// The fake, shared with the mock's serving task.
+pub type Shared = Arc<Mutex<FakeApi>>;
+
+/// The API path of a namespaced object.
+pub fn path(group_version: &str, resource: &str, name: &str) -> String {
+    let prefix = if group_version == "v1" {
+        "/api/v1".to_string()
+    } else {
+        format!("/apis/{group_version}")
+    };
+    format!("{prefix}/namespaces/{NS}/{resource}/{name}")
+}
+
+fn not_found() -> (StatusCode, Value) {
+    (
+        StatusCode::NOT_FOUND,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}),
+    )
+}
+
+fn handle(
+    api: &Shared,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: &[u8],
+) -> (StatusCode, Value) {
+    let mut api = api.lock().unwrap();
+    if path.contains("/events.k8s.io/") {
+        return (
+            StatusCode::OK,
+            serde_json::from_slice(body).unwrap_or_default(),
+        );
+    }
+    if *method == Method::GET && is_collection(path) {
+        let prefix = format!("{}/", path.trim_end_matches('/'));
+        let resource = path.rsplit('/').next().unwrap_or_default();
+        let items: Vec<Value> = api
+            .objects
+            .iter()
+            .filter(|(k, _)| path_in_collection(k, &prefix, resource))
+            .map(|(_, v)| v.clone())
+            .collect();
+        return (
+            StatusCode::OK,
+            json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "1"}, "items": items}),
+        );
+    }
+    match *method {
+        Method::GET => api
+            .objects
+            .get(path)
+            .cloned()
+            .map_or_else(not_found, |o| (StatusCode::OK, o)),
+        Method::PATCH => {
+            assert!(
+                query.contains("fieldManager=memcached-operator") && query.contains("force=true"),
+                "server-side apply: {query}"
+            );
+            api.writes.push(format!("PATCH {path}"));
+            let mut object: Value = serde_json::from_slice(body).unwrap();
+            let key = path.trim_end_matches("/status").to_string();
+            if path.ends_with("/status") {
+                let mut stored = api.objects.get(&key).cloned().unwrap_or_default();
+                stored["status"] = object["status"].take();
+                api.objects.insert(key, stored.clone());
+                return (StatusCode::OK, stored);
+            }
+            object["metadata"]["resourceVersion"] = json!("1");
+            api.objects.insert(key, object.clone());
+            (StatusCode::OK, object)
+        }
+        Method::DELETE => {
+            api.writes.push(format!("DELETE {path}"));
+            api.objects.remove(path).map_or_else(not_found, |_| {
+                (
+                    StatusCode::OK,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                )
+            })
+        }
+        _ => panic!("unexpected {method} {path}"),
+    }
+}
+
+/// A collection (list) path: `.../<resource>` rather than `.../<resource>/<name>`.
+fn is_collection(path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // api/v1/<res>, api/v1/namespaces/<ns>/<res>, apis/<g>/<v>/<res>, apis/<g>/<v>/namespaces/<ns>/<res>
+    let base = if segments.first() == Some(&"api") {
+        2
+    } else {
+        3
+    };
+    segments.len() == base + 1 || (segments.len() == base + 3 && segments[base] == "namespaces")
+}
+
+/// True when the object path `key` is in the collection `prefix` (or the same resource in any namespace).
+fn path_in_collection(key: &str, prefix: &str, resource: &str) -> bool {
+    key.starts_with(prefix)
+        || (!prefix.contains("/namespaces/")
+            && key.contains(&format!("/{resource}/"))
+            && key.rsplit('/').nth(1) == Some(resource))
+}
+
+/// A client whose requests `api` answers; watches stay open with no events.
+pub fn client(api: Shared) -> Client {
+    let (service, mut handle_) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    tokio::spawn(async move {
+        let mut open_watches = Vec::new();
+        while let Some((request, send)) = handle_.next_request().await {
+            let (parts, body) = request.into_parts();
+            let query = parts.uri.query().unwrap_or("").to_string();
+            if query
+                .split('&')
+                .any(|p| p == "watch=true" || p == "watch=1")
+            {
+                open_watches.push(send);
+                continue;
+            }
+            let body = body.collect_bytes().await.unwrap();
+            let (status, value) = handle(&api, &parts.method, parts.uri.path(), &query, &body);
+            let response = Response::builder()
+                .status(status)
+                .body(Body::from(serde_json::to_vec(&value).unwrap()))
+                .unwrap();
+            send.send_response(response);
+        }
+    });
+    Client::new(service, NS)
+}
+
+/// A reconcile context whose client talks to `api`.
+pub fn context(api: Shared) -> Arc<Context> {
+    let (service, mut handle_) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle_.next_request().await {
+            let (parts, body) = request.into_parts();
+            let body = body.collect_bytes().await.unwrap();
+            let (status, value) = handle(
+                &api,
+                &parts.method,
+                parts.uri.path(),
+                parts.uri.query().unwrap_or(""),
+                &body,
+            );
+            let response = Response::builder()
+                .status(status)
+                .body(Body::from(serde_json::to_vec(&value).unwrap()))
+                .unwrap();
+            send.send_response(response);
+        }
+    });
+    let client = Client::new(service, NS);
+    let reporter = Reporter {
+        controller: "memcached-operator".into(),
+        instance: None,
+    };
+    Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
+        client,
+        failures: Default::default(),
+        metrics: Default::default(),
+    })
+}
