@@ -19,8 +19,10 @@ use crate::labels::{self, MEMCACHED_PORT, METRICS_PORT};
 pub const SECRET_HASH_ANNOTATION: &str = "memcached.c5c3.io/secret-hash";
 /// CR annotation copied to the pod template to force a rollout.
 pub const RESTART_TRIGGER_ANNOTATION: &str = "memcached.c5c3.io/restart-trigger";
-const AUTH_VOLUME: &str = "auth";
-const TLS_VOLUME: &str = "tls";
+/// Volume of the authentication Secret.
+pub const AUTH_VOLUME: &str = "auth";
+/// Volume of the TLS Secret.
+pub const TLS_VOLUME: &str = "tls";
 
 /// The Deployment for `mc`, whose effective (defaulted) spec is `spec`.
 pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) -> Deployment {

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use crate::apply::{Outcome, ensure};
 use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-use crate::deployment::secret_mounts;
+use crate::deployment::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 use crate::desired::Desired;
 use crate::labels::{MANAGER, MEMCACHED_PORT};
 use crate::metrics::{Instance, Metrics};
@@ -221,7 +221,7 @@ async fn read_secrets(
 fn auth_file_problem(spec: &MemcachedSpec, secrets: &SecretData) -> Option<String> {
     let (_, secret, _) = secret_mounts(spec)
         .into_iter()
-        .find(|(volume, _, _)| *volume == "auth")?;
+        .find(|(volume, _, _)| *volume == AUTH_VOLUME)?;
     let data = secrets.get(&secret)?;
     match data.get(AUTH_KEY) {
         None => Some(format!(
@@ -319,15 +319,15 @@ pub fn stats_client(spec: &MemcachedSpec, secrets: &SecretData) -> StatsClient {
             .and_then(|(_, secret, _)| secrets.get(&secret)?.get(key).cloned())
     };
     let credentials = if spec.sasl_enabled() {
-        mounted("auth", AUTH_KEY)
+        mounted(AUTH_VOLUME, AUTH_KEY)
             .and_then(|f| Credentials::from_auth_file(&String::from_utf8_lossy(&f)))
     } else {
         None
     };
     let tls = spec.tls_enabled().then(|| {
-        let cert = mounted("tls", TLS_CERT_KEY)?;
-        let key = mounted("tls", TLS_KEY_KEY);
-        let ca = mounted("tls", TLS_CA_KEY);
+        let cert = mounted(TLS_VOLUME, TLS_CERT_KEY)?;
+        let key = mounted(TLS_VOLUME, TLS_KEY_KEY);
+        let ca = mounted(TLS_VOLUME, TLS_CA_KEY);
         let identity = key
             .as_deref()
             .filter(|_| args::client_cert_required(spec))

@@ -32,41 +32,23 @@ pub fn render(yaml: &str) -> Result<(String, Vec<String>), String> {
                 .map(|w| format!("{name}: warning: {w}")),
         );
         let desired = Desired::new(&mc, spec, None);
-        push(&mut out, &desired.deployment)?;
-        push(&mut out, &desired.service)?;
-        if let Some(o) = &desired.pdb {
-            push(&mut out, o)?;
-        }
-        if let Some(o) = &desired.hpa {
-            push(&mut out, o)?;
-        }
-        if let Some(o) = &desired.network_policy {
-            push(&mut out, o)?;
-        }
-        if let Some(o) = &desired.service_monitor {
-            write(
-                &mut out,
-                &serde_json::to_value(o).map_err(|e| e.to_string())?,
-            )?;
-        }
+        write(&mut out, &desired.deployment)?;
+        write(&mut out, &desired.service)?;
+        write_optional(&mut out, &desired.pdb)?;
+        write_optional(&mut out, &desired.hpa)?;
+        write_optional(&mut out, &desired.network_policy)?;
+        write_optional(&mut out, &desired.service_monitor)?;
     }
     Ok((out, notes))
 }
 
-fn push<T: Serialize + kube::Resource<DynamicType = ()>>(
-    out: &mut String,
-    object: &T,
-) -> Result<(), String> {
-    let mut value = serde_json::to_value(object).map_err(|e| e.to_string())?;
-    if let Some(map) = value.as_object_mut() {
-        map.insert("apiVersion".into(), T::api_version(&()).into());
-        map.insert("kind".into(), T::kind(&()).into());
-    }
-    write(out, &value)
+/// Append one YAML document (k8s-openapi and dynamic objects carry their apiVersion and kind).
+fn write<T: Serialize>(out: &mut String, object: &T) -> Result<(), String> {
+    out.push_str("---\n");
+    out.push_str(&serde_yaml::to_string(object).map_err(|e| e.to_string())?);
+    Ok(())
 }
 
-fn write(out: &mut String, value: &serde_json::Value) -> Result<(), String> {
-    out.push_str("---\n");
-    out.push_str(&serde_yaml::to_string(value).map_err(|e| e.to_string())?);
-    Ok(())
+fn write_optional<T: Serialize>(out: &mut String, object: &Option<T>) -> Result<(), String> {
+    object.as_ref().map_or(Ok(()), |o| write(out, o))
 }
