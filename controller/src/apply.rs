@@ -37,26 +37,46 @@ where
     K: Resource + Clone + Debug + Serialize + DeserializeOwned,
 {
     let existing = api.get_opt(name).await?;
+    Ok(ensure_from(api, name, owner_uid, desired, existing)
+        .await?
+        .0)
+}
+
+/// [`ensure`] for an object already read; also returns the object as it is afterwards.
+pub async fn ensure_from<K>(
+    api: &Api<K>,
+    name: &str,
+    owner_uid: &str,
+    desired: Option<&K>,
+    existing: Option<K>,
+) -> Result<(Outcome, Option<K>), kube::Error>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
     let owned = existing
         .as_ref()
         .is_some_and(|e| is_controlled_by(e, owner_uid));
     match (desired, existing) {
-        (Some(_), Some(_)) if !owned => Ok(Outcome::Conflict),
-        (Some(d), Some(e)) if contains(&to_value(&e), &to_value(d)) => Ok(Outcome::Unchanged),
+        (Some(_), Some(e)) if !owned => Ok((Outcome::Conflict, Some(e))),
+        (Some(d), Some(e)) if contains(&to_value(&e), &to_value(d)) => {
+            Ok((Outcome::Unchanged, Some(e)))
+        }
         (Some(d), existing) => {
-            api.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(d))
+            let applied = api
+                .patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(d))
                 .await?;
-            Ok(if existing.is_some() {
+            let outcome = if existing.is_some() {
                 Outcome::Updated
             } else {
                 Outcome::Created
-            })
+            };
+            Ok((outcome, Some(applied)))
         }
         (None, Some(_)) if owned => {
             api.delete(name, &DeleteParams::background()).await?;
-            Ok(Outcome::Deleted)
+            Ok((Outcome::Deleted, None))
         }
-        (None, _) => Ok(Outcome::Unchanged),
+        (None, existing) => Ok((Outcome::Unchanged, existing)),
     }
 }
 

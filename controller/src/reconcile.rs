@@ -23,7 +23,7 @@ use memcached_api::{Memcached, MemcachedSpec, apply_defaults};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::apply::{Outcome, ensure};
+use crate::apply::{Outcome, ensure, ensure_from};
 use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::deployment::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 use crate::desired::Desired;
@@ -109,15 +109,17 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     let desired = Desired::new(&mc, spec.clone(), hash.as_deref());
 
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    // A missing Secret would break running pods on rollout: keep them until it exists.
-    let roll = missing.is_empty() || deployments.get_opt(&name).await?.is_none();
+    let live = deployments.get_opt(&name).await?;
     let mut outcomes = Vec::new();
-    if roll {
-        outcomes.push((
-            "Deployment",
-            ensure(&deployments, &name, &uid, Some(&desired.deployment)).await?,
-        ));
-    }
+    // A missing Secret would break running pods on rollout: keep them until it exists.
+    let deployment = if missing.is_empty() || live.is_none() {
+        let (outcome, after) =
+            ensure_from(&deployments, &name, &uid, Some(&desired.deployment), live).await?;
+        outcomes.push(("Deployment", outcome));
+        after
+    } else {
+        live
+    };
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     outcomes.push((
         "Service",
@@ -150,7 +152,6 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         report(&ctx, &mc, kind, outcome).await;
     }
 
-    let deployment = deployments.get_opt(&name).await?;
     let observed = observe(&mc, &spec, deployment.as_ref(), missing, invalid_spec);
     let ready = observed.desired > 0 && observed.ready >= observed.desired;
     let instance = Instance {
