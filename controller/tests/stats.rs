@@ -24,6 +24,24 @@ async fn command(addr: SocketAddr, text: &str, answers: usize) {
     }
 }
 
+/// A TLS stats client trusting `trusted`'s CA, presenting `identity` if given.
+fn tls_client(
+    trusted: &common::Pki,
+    server: &common::Pki,
+    identity: Option<(&[u8], &[u8])>,
+) -> StatsClient {
+    let config = client_config(
+        Some(trusted.ca.as_bytes()),
+        server.cert.as_bytes(),
+        identity,
+    )
+    .unwrap();
+    StatsClient {
+        tls: Some(Arc::new(config)),
+        ..Default::default()
+    }
+}
+
 #[tokio::test]
 async fn reads_version_connections_and_hits_over_plain_tcp() {
     let server = start(&[]);
@@ -107,12 +125,7 @@ async fn speaks_tls_and_presents_a_client_certificate_when_required() {
         "-o".into(),
         format!("ssl_chain_cert={cert},ssl_key={key}"),
     ]);
-    let client = StatsClient {
-        tls: Some(Arc::new(
-            client_config(Some(pki.ca.as_bytes()), pki.cert.as_bytes(), None).unwrap(),
-        )),
-        ..Default::default()
-    };
+    let client = tls_client(&pki, &pki, None);
     assert!(
         client
             .fetch(tls.addr)
@@ -136,12 +149,7 @@ async fn speaks_tls_and_presents_a_client_certificate_when_required() {
         "mTLS must refuse a client without certificate"
     );
     let identity = Some((pki.cert.as_bytes(), pki.key.as_bytes()));
-    let with_cert = StatsClient {
-        tls: Some(Arc::new(
-            client_config(Some(pki.ca.as_bytes()), pki.cert.as_bytes(), identity).unwrap(),
-        )),
-        ..Default::default()
-    };
+    let with_cert = tls_client(&pki, &pki, identity);
     assert!(
         with_cert
             .fetch(mtls.addr)
@@ -152,12 +160,7 @@ async fn speaks_tls_and_presents_a_client_certificate_when_required() {
     );
 
     let stranger = make_pki();
-    let untrusting = StatsClient {
-        tls: Some(Arc::new(
-            client_config(Some(stranger.ca.as_bytes()), stranger.cert.as_bytes(), None).unwrap(),
-        )),
-        ..Default::default()
-    };
+    let untrusting = tls_client(&stranger, &stranger, None);
     assert!(
         matches!(untrusting.fetch(tls.addr).await, Err(StatsError::Tls(_))),
         "a server outside the CA is refused"

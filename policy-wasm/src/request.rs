@@ -31,8 +31,7 @@ pub fn evaluate(payload: &[u8]) -> ValidationResponse {
 fn decode(payload: &[u8]) -> Result<(admission::Request, admission::Settings), String> {
     let payload: Payload = serde_json::from_slice(payload)
         .map_err(|e| format!("cannot decode the admission request: {e}"))?;
-    let settings = serde_json::to_vec(&payload.settings).map_err(|e| e.to_string())?;
-    let settings = Settings::from_json(&settings)?;
+    let settings = Settings::from_value(payload.settings)?;
     let r = payload.request;
     let request = admission::Request {
         operation: r.operation,

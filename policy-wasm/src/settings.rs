@@ -29,12 +29,20 @@ fn default_mutate() -> bool {
 impl Settings {
     /// Decode settings JSON (`null` and `{}` mean all defaults) and check them.
     pub fn from_json(payload: &[u8]) -> Result<admission::Settings, String> {
-        let settings: Settings = match serde_json::from_slice::<serde_json::Value>(payload) {
-            Ok(serde_json::Value::Null) => serde_json::from_str("{}"),
-            Ok(value) => serde_json::from_value(value),
-            Err(e) => Err(e),
-        }
-        .map_err(|e| format!("invalid settings: {e}"))?;
+        let value =
+            serde_json::from_slice(payload).map_err(|e| format!("invalid settings: {e}"))?;
+        Self::from_value(value)
+    }
+
+    /// Decode already-parsed settings (`null` and `{}` mean all defaults) and check them.
+    pub fn from_value(value: serde_json::Value) -> Result<admission::Settings, String> {
+        let value = if value.is_null() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            value
+        };
+        let settings: Settings =
+            serde_json::from_value(value).map_err(|e| format!("invalid settings: {e}"))?;
         settings.check()
     }
 
