@@ -6,7 +6,11 @@ WASM_TARGET := wasm32-wasip1
 WASM_BUILD := target/$(WASM_TARGET)/release/memcached_policy.wasm
 POLICY_SOURCES := $(shell find api/src policy-wasm/src -name '*.rs') api/Cargo.toml policy-wasm/Cargo.toml Cargo.toml Cargo.lock
 
-.PHONY: all demo test e2e-tests bench lint fmt fixtures crd clean
+E2E_BIN := target/e2e
+CLUSTER_SOURCES := $(wildcard e2e-tests/cluster/*.go e2e-tests/cluster/cmd/kubectl/*.go) e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
+NETNS := e2e-tests/netns.sh
+
+.PHONY: all demo test unit-tests e2e e2e-tests bench bench-e2e lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -26,17 +30,31 @@ annotated-policy.wasm: policy.wasm metadata.yml README.md
 	@command -v kwctl >/dev/null || { echo "kwctl is not installed: see https://github.com/kubewarden/kwctl"; exit 1; }
 	kwctl annotate -m metadata.yml -u README.md -o $@ policy.wasm
 
-## demo: build the policy and show it judging every seed example, then the objects the controller makes of one.
-demo: policy.wasm
+## demo: the policy judging every seed example, then the whole product on a local control plane
+## (kubectl apply through the policy webhook, the controller, live status); DEMO_KEEP=1 keeps the cluster.
+demo: policy.wasm $(E2E_BIN)/cluster
 	$(CARGO) run --locked -q -p e2e-tests --bin demo
-	@echo; echo "== memcached-controller render -f deploy/examples/secure-cache.yaml"
-	$(CARGO) run --locked -q -p memcached-controller -- render -f deploy/examples/secure-cache.yaml
+	$(CARGO) build --locked -q -p memcached-controller -p e2e-tests --features e2e-tests/cluster --bin memcached-controller --bin cluster-demo
+	$(NETNS) target/debug/cluster-demo
 
-## test: every test: unit, policy through wasmtime, controller against real memcached and a mocked API server, packaging, kwctl suite.
-test: policy.wasm
+## target/e2e/{cluster,kubectl}: the Go control plane and kubectl, from upstream Kubernetes modules (Go caches the build).
+$(E2E_BIN)/cluster: $(CLUSTER_SOURCES)
+	cd e2e-tests/cluster && go build -trimpath -ldflags=-s -o ../../$(E2E_BIN)/ . ./cmd/kubectl
+
+## test: every test: unit, policy through wasmtime, controller against real memcached and a mocked API server,
+## packaging, kwctl suite, then the end-to-end scenarios on a real control plane.
+test: unit-tests e2e
+
+unit-tests: policy.wasm
 	$(CARGO) test --locked --workspace
 	python3 e2e-tests/check_metadata.py
 	bats e2e-tests/kwctl.bats
+
+## e2e: the scenarios of e2e-tests/tests/cluster.rs on a real control plane, in a private network namespace.
+e2e: policy.wasm $(E2E_BIN)/cluster
+	$(CARGO) build --locked -p memcached-controller --bin memcached-controller
+	$(CARGO) test --locked --no-run -p e2e-tests --features cluster --test cluster
+	$(NETNS) $(CARGO) test --locked --offline -q -p e2e-tests --features cluster --test cluster
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl when installed).
 e2e-tests: policy.wasm
@@ -49,6 +67,12 @@ bench: policy.wasm
 	@echo "controller release binary: $$(stat -c %s target/release/memcached-controller) bytes"
 	$(CARGO) bench --locked -p e2e-tests --bench latency
 	$(CARGO) bench --locked -p memcached-controller --bench stats
+
+## bench-e2e: control-plane start, apply -> Ready, admission latency seen by kube-apiserver, 200 CRs at once (release controller).
+bench-e2e: policy.wasm $(E2E_BIN)/cluster
+	$(CARGO) build --locked --release -p memcached-controller
+	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster
+	MEMCACHED_CONTROLLER=target/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster
 
 ## crd: regenerate deploy/crd.yaml from the API types.
 crd:

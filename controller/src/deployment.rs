@@ -5,8 +5,8 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, ExecAction, Lifecycle, LifecycleHandler, PodAffinityTerm,
-    PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, SecretVolumeSource, TCPSocketAction, Volume,
-    VolumeMount, WeightedPodAffinityTerm,
+    PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, SecretVolumeSource, TCPSocketAction,
+    TopologySpreadConstraint, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -95,7 +95,8 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) ->
                         .and_then(|h| h.anti_affinity_preset.as_deref())
                         .map(|p| anti_affinity(mc, p)),
                     topology_spread_constraints: ha
-                        .and_then(|h| h.topology_spread_constraints.clone()),
+                        .and_then(|h| h.topology_spread_constraints.clone())
+                        .map(|c| spread_these_pods(mc, c)),
                     node_selector: spec.node_selector.clone(),
                     tolerations: spec.tolerations.clone(),
                     image_pull_secrets: spec.image_pull_secrets.clone(),
@@ -250,14 +251,33 @@ fn volume_mounts(spec: &MemcachedSpec, memcached: bool) -> Vec<VolumeMount> {
         .collect()
 }
 
-fn anti_affinity(mc: &Memcached, preset: &str) -> Affinity {
+/// This Memcached's pods, for affinity and spread terms.
+fn instance_pods(mc: &Memcached) -> LabelSelector {
     let mut match_labels = labels::selector_labels(mc);
     match_labels.remove("app.kubernetes.io/managed-by");
+    LabelSelector {
+        match_labels: Some(match_labels),
+        ..Default::default()
+    }
+}
+
+/// A spread constraint without a labelSelector matches no pod (the API
+/// server warns so) and spreads nothing: give it this Memcached's pods.
+fn spread_these_pods(
+    mc: &Memcached,
+    mut constraints: Vec<TopologySpreadConstraint>,
+) -> Vec<TopologySpreadConstraint> {
+    for constraint in &mut constraints {
+        constraint
+            .label_selector
+            .get_or_insert_with(|| instance_pods(mc));
+    }
+    constraints
+}
+
+fn anti_affinity(mc: &Memcached, preset: &str) -> Affinity {
     let term = PodAffinityTerm {
-        label_selector: Some(LabelSelector {
-            match_labels: Some(match_labels),
-            ..Default::default()
-        }),
+        label_selector: Some(instance_pods(mc)),
         topology_key: "kubernetes.io/hostname".into(),
         ..Default::default()
     };

@@ -8,15 +8,18 @@ use std::time::Instant;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::api::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::Predicate;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
-use memcached_api::Memcached;
+use memcached_api::{Memcached, apply_defaults};
 
+use crate::deployment::secret_mounts;
 use crate::labels::MANAGER;
 use crate::metrics::Metrics;
 use crate::reconcile::{Context, Error, error_policy, reconcile};
@@ -143,6 +146,15 @@ pub async fn controller(
         );
     let owned =
         watcher::Config::default().labels("app.kubernetes.io/managed-by=memcached-operator");
+    // Metadata only: a changed Secret rolls the pods that mount it at once
+    // (without it the next periodic reconcile would), and no Secret data is cached.
+    let secrets = watcher(
+        scoped::<PartialObjectMeta<Secret>>(&client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects();
+    let mounting = reader.clone();
     let store = reader.clone();
     tokio::spawn({
         let (store, ready) = (store.clone(), ready.clone());
@@ -156,6 +168,9 @@ pub async fn controller(
         .with_config(ControllerConfig::default().concurrency(8))
         .owns(scoped::<Deployment>(&client, ns), owned.clone())
         .owns(scoped::<Service>(&client, ns), owned)
+        .watches_stream(secrets, move |secret| {
+            memcacheds_mounting(&mounting, &secret)
+        })
         .shutdown_on_signal()
         .run(
             |mc, ctx: Arc<Context>| {
@@ -181,6 +196,27 @@ pub async fn controller(
             std::future::ready(())
         })
         .await;
+}
+
+/// The Memcached objects whose pods mount `secret`.
+fn memcacheds_mounting(
+    store: &Store<Memcached>,
+    secret: &PartialObjectMeta<Secret>,
+) -> Vec<ObjectRef<Memcached>> {
+    let name = secret.name_any();
+    store
+        .state()
+        .into_iter()
+        .filter(|mc| mc.namespace() == secret.namespace())
+        .filter(|mc| {
+            let mut spec = mc.spec.clone();
+            apply_defaults(&mut spec);
+            secret_mounts(&spec)
+                .iter()
+                .any(|(_, mounted, _)| *mounted == name)
+        })
+        .map(|mc| ObjectRef::from_obj(&*mc))
+        .collect()
 }
 
 /// An Api over one namespace, or over all.

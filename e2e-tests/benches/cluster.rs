@@ -1,0 +1,196 @@
+//! Numbers on the real control plane (`make bench-e2e`, inside
+//! `e2e-tests/netns.sh`): control-plane start, kubectl apply to Ready,
+//! admission latency as the API server measures it, and 200 Memcached
+//! objects created at once. Reported, never asserted.
+
+use std::time::{Duration, Instant};
+
+use e2e_tests::cluster::{Env, wait_for};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "bench";
+const MANY: usize = 200;
+
+fn main() {
+    if let Err(e) = bench() {
+        eprintln!("bench failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn bench() -> Result<(), String> {
+    let started = Instant::now();
+    let env = Env::start(&std::env::temp_dir().join("memcached-bench"))?;
+    println!(
+        "control plane start: {:.2} s (with CRD, webhook, RBAC and controller: {:.2} s)",
+        env.cluster.start_time.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    let kubectl = &env.kubectl;
+    kubectl.apply(
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+            .to_string(),
+    )?;
+
+    let mut to_ready = Vec::new();
+    for i in 0..5 {
+        let name = format!("single-{i}");
+        let applied = Instant::now();
+        kubectl.apply(&memcached(&name).to_string())?;
+        wait_for("Ready", Duration::from_secs(120), || {
+            ready_count(&env, &format!("metadata.name={name}")).and_then(|n| {
+                if n == 1 {
+                    Ok(())
+                } else {
+                    Err("not yet".into())
+                }
+            })
+        })?;
+        to_ready.push(applied.elapsed());
+    }
+    to_ready.sort();
+    println!(
+        "kubectl apply -> Ready (1 replica), 5 runs: median {:.2} s, max {:.2} s",
+        to_ready[2].as_secs_f64(),
+        to_ready[4].as_secs_f64()
+    );
+
+    let list = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": (0..MANY).map(|i| memcached(&format!("many-{i}"))).collect::<Vec<_>>(),
+    });
+    let reconciles_before = env.operator()?.reconciles()?;
+    let applied = Instant::now();
+    kubectl.apply(&list.to_string())?;
+    let created = applied.elapsed();
+    wait_for("200 Memcached Ready", Duration::from_secs(600), || {
+        let ready = ready_count(&env, "")?;
+        if ready >= MANY + 5 {
+            Ok(())
+        } else {
+            Err(format!("{ready} Ready"))
+        }
+    })?;
+    let all_ready = applied.elapsed();
+    let operator = env.operator()?;
+    println!(
+        "{MANY} Memcached in one kubectl apply: created in {:.1} s, all Ready after {:.1} s; controller RSS {:.1} MiB, {} reconciles",
+        created.as_secs_f64(),
+        all_ready.as_secs_f64(),
+        operator.rss_kib().unwrap_or(0) as f64 / 1024.0,
+        operator.reconciles()? - reconciles_before
+    );
+
+    let metrics = kubectl.ok(&["get", "--raw", "/metrics"])?;
+    let histogram = webhook_histogram(&metrics);
+    let total = histogram.last().map_or(0.0, |(_, count)| *count);
+    println!(
+        "policy webhook admission latency seen by kube-apiserver ({total} requests): p50 {}, p99 {}; {:.1}% within 5 ms",
+        quantile(&histogram, 0.50),
+        quantile(&histogram, 0.99),
+        100.0 * bucket_count(&histogram, 0.005) / total.max(1.0)
+    );
+    Ok(())
+}
+
+fn memcached(name: &str) -> Value {
+    json!({
+        "apiVersion": "memcached.c5c3.io/v1beta1",
+        "kind": "Memcached",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {},
+    })
+}
+
+fn ready_count(env: &Env, field_selector: &str) -> Result<usize, String> {
+    let mut args = vec!["memcached", "-n", NAMESPACE];
+    if !field_selector.is_empty() {
+        args.extend(["--field-selector", field_selector]);
+    }
+    let list = env.kubectl.get(&args)?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|mc| {
+            mc["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+        .count())
+}
+
+/// Cumulative (upper bound, count) of
+/// `apiserver_admission_webhook_admission_duration_seconds` for the policy
+/// webhook, summed over operations and outcomes.
+fn webhook_histogram(metrics: &str) -> Vec<(f64, f64)> {
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    for line in metrics.lines() {
+        let Some(rest) =
+            line.strip_prefix("apiserver_admission_webhook_admission_duration_seconds_bucket{")
+        else {
+            continue;
+        };
+        if !rest.contains("name=\"memcached.c5c3.io\"") {
+            continue;
+        }
+        let Some((labels, count)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let Some(le) = labels
+            .split("le=\"")
+            .nth(1)
+            .and_then(|v| v.split('"').next())
+        else {
+            continue;
+        };
+        let bound = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().unwrap_or(f64::INFINITY)
+        };
+        let count: f64 = count.trim().parse().unwrap_or(0.0);
+        match buckets.iter_mut().find(|(b, _)| *b == bound) {
+            Some((_, c)) => *c += count,
+            None => buckets.push((bound, count)),
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    buckets
+}
+
+fn bucket_count(histogram: &[(f64, f64)], bound: f64) -> f64 {
+    histogram
+        .iter()
+        .find(|(b, _)| *b == bound)
+        .map_or(0.0, |(_, c)| *c)
+}
+
+/// The q-quantile, interpolated inside its bucket like Prometheus'
+/// histogram_quantile; buckets are coarse (5 ms, 25 ms, ...), so this is an estimate.
+fn quantile(histogram: &[(f64, f64)], q: f64) -> String {
+    let total = histogram.last().map_or(0.0, |(_, c)| *c);
+    if total == 0.0 {
+        return "n/a".into();
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(bound, count) in histogram {
+        if count >= rank {
+            if bound.is_infinite() {
+                return format!("> {:.0} ms", lower * 1000.0);
+            }
+            let within = if count > below {
+                (rank - below) / (count - below)
+            } else {
+                1.0
+            };
+            return format!("{:.2} ms", (lower + (bound - lower) * within) * 1000.0);
+        }
+        (lower, below) = (bound, count);
+    }
+    "n/a".into()
+}

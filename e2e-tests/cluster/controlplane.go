@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/klog/v2"
+	apiserverapp "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	apiserveroptions "k8s.io/kubernetes/cmd/kube-apiserver/app/options"
+	kcmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kcmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+	schedulerapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+)
+
+// kcmControllers are the kube-controller-manager controllers the operator's
+// objects need: Deployments roll out ReplicaSets and Pods, EndpointSlices
+// give the Service its ready addresses, the garbage collector follows owner
+// references, disruption fills PodDisruptionBudget status, and namespaces get
+// their default ServiceAccount and are cleaned up when deleted.
+const kcmControllers = "deployment,replicaset,garbagecollector,disruption,endpointslice,serviceaccount,namespace"
+
+// controlPlane is the running etcd, API server, controller manager and scheduler.
+type controlPlane struct {
+	kubeconfig string
+	client     kubernetes.Interface
+	cancel     context.CancelFunc
+	done       chan struct{}
+	etcd       *embed.Etcd
+}
+
+func startControlPlane(parent context.Context, workdir string) (*controlPlane, error) {
+	pkiDir := filepath.Join(workdir, "pki")
+	if err := os.MkdirAll(pkiDir, 0o755); err != nil {
+		return nil, err
+	}
+	ca, err := newAuthority(pkiDir)
+	if err != nil {
+		return nil, err
+	}
+	serving, err := ca.issue("apiserver", "kube-apiserver", nil,
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"})
+	if err != nil {
+		return nil, err
+	}
+	admin, err := ca.issue("admin", "admin", []string{"system:masters"}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	saPublic, saPrivate, err := writeServiceAccountKeys(pkiDir)
+	if err != nil {
+		return nil, err
+	}
+
+	etcd, etcdURL, err := startEtcd(filepath.Join(workdir, "etcd"))
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	server := "https://127.0.0.1:" + strconv.Itoa(port)
+	kubeconfig := filepath.Join(workdir, "kubeconfig")
+	if err := writeKubeconfig(kubeconfig, server, ca.certPEM(), admin); err != nil {
+		return nil, err
+	}
+
+	ctx, cancel := context.WithCancel(parent)
+	cp := &controlPlane{kubeconfig: kubeconfig, cancel: cancel, done: make(chan struct{}), etcd: etcd}
+	apiserverDone := make(chan error, 1)
+	go func() {
+		defer close(cp.done)
+		apiserverDone <- runAPIServer(ctx, []string{
+			"--etcd-servers=" + etcdURL,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(port),
+			"--tls-cert-file=" + serving.certPath,
+			"--tls-private-key-file=" + serving.keyPath,
+			"--client-ca-file=" + ca.certPath(),
+			"--service-account-key-file=" + saPublic,
+			"--service-account-signing-key-file=" + saPrivate,
+			"--service-account-issuer=https://kubernetes.default.svc",
+			"--service-cluster-ip-range=10.96.0.0/16",
+			"--authorization-mode=RBAC",
+			"--allow-privileged=true",
+			// New nodes would be tainted not-ready until the node lifecycle
+			// controller sees kubelet heartbeats; kwok's nodes are Ready at once.
+			"--disable-admission-plugins=TaintNodesByCondition",
+			// Endpoints may not hold loopback addresses; nothing here needs
+			// the kubernetes Service's endpoints.
+			"--endpoint-reconciler-type=none",
+			"--enable-priority-and-fairness=false",
+			"--profiling=false",
+		})
+	}()
+
+	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	cp.client, err = kubernetes.NewForConfig(config)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := waitForAPIServer(ctx, cp.client, apiserverDone); err != nil {
+		cancel()
+		return nil, err
+	}
+
+	kcmArgs := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--controllers=" + kcmControllers,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+		"--concurrent-deployment-syncs=10",
+		"--concurrent-replicaset-syncs=10",
+		"--concurrent-service-endpoint-syncs=10",
+	}
+	schedulerArgs := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--secure-port=0"}
+	go func() { report(ctx, "kube-controller-manager", runControllerManager(ctx, kcmArgs)) }()
+	go func() { report(ctx, "kube-scheduler", runScheduler(ctx, schedulerArgs)) }()
+	return cp, nil
+}
+
+// stop shuts the API server down, then etcd.
+func (cp *controlPlane) stop() {
+	cp.cancel()
+	select {
+	case <-cp.done:
+	case <-time.After(30 * time.Second):
+	}
+	cp.etcd.Close()
+}
+
+// report logs a component that failed while the cluster was meant to run.
+func report(ctx context.Context, component string, err error) {
+	if err != nil && ctx.Err() == nil {
+		klog.ErrorS(err, "component stopped", "component", component)
+		fmt.Fprintf(os.Stderr, "%s stopped: %v\n", component, err)
+	}
+}
+
+func startEtcd(dir string) (*embed.Etcd, string, error) {
+	clientPort, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	peerPort, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	client := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(clientPort)}
+	peer := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(peerPort)}
+	cfg := embed.NewConfig()
+	cfg.Dir = dir
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.LogLevel = "error"
+	cfg.LogOutputs = []string{filepath.Join(filepath.Dir(dir), "etcd.log")}
+	// A throwaway test cluster: durability is not worth the fsync latency.
+	cfg.UnsafeNoFsync = true
+	etcd, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	select {
+	case <-etcd.Server.ReadyNotify():
+		return etcd, client.String(), nil
+	case <-time.After(time.Minute):
+		etcd.Close()
+		return nil, "", fmt.Errorf("etcd did not become ready within a minute")
+	}
+}
+
+func runAPIServer(ctx context.Context, args []string) error {
+	s := apiserveroptions.NewServerRunOptions()
+	if err := parseFlags("kube-apiserver", s.Flags(), args); err != nil {
+		return err
+	}
+	if err := s.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
+		return err
+	}
+	completed, err := s.Complete(ctx)
+	if err != nil {
+		return err
+	}
+	if errs := completed.Validate(); len(errs) != 0 {
+		return fmt.Errorf("kube-apiserver options: %v", errs)
+	}
+	return apiserverapp.Run(ctx, completed)
+}
+
+func runControllerManager(ctx context.Context, args []string) error {
+	s, err := kcmoptions.NewKubeControllerManagerOptions()
+	if err != nil {
+		return err
+	}
+	known, disabled, aliases := kcmapp.KnownControllers(), kcmapp.ControllersDisabledByDefault(), kcmapp.ControllerAliases()
+	flags := s.Flags(known, disabled, aliases)
+	s.ParsedFlags = &flags
+	if err := parseFlags("kube-controller-manager", flags, args); err != nil {
+		return err
+	}
+	if err := s.ComponentGlobalsRegistry.Set(); err != nil {
+		return err
+	}
+	c, err := s.Config(ctx, known, disabled, aliases)
+	if err != nil {
+		return err
+	}
+	return kcmapp.Run(ctx, c.Complete())
+}
+
+func runScheduler(ctx context.Context, args []string) error {
+	opts := scheduleroptions.NewOptions()
+	if err := parseFlags("kube-scheduler", *opts.Flags, args); err != nil {
+		return err
+	}
+	if err := opts.ComponentGlobalsRegistry.Set(); err != nil {
+		return err
+	}
+	cc, scheduler, err := schedulerapp.Setup(ctx, opts)
+	if err != nil {
+		return err
+	}
+	return schedulerapp.Run(ctx, cc, scheduler)
+}
+
+// parseFlags parses a component's command line into its options.
+func parseFlags(component string, named cliflag.NamedFlagSets, args []string) error {
+	fs := pflag.NewFlagSet(component, pflag.ContinueOnError)
+	for _, name := range named.Order {
+		fs.AddFlagSet(named.FlagSets[name])
+	}
+	return fs.Parse(args)
+}
+
+// waitForAPIServer waits for /readyz, or for the API server to fail.
+func waitForAPIServer(ctx context.Context, client kubernetes.Interface, failed <-chan error) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-failed:
+			return false, fmt.Errorf("kube-apiserver stopped: %w", err)
+		default:
+		}
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
+}
+
+func writeKubeconfig(path, server string, caPEM []byte, admin *keyPair) error {
+	config := clientcmdapi.NewConfig()
+	config.Clusters["e2e"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	config.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: admin.certPEM, ClientKeyData: admin.keyPEM}
+	config.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "admin", Namespace: "default"}
+	config.CurrentContext = "e2e"
+	return clientcmd.WriteToFile(*config, path)
+}
+
+func freePort() (int, error) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer listener.Close()
+	return listener.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// memcachedContainer is the container the operator runs memcached in.
+const memcachedContainer = "memcached"
+
+// podRuntime plays the container runtime for memcached: for every Running pod
+// with a memcached container it starts the real memcached on the pod's IP with
+// the container's args, its Secret volumes written where the args expect them,
+// and stops it when the pod goes away.
+type podRuntime struct {
+	client    kubernetes.Interface
+	memcached string
+	root      string
+
+	mu      sync.Mutex
+	running map[types.UID]*exec.Cmd
+}
+
+func startPodRuntime(ctx context.Context, client kubernetes.Interface, memcached, root string) error {
+	memcached, err := exec.LookPath(memcached)
+	if err != nil {
+		return err
+	}
+	r := &podRuntime{client: client, memcached: memcached, root: root, running: map[types.UID]*exec.Cmd{}}
+	// The periodic resync retries pods whose Secrets were missing, as the
+	// kubelet keeps retrying volume mounts.
+	factory := informers.NewSharedInformerFactory(client, 10*time.Second)
+	informer := factory.Core().V1().Pods().Informer()
+	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.sync(ctx, obj) },
+		UpdateFunc: func(_, obj any) { r.sync(ctx, obj) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				r.stop(pod.UID)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		r.stopAll()
+	}()
+	return nil
+}
+
+func (r *podRuntime) sync(ctx context.Context, obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		r.stop(pod.UID)
+		return
+	}
+	if pod.Status.PodIP == "" || containerNamed(pod, memcachedContainer) == nil {
+		return
+	}
+	r.mu.Lock()
+	_, started := r.running[pod.UID]
+	r.mu.Unlock()
+	if started {
+		return
+	}
+	if err := r.start(ctx, pod); err != nil {
+		klog.ErrorS(err, "memcached not started", "pod", klog.KObj(pod))
+	}
+}
+
+func (r *podRuntime) start(ctx context.Context, pod *corev1.Pod) error {
+	dir := filepath.Join(r.root, pod.Namespace, pod.Name+"-"+string(pod.UID)[:8])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	container := containerNamed(pod, memcachedContainer)
+	mounts, err := r.writeVolumes(ctx, pod, container, dir)
+	if err != nil {
+		return err
+	}
+	args := []string{"-l", pod.Status.PodIP}
+	if os.Geteuid() == 0 {
+		// memcached refuses to run as root without naming the user to run as.
+		args = append(args, "-u", "root")
+	}
+	for _, arg := range append(commandArgs(container), container.Args...) {
+		for mountPath, hostPath := range mounts {
+			arg = strings.ReplaceAll(arg, mountPath+"/", hostPath+"/")
+		}
+		args = append(args, arg)
+	}
+	log, err := os.Create(filepath.Join(dir, "memcached.log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(r.memcached, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return err
+	}
+	klog.InfoS("memcached started", "pod", klog.KObj(pod), "ip", pod.Status.PodIP, "args", args)
+	r.mu.Lock()
+	r.running[pod.UID] = cmd
+	r.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		log.Close()
+		klog.InfoS("memcached exited", "pod", klog.KObj(pod), "err", err)
+	}()
+	return nil
+}
+
+// commandArgs is what a container's command adds after the executable: the
+// image's entrypoint is memcached itself, so only an explicit command other
+// than memcached contributes arguments.
+func commandArgs(container *corev1.Container) []string {
+	if len(container.Command) == 0 || filepath.Base(container.Command[0]) != "memcached" {
+		return container.Command
+	}
+	return container.Command[1:]
+}
+
+// writeVolumes writes the container's Secret volumes below dir, as the kubelet
+// would mount them, and returns mount path -> directory.
+func (r *podRuntime) writeVolumes(ctx context.Context, pod *corev1.Pod, container *corev1.Container, dir string) (map[string]string, error) {
+	mounts := map[string]string{}
+	for _, mount := range container.VolumeMounts {
+		volume := volumeNamed(pod, mount.Name)
+		if volume == nil || volume.Secret == nil {
+			continue
+		}
+		secret, err := r.client.CoreV1().Secrets(pod.Namespace).Get(ctx, volume.Secret.SecretName, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("volume %s: %w", mount.Name, err)
+		}
+		target := filepath.Join(dir, mount.Name)
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return nil, err
+		}
+		files := map[string]string{}
+		for key := range secret.Data {
+			files[key] = key
+		}
+		if len(volume.Secret.Items) > 0 {
+			files = map[string]string{}
+			for _, item := range volume.Secret.Items {
+				files[item.Key] = item.Path
+			}
+		}
+		for key, path := range files {
+			if err := os.WriteFile(filepath.Join(target, path), secret.Data[key], 0o644); err != nil {
+				return nil, err
+			}
+		}
+		mounts[strings.TrimSuffix(mount.MountPath, "/")] = target
+	}
+	return mounts, nil
+}
+
+func (r *podRuntime) stop(uid types.UID) {
+	r.mu.Lock()
+	cmd, ok := r.running[uid]
+	delete(r.running, uid)
+	r.mu.Unlock()
+	if ok {
+		_ = cmd.Process.Kill()
+	}
+}
+
+func (r *podRuntime) stopAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, cmd := range r.running {
+		_ = cmd.Process.Kill()
+		delete(r.running, uid)
+	}
+}
+
+func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+func volumeNamed(pod *corev1.Pod, name string) *corev1.Volume {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return &pod.Spec.Volumes[i]
+		}
+	}
+	return nil
+}

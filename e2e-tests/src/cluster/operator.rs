@@ -1,0 +1,125 @@
+//! One controller process (`memcached-controller run`) with leader election.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use super::{OPERATOR_NAMESPACE, terminate};
+
+/// A running controller.
+pub struct Operator {
+    child: Child,
+    /// Its identity in the Lease.
+    pub name: String,
+    address: SocketAddr,
+}
+
+impl Operator {
+    /// Start `controller run` as `name`, logging to `<workdir>/<name>.log`.
+    pub fn start(
+        controller: &Path,
+        kubeconfig: &Path,
+        workdir: &Path,
+        name: &str,
+    ) -> Result<Self, String> {
+        let address = free_address()?;
+        let log = std::fs::File::create(workdir.join(format!("{name}.log")))
+            .map_err(|e| e.to_string())?;
+        let child = Command::new(controller)
+            .args(["run", "--leader-election", "--log-format", "text"])
+            .args(["--lease-namespace", OPERATOR_NAMESPACE, "--identity", name])
+            .args(["--metrics-address", &address.to_string()])
+            .args(["--health-address", &address.to_string()])
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info")
+            .stderr(log.try_clone().map_err(|e| e.to_string())?)
+            .stdout(log)
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "cannot start {} ({e}); build it with `cargo build -p memcached-controller`",
+                    controller.display()
+                )
+            })?;
+        Ok(Operator {
+            child,
+            name: name.to_string(),
+            address,
+        })
+    }
+
+    /// `memcached_operator_reconciles_total` from /metrics.
+    pub fn reconciles(&self) -> Result<u64, String> {
+        let metrics = self.http_get("/metrics")?;
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("memcached_operator_reconciles_total "))
+            .and_then(|value| value.trim().parse().ok())
+            .ok_or_else(|| "no memcached_operator_reconciles_total in /metrics".to_string())
+    }
+
+    /// /readyz answers 200: leading and its watches are synced.
+    pub fn ready(&self) -> bool {
+        self.http_get("/readyz").is_ok()
+    }
+
+    /// Resident set size in KiB.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Stop it with SIGTERM (as the kubelet would).
+    pub fn stop(mut self) {
+        terminate(&mut self.child);
+    }
+
+    /// Kill it without warning (a crashed or partitioned leader).
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn http_get(&self, path: &str) -> Result<String, String> {
+        let mut stream = TcpStream::connect_timeout(&self.address, Duration::from_secs(2))
+            .map_err(|e| e.to_string())?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .map_err(|e| e.to_string())?;
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .map_err(|e| e.to_string())?;
+        let (head, body) = response
+            .split_once("\r\n\r\n")
+            .ok_or_else(|| "malformed HTTP response".to_string())?;
+        if head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200") {
+            Ok(body.to_string())
+        } else {
+            Err(head.lines().next().unwrap_or_default().to_string())
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        terminate(&mut self.child);
+    }
+}
+
+fn free_address() -> Result<SocketAddr, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map_err(|e| e.to_string())
+}

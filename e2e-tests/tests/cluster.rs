@@ -1,0 +1,964 @@
+//! End-to-end scenarios on a real control plane (`make e2e`): kubectl apply
+//! through the policy webhook, the controller driving real objects to Ready,
+//! a real memcached behind every pod.
+//!
+//! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
+//! one failed, and the process fails if any did.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use e2e_tests::cluster::{Env, OPERATOR_NAMESPACE, pki, wait_for};
+use e2e_tests::fixtures;
+use serde_json::{Value, json};
+
+type Scenario = fn(&mut Env) -> Result<(), String>;
+
+const SCENARIOS: &[(&str, Scenario)] = &[
+    (
+        "1. the CRD installs and both versions are served",
+        crd_installs,
+    ),
+    ("2. every seed example through kubectl apply", seed_examples),
+    (
+        "3. a minimal Memcached becomes Ready with live stats",
+        minimal_ready,
+    ),
+    (
+        "4. scaling, config rollout and feature toggles",
+        scale_and_toggle,
+    ),
+    ("5. Secret rotation and a missing Secret", secrets),
+    (
+        "6. deleting a Memcached collects every child",
+        garbage_collection,
+    ),
+    (
+        "7. a restarted controller writes nothing",
+        restart_no_writes,
+    ),
+    ("8. leader election hands over", leader_election),
+];
+
+/// How long objects get to converge.
+const SETTLE: Duration = Duration::from_secs(90);
+
+fn main() {
+    let workdir = std::env::temp_dir().join("memcached-e2e");
+    let started = Instant::now();
+    let mut env = match Env::start(&workdir) {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("cannot start the end-to-end environment: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!(
+        "control plane ready in {:.1}s (environment {:.1}s), logs in {}",
+        env.cluster.start_time.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        workdir.display()
+    );
+    let mut failed = 0;
+    for (name, scenario) in SCENARIOS {
+        let started = Instant::now();
+        match scenario(&mut env) {
+            Ok(()) => println!("ok   {name} ({:.1}s)", started.elapsed().as_secs_f64()),
+            Err(e) => {
+                failed += 1;
+                println!(
+                    "FAIL {name} ({:.1}s)\n     {e}",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+    println!(
+        "{} of {} scenarios passed in {:.0}s",
+        SCENARIOS.len() - failed,
+        SCENARIOS.len(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(env);
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+// ---------------------------------------------------------------- scenarios
+
+fn crd_installs(env: &mut Env) -> Result<(), String> {
+    let crd = env.kubectl.get(&["crd", "memcacheds.memcached.c5c3.io"])?;
+    for condition in ["Established", "NamesAccepted"] {
+        check(
+            condition_status(&crd, condition) == Some("True"),
+            format!("CRD condition {condition} is not True"),
+        )?;
+    }
+    check(
+        condition_status(&crd, "NonStructuralSchema").is_none(),
+        "the API server found the schema non-structural",
+    )?;
+    let served: Vec<&str> = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"] == json!(true))
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    check(
+        served == ["v1alpha1", "v1beta1"],
+        format!("served versions {served:?}"),
+    )?;
+    for version in ["v1alpha1", "v1beta1"] {
+        let list = env
+            .kubectl
+            .get(&[&format!("memcacheds.{version}.memcached.c5c3.io"), "-A"])?;
+        check(
+            list["kind"] == "List" || list["kind"] == "MemcachedList",
+            format!("listing {version} answered {}", list["kind"]),
+        )?;
+    }
+    let resources = env.kubectl.ok(&[
+        "api-resources",
+        "--api-group=memcached.c5c3.io",
+        "-o",
+        "wide",
+    ])?;
+    check(
+        resources.contains("memcacheds") && resources.contains("mc "),
+        format!("api-resources: {resources}"),
+    )
+}
+
+fn seed_examples(env: &mut Env) -> Result<(), String> {
+    let mut problems = Vec::new();
+    let mut applied = 0;
+    for fixture in fixtures() {
+        let request = &fixture.review["request"];
+        if !(fixture.name.starts_with("design-") || fixture.name.starts_with("seed-"))
+            || request["operation"] != "CREATE"
+        {
+            continue;
+        }
+        applied += 1;
+        let namespace = format!(
+            "seeds-{}",
+            request["object"]["apiVersion"]
+                .as_str()
+                .unwrap_or("")
+                .rsplit('/')
+                .next()
+                .unwrap_or("")
+        );
+        ensure_namespace(env, &namespace)?;
+        let mut object = request["object"].clone();
+        object["metadata"]["namespace"] = json!(namespace);
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let outcome = env
+            .kubectl
+            .run(&["apply", "-f", "-"], Some(&object.to_string()));
+        let expected = &fixture.expected;
+        for warning in &expected.warnings {
+            if !outcome.stderr.contains(&format!("Warning: {warning}")) {
+                problems.push(format!(
+                    "{}: warning {warning:?} not printed: {}",
+                    fixture.name, outcome.stderr
+                ));
+            }
+        }
+        if !expected.accepted {
+            let message = format!(
+                "admission webhook \"memcached.c5c3.io\" denied the request: {}",
+                expected.message(&name)
+            );
+            if outcome.success || !outcome.stderr.contains(&message) {
+                problems.push(format!(
+                    "{}: expected\n       {message}\n     kubectl printed\n       {}",
+                    fixture.name,
+                    outcome.stderr.trim()
+                ));
+            }
+            continue;
+        }
+        if !outcome.success {
+            problems.push(format!(
+                "{}: refused: {}",
+                fixture.name,
+                outcome.stderr.trim()
+            ));
+            continue;
+        }
+        let stored = env.kubectl.get(&["memcached", &name, "-n", &namespace])?;
+        let want = expected.object.as_ref().unwrap_or(&request["object"]);
+        if stored["spec"] != want["spec"] {
+            problems.push(format!(
+                "{}: stored spec differs from the defaulted one\n       stored {}\n       wanted {}",
+                fixture.name, stored["spec"], want["spec"]
+            ));
+        }
+        let deleted = env.kubectl.run(
+            &[
+                "delete",
+                "memcached",
+                &name,
+                "-n",
+                &namespace,
+                "--wait=true",
+            ],
+            None,
+        );
+        if !deleted.success {
+            problems.push(format!(
+                "{}: delete failed: {}",
+                fixture.name, deleted.stderr
+            ));
+        }
+    }
+    check(applied >= 30, format!("only {applied} seed examples found"))?;
+    check(problems.is_empty(), problems.join("\n     "))
+}
+
+fn minimal_ready(env: &mut Env) -> Result<(), String> {
+    let ns = "minimal";
+    ensure_namespace(env, ns)?;
+    env.kubectl.apply(&memcached(ns, "cache", json!({})))?;
+    let mc = wait_ready(env, ns, "cache", 1)?;
+    let status = &mc["status"];
+    check(
+        condition_status(&mc, "Available") == Some("True"),
+        "Available is not True",
+    )?;
+    check(
+        status["observedGeneration"] == mc["metadata"]["generation"],
+        "observedGeneration lags",
+    )?;
+    check(
+        status["serverList"] == json!(["cache.minimal:11211"]),
+        format!("serverList {}", status["serverList"]),
+    )?;
+    let uid = &mc["metadata"]["uid"];
+    for kind in ["deployment", "service"] {
+        let object = env.kubectl.get(&[kind, "cache", "-n", ns])?;
+        let owner = &object["metadata"]["ownerReferences"][0];
+        check(
+            owner["uid"] == *uid
+                && owner["kind"] == "Memcached"
+                && owner["controller"] == json!(true),
+            format!("{kind} owner {owner}"),
+        )?;
+    }
+    let service = env.kubectl.get(&["service", "cache", "-n", ns])?;
+    check(
+        service["spec"]["clusterIP"] == "None",
+        "Service is not headless",
+    )?;
+
+    // The pod runs a real memcached: put traffic on it, then see it in status.
+    let ip = pod_ips(env, ns, "cache")?.pop().ok_or("no pod IP")?;
+    let mut session = Memcache::connect(&ip)?;
+    session.command("set greeting 0 0 5\r\nhello\r\n", "STORED")?;
+    session.command("get greeting\r\n", "END")?;
+    session.command("get missing\r\n", "END")?;
+    drop(session);
+    touch(env, ns, "cache")?;
+    let mc = wait_for("live stats in status", SETTLE, || {
+        let mc = get(env, ns, "cache")?;
+        let status = &mc["status"];
+        let live = status["memcachedVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("1."))
+            && status["currentConnections"]
+                .as_i64()
+                .is_some_and(|c| c >= 1)
+            && status["hitRatio"] == "0.50";
+        if live {
+            Ok(mc)
+        } else {
+            Err(status.to_string())
+        }
+    })?;
+    let printed = env.kubectl.ok(&["get", "memcached", "cache", "-n", ns])?;
+    check(
+        printed.contains("cache") && printed.lines().count() == 2,
+        format!("kubectl get memcached printed {printed}"),
+    )?;
+    let _ = mc;
+    Ok(())
+}
+
+fn scale_and_toggle(env: &mut Env) -> Result<(), String> {
+    let ns = "scale";
+    ensure_namespace(env, ns)?;
+    env.kubectl
+        .apply(&memcached(ns, "cache", json!({"replicas": 1})))?;
+    wait_ready(env, ns, "cache", 1)?;
+
+    // 1 -> 3 by editing the spec, 3 -> 1 through the scale subresource.
+    patch(env, ns, "cache", json!({"spec": {"replicas": 3}}))?;
+    wait_ready(env, ns, "cache", 3)?;
+    check(pod_ips(env, ns, "cache")?.len() == 3, "not 3 pods")?;
+    env.kubectl
+        .ok(&["scale", "memcached", "cache", "-n", ns, "--replicas=1"])?;
+    wait_ready(env, ns, "cache", 1)?;
+    wait_for("one pod left", SETTLE, || {
+        let ips = pod_ips(env, ns, "cache")?;
+        if ips.len() == 1 {
+            Ok(())
+        } else {
+            Err(format!("{} pods", ips.len()))
+        }
+    })?;
+
+    // A config change rolls pods that run memcached with the new args.
+    patch(
+        env,
+        ns,
+        "cache",
+        json!({"spec": {"memcached": {"maxMemoryMB": 96}}}),
+    )?;
+    wait_for("pods running with -m 96", SETTLE, || {
+        let ips = pod_ips(env, ns, "cache")?;
+        let limits: Vec<String> = ips
+            .iter()
+            .map(|ip| memcached_stat(ip, "limit_maxbytes").unwrap_or_default())
+            .collect();
+        if ips.len() == 1 && limits.iter().all(|l| l == &(96 * 1024 * 1024).to_string()) {
+            Ok(())
+        } else {
+            Err(format!("limit_maxbytes per pod: {limits:?}"))
+        }
+    })?;
+    wait_ready(env, ns, "cache", 1)?;
+
+    // PodDisruptionBudget and NetworkPolicy: on adds, off removes.
+    for (feature, kind) in [
+        (
+            json!({"replicas": 2, "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 1}}}),
+            "poddisruptionbudget",
+        ),
+        (json!({"networkPolicy": {"enabled": true}}), "networkpolicy"),
+    ] {
+        patch(env, ns, "cache", json!({"spec": feature}))?;
+        wait_exists(env, ns, kind, "cache", true)?;
+        let off = toggled_off(&feature);
+        patch(env, ns, "cache", json!({"spec": off}))?;
+        wait_exists(env, ns, kind, "cache", false)?;
+    }
+
+    // Monitoring: the exporter sidecar at once, the ServiceMonitor once its CRD exists.
+    patch(
+        env,
+        ns,
+        "cache",
+        json!({"spec": {"monitoring": {"enabled": true}}}),
+    )?;
+    wait_for("the exporter sidecar", SETTLE, || {
+        let deployment = env.kubectl.get(&["deployment", "cache", "-n", ns])?;
+        let containers = deployment["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .map_or(0, Vec::len);
+        if containers == 2 {
+            Ok(())
+        } else {
+            Err(format!("{containers} containers"))
+        }
+    })?;
+    wait_ready(env, ns, "cache", 2)?;
+    install_service_monitor_crd(env)?;
+    // The controller tries the ServiceMonitor on every reconcile; prompt one.
+    touch(env, ns, "cache")?;
+    wait_exists(
+        env,
+        ns,
+        "servicemonitors.monitoring.coreos.com",
+        "cache",
+        true,
+    )?;
+    patch(
+        env,
+        ns,
+        "cache",
+        json!({"spec": {"monitoring": {"enabled": false}}}),
+    )?;
+    wait_exists(
+        env,
+        ns,
+        "servicemonitors.monitoring.coreos.com",
+        "cache",
+        false,
+    )?;
+
+    // Autoscaling switched on by re-applying a file that never had replicas.
+    let file = json!({"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}});
+    env.kubectl.apply(&memcached(ns, "auto", file.clone()))?;
+    wait_ready(env, ns, "auto", 1)?;
+    let mut autoscaled = file.clone();
+    autoscaled["autoscaling"] = json!({"enabled": true, "minReplicas": 2, "maxReplicas": 4});
+    env.kubectl.apply(&memcached(ns, "auto", autoscaled))?;
+    wait_exists(env, ns, "horizontalpodautoscaler", "auto", true)?;
+    let hpa = env
+        .kubectl
+        .get(&["horizontalpodautoscaler", "auto", "-n", ns])?;
+    check(
+        hpa["spec"]["minReplicas"] == 2 && hpa["spec"]["maxReplicas"] == 4,
+        format!("HPA spec {}", hpa["spec"]),
+    )?;
+    let stored = get(env, ns, "auto")?;
+    check(
+        stored["spec"].get("replicas").is_none(),
+        format!("replicas kept beside autoscaling: {}", stored["spec"]),
+    )?;
+    env.kubectl.apply(&memcached(ns, "auto", file))?;
+    wait_exists(env, ns, "horizontalpodautoscaler", "auto", false)?;
+    env.kubectl
+        .ok(&["delete", "namespace", ns, "--wait=false"])?;
+    Ok(())
+}
+
+fn secrets(env: &mut Env) -> Result<(), String> {
+    let ns = "secrets";
+    ensure_namespace(env, ns)?;
+    let tls = pki::issue(&["cache.secrets.svc"])?;
+    env.kubectl.apply(
+        &json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "cache-tls", "namespace": ns},
+            "stringData": {"tls.crt": tls.cert, "tls.key": tls.key, "ca.crt": tls.ca},
+        })
+        .to_string(),
+    )?;
+    env.kubectl
+        .apply(&auth_secret(ns, "cache-auth", "operator:first-password\n"))?;
+    let secure = json!({"security": {
+        "tls": {"enabled": true, "certificateSecretRef": {"name": "cache-tls"}},
+        "sasl": {"enabled": true, "credentialsSecretRef": {"name": "cache-auth"}},
+    }});
+    env.kubectl.apply(&memcached(ns, "cache", secure))?;
+    wait_ready(env, ns, "cache", 1)?;
+    // Stats over TLS with the password prove memcached got the TLS and -Y flags.
+    wait_for("stats over TLS with authentication", SETTLE, || {
+        let mc = get(env, ns, "cache")?;
+        if mc["status"]["memcachedVersion"].is_string() {
+            Ok(())
+        } else {
+            Err(mc["status"].to_string())
+        }
+    })?;
+
+    // Rotating the password rolls the pods; stats keep working with the new one.
+    let before = pod_names(env, ns, "cache")?;
+    env.kubectl
+        .apply(&auth_secret(ns, "cache-auth", "operator:second-password\n"))?;
+    wait_for("pods replaced after the rotation", SETTLE, || {
+        let now = pod_names(env, ns, "cache")?;
+        if !now.is_empty() && now.iter().all(|p| !before.contains(p)) {
+            Ok(())
+        } else {
+            Err(format!("{before:?} -> {now:?}"))
+        }
+    })?;
+    wait_ready(env, ns, "cache", 1)?;
+    let served = served_by(env, ns, "cache")?;
+    touch(env, ns, "cache")?;
+    wait_for("stats with the rotated password", SETTLE, || {
+        let mc = get(env, ns, "cache")?;
+        let ok =
+            mc["status"]["memcachedVersion"].is_string() && served_by(env, ns, "cache")? == served;
+        if ok {
+            Ok(())
+        } else {
+            Err(mc["status"].to_string())
+        }
+    })?;
+
+    // A missing Secret: Degraded/SecretNotFound, recovered once it exists.
+    env.kubectl.apply(&memcached(
+        ns,
+        "waiting",
+        json!({"security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "later"}}}}),
+    ))?;
+    wait_for("Degraded/SecretNotFound", SETTLE, || {
+        let mc = get(env, ns, "waiting")?;
+        match condition(&mc, "Degraded") {
+            Some(c) if c["status"] == "True" && c["reason"] == "SecretNotFound" => Ok(()),
+            other => Err(format!("Degraded: {other:?}")),
+        }
+    })?;
+    env.kubectl
+        .apply(&auth_secret(ns, "later", "operator:password\n"))?;
+    let mc = wait_ready(env, ns, "waiting", 1)?;
+    check(
+        condition_status(&mc, "Degraded") == Some("False"),
+        "Degraded did not clear",
+    )
+}
+
+fn garbage_collection(env: &mut Env) -> Result<(), String> {
+    let ns = "collect";
+    ensure_namespace(env, ns)?;
+    let everything = json!({
+        "replicas": 2,
+        "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 1}},
+        "monitoring": {"enabled": true},
+        "networkPolicy": {"enabled": true},
+    });
+    install_service_monitor_crd(env)?;
+    env.kubectl.apply(&memcached(ns, "cache", everything))?;
+    wait_ready(env, ns, "cache", 2)?;
+    let kinds = [
+        "deployment",
+        "service",
+        "poddisruptionbudget",
+        "networkpolicy",
+        "servicemonitors.monitoring.coreos.com",
+    ];
+    for kind in kinds {
+        wait_exists(env, ns, kind, "cache", true)?;
+    }
+    env.kubectl
+        .ok(&["delete", "memcached", "cache", "-n", ns])?;
+    for kind in kinds {
+        wait_exists(env, ns, kind, "cache", false)?;
+    }
+    wait_for("pods and ReplicaSets collected", SETTLE, || {
+        let left = env
+            .kubectl
+            .ok(&["get", "pods,replicasets", "-n", ns, "-o", "name"])?;
+        if left.trim().is_empty() {
+            Ok(())
+        } else {
+            Err(left)
+        }
+    })
+}
+
+fn restart_no_writes(env: &mut Env) -> Result<(), String> {
+    install_service_monitor_crd(env)?;
+    let operator = env.operator.take().ok_or("no controller running")?;
+    let count = env.kubectl.get(&["memcached", "-A"])?["items"]
+        .as_array()
+        .map_or(0, Vec::len) as u64;
+    // Converged first: nothing changes between two looks a few seconds apart.
+    let before = wait_for("a converged cluster", SETTLE, || {
+        let first = resource_versions(env)?;
+        std::thread::sleep(Duration::from_secs(3));
+        let second = resource_versions(env)?;
+        if first == second {
+            Ok(second)
+        } else {
+            Err(changed(&first, &second))
+        }
+    })?;
+    operator.stop();
+    let restarted = env.operator.insert(env.start_operator("operator-b")?);
+    wait_for(
+        "the restarted controller to reconcile every Memcached",
+        SETTLE,
+        || {
+            let reconciles = restarted.reconciles()?;
+            if reconciles >= count {
+                Ok(())
+            } else {
+                Err(format!("{reconciles} of {count} reconciles"))
+            }
+        },
+    )?;
+    std::thread::sleep(Duration::from_secs(3));
+    let after = resource_versions(env)?;
+    check(before == after, changed(&before, &after))
+}
+
+fn leader_election(env: &mut Env) -> Result<(), String> {
+    let leader = env.operator.take().ok_or("no controller running")?;
+    let follower = env.start_operator("operator-c")?;
+    wait_for("the leader to hold the Lease", SETTLE, || {
+        let holder = lease_holder(env)?;
+        if holder == leader.name {
+            Ok(())
+        } else {
+            Err(holder)
+        }
+    })?;
+    let ns = "minimal";
+    touch(env, ns, "cache")?;
+    std::thread::sleep(Duration::from_secs(3));
+    check(
+        follower.reconciles()? == 0 && !follower.ready(),
+        "the follower reconciles while another process leads",
+    )?;
+
+    let killed = Instant::now();
+    leader.kill();
+    wait_for(
+        "the follower to take the Lease",
+        Duration::from_secs(30),
+        || {
+            let holder = lease_holder(env)?;
+            if holder == follower.name {
+                Ok(())
+            } else {
+                Err(holder)
+            }
+        },
+    )?;
+    let handover = killed.elapsed();
+    // The new leader reconciles: a spec change reaches the Deployment.
+    patch(env, ns, "cache", json!({"spec": {"replicas": 2}}))?;
+    wait_ready(env, ns, "cache", 2)?;
+    check(
+        follower.reconciles()? > 0,
+        "the new leader did not reconcile",
+    )?;
+    println!(
+        "     handover took {:.1}s (Lease duration 15s)",
+        handover.as_secs_f64()
+    );
+    env.operator = Some(follower);
+    check(
+        handover <= Duration::from_secs(20),
+        format!("handover took {handover:?}"),
+    )
+}
+
+// ---------------------------------------------------------------- helpers
+
+fn check(condition: bool, message: impl Into<String>) -> Result<(), String> {
+    if condition {
+        Ok(())
+    } else {
+        Err(message.into())
+    }
+}
+
+fn memcached(namespace: &str, name: &str, spec: Value) -> String {
+    json!({
+        "apiVersion": "memcached.c5c3.io/v1beta1",
+        "kind": "Memcached",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    })
+    .to_string()
+}
+
+fn auth_secret(namespace: &str, name: &str, lines: &str) -> String {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "stringData": {"auth": lines},
+    })
+    .to_string()
+}
+
+fn ensure_namespace(env: &Env, namespace: &str) -> Result<(), String> {
+    env.kubectl
+        .apply(
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+                .to_string(),
+        )
+        .map(drop)
+}
+
+fn get(env: &Env, namespace: &str, name: &str) -> Result<Value, String> {
+    env.kubectl.get(&["memcached", name, "-n", namespace])
+}
+
+fn patch(env: &Env, namespace: &str, name: &str, merge: Value) -> Result<(), String> {
+    env.kubectl
+        .ok(&[
+            "patch",
+            "memcached",
+            name,
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            &merge.to_string(),
+        ])
+        .map(drop)
+}
+
+/// Change an annotation: the controller reconciles on annotation changes.
+fn touch(env: &Env, namespace: &str, name: &str) -> Result<(), String> {
+    let now = format!(
+        "e2e.c5c3.io/touched={}",
+        Instant::now().elapsed().as_nanos() ^ std::process::id() as u128 ^ rand_nanos()
+    );
+    env.kubectl
+        .ok(&[
+            "annotate",
+            "memcached",
+            name,
+            "-n",
+            namespace,
+            "--overwrite",
+            &now,
+        ])
+        .map(drop)
+}
+
+fn rand_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+fn condition_status<'a>(object: &'a Value, kind: &str) -> Option<&'a str> {
+    condition(object, kind)?["status"].as_str()
+}
+
+/// Wait for status Ready with `replicas` ready and the current generation observed.
+fn wait_ready(env: &Env, namespace: &str, name: &str, replicas: i64) -> Result<Value, String> {
+    wait_for(
+        &format!("{namespace}/{name} Ready with {replicas} replicas"),
+        SETTLE,
+        || {
+            let mc = get(env, namespace, name)?;
+            let status = &mc["status"];
+            let ready = condition_status(&mc, "Ready") == Some("True")
+                && status["readyReplicas"] == replicas
+                && status["observedGeneration"] == mc["metadata"]["generation"];
+            if ready {
+                Ok(mc.clone())
+            } else {
+                Err(status.to_string())
+            }
+        },
+    )
+}
+
+fn wait_exists(
+    env: &Env,
+    namespace: &str,
+    kind: &str,
+    name: &str,
+    present: bool,
+) -> Result<(), String> {
+    let what = format!(
+        "{kind} {namespace}/{name} {}",
+        if present { "created" } else { "deleted" }
+    );
+    wait_for(&what, SETTLE, || {
+        let outcome = env
+            .kubectl
+            .run(&["get", kind, name, "-n", namespace, "-o", "name"], None);
+        if outcome.success == present {
+            Ok(())
+        } else {
+            Err(outcome.stderr)
+        }
+    })
+}
+
+/// The spec fragment with every `enabled: true` turned off.
+fn toggled_off(feature: &Value) -> Value {
+    match feature {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, _)| key.as_str() != "minAvailable")
+                .map(|(key, value)| {
+                    (
+                        key.clone(),
+                        if key == "enabled" {
+                            json!(false)
+                        } else {
+                            toggled_off(value)
+                        },
+                    )
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn memcached_pods(env: &Env, namespace: &str, instance: &str) -> Result<Vec<Value>, String> {
+    let pods = env.kubectl.get(&[
+        "pods",
+        "-n",
+        namespace,
+        "-l",
+        &format!("app.kubernetes.io/instance={instance}"),
+    ])?;
+    Ok(pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| {
+            p["metadata"]["deletionTimestamp"].is_null() && p["status"]["phase"] == "Running"
+        })
+        .cloned()
+        .collect())
+}
+
+fn pod_ips(env: &Env, namespace: &str, instance: &str) -> Result<Vec<String>, String> {
+    Ok(memcached_pods(env, namespace, instance)?
+        .iter()
+        .filter_map(|p| p["status"]["podIP"].as_str().map(str::to_string))
+        .collect())
+}
+
+fn pod_names(env: &Env, namespace: &str, instance: &str) -> Result<Vec<String>, String> {
+    Ok(memcached_pods(env, namespace, instance)?
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .collect())
+}
+
+/// The pods behind the Service's EndpointSlices, as the controller sees them.
+fn served_by(env: &Env, namespace: &str, service: &str) -> Result<Vec<String>, String> {
+    let slices = env.kubectl.get(&[
+        "endpointslices",
+        "-n",
+        namespace,
+        "-l",
+        &format!("kubernetes.io/service-name={service}"),
+    ])?;
+    let mut addresses: Vec<String> = slices["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] == json!(true))
+        .filter_map(|e| e["addresses"][0].as_str().map(str::to_string))
+        .collect();
+    addresses.sort();
+    Ok(addresses)
+}
+
+/// resourceVersion of every object the operator owns or reads, by kind/namespace/name.
+fn resource_versions(env: &Env) -> Result<BTreeMap<String, String>, String> {
+    let list = env.kubectl.get(&[
+        "memcacheds,deployments,services,poddisruptionbudgets,horizontalpodautoscalers,networkpolicies,servicemonitors.monitoring.coreos.com",
+        "-A",
+    ])?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["metadata"]["namespace"] != "default" || o["kind"] != "Service")
+        .map(|o| {
+            (
+                format!(
+                    "{}/{}/{}",
+                    o["kind"].as_str().unwrap_or(""),
+                    o["metadata"]["namespace"].as_str().unwrap_or(""),
+                    o["metadata"]["name"].as_str().unwrap_or("")
+                ),
+                o["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect())
+}
+
+fn changed(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> String {
+    let keys: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let diffs: Vec<String> = keys
+        .into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| format!("{k}: {:?} -> {:?}", before.get(k), after.get(k)))
+        .collect();
+    format!("objects written: {}", diffs.join(", "))
+}
+
+fn lease_holder(env: &Env) -> Result<String, String> {
+    let lease = env
+        .kubectl
+        .get(&["lease", "memcached-operator", "-n", OPERATOR_NAMESPACE])?;
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| "the Lease has no holder".to_string())
+}
+
+/// A plain text-protocol session with one pod's memcached.
+struct Memcache {
+    reader: BufReader<TcpStream>,
+}
+
+impl Memcache {
+    fn connect(ip: &str) -> Result<Self, String> {
+        let stream = TcpStream::connect((ip, 11211)).map_err(|e| format!("{ip}:11211: {e}"))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        Ok(Memcache {
+            reader: BufReader::new(stream),
+        })
+    }
+
+    /// Send `command` and read lines up to the one equal to `last`.
+    fn command(&mut self, command: &str, last: &str) -> Result<Vec<String>, String> {
+        self.reader
+            .get_mut()
+            .write_all(command.as_bytes())
+            .map_err(|e| e.to_string())?;
+        let mut lines = Vec::new();
+        loop {
+            let mut line = String::new();
+            if self
+                .reader
+                .read_line(&mut line)
+                .map_err(|e| e.to_string())?
+                == 0
+            {
+                return Err(format!("connection closed after {lines:?}"));
+            }
+            let line = line.trim_end().to_string();
+            if line == last {
+                return Ok(lines);
+            }
+            lines.push(line);
+        }
+    }
+}
+
+/// One `stats` value from the memcached at `ip`.
+fn memcached_stat(ip: &str, name: &str) -> Result<String, String> {
+    let lines = Memcache::connect(ip)?.command("stats\r\n", "END")?;
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")).map(str::to_string))
+        .ok_or_else(|| format!("no stat {name}"))
+}
+
+fn install_service_monitor_crd(env: &Env) -> Result<(), String> {
+    env.kubectl.apply(SERVICE_MONITOR_CRD)?;
+    env.kubectl
+        .ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/servicemonitors.monitoring.coreos.com",
+        ])
+        .map(drop)
+}
+
+/// A minimal ServiceMonitor CRD, as the Prometheus operator would install it.
+const SERVICE_MONITOR_CRD: &str = r#"{
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+  "spec": {
+    "group": "monitoring.coreos.com",
+    "scope": "Namespaced",
+    "names": {"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors", "singular": "servicemonitor"},
+    "versions": [{
+      "name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+    }]
+  }
+}"#;
