@@ -92,7 +92,12 @@ spec:
               podAffinityTerm:
                 labelSelector: {{matchLabels: {{app.kubernetes.io/name: memcached, app.kubernetes.io/instance: my-cache}}}}
                 topologyKey: kubernetes.io/hostname
-      topologySpreadConstraints: [{{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}}]
+      # The design doc's constraint has no labelSelector, which matches no pod: it spreads this instance's pods.
+      topologySpreadConstraints:
+        - maxSkew: 1
+          topologyKey: topology.kubernetes.io/zone
+          whenUnsatisfiable: ScheduleAnyway
+          labelSelector: {{matchLabels: {{app.kubernetes.io/name: memcached, app.kubernetes.io/instance: my-cache}}}}
       containers:
         - name: memcached
           image: memcached:1.6

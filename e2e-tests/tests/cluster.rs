@@ -453,14 +453,19 @@ fn secrets(env: &mut Env) -> Result<(), String> {
     let before = pod_names(env, ns, "cache")?;
     env.kubectl
         .apply(&auth_secret(ns, "cache-auth", "operator:second-password\n"))?;
-    wait_for("pods replaced after the rotation", SETTLE, || {
-        let now = pod_names(env, ns, "cache")?;
-        if !now.is_empty() && now.iter().all(|p| !before.contains(p)) {
-            Ok(())
-        } else {
-            Err(format!("{before:?} -> {now:?}"))
-        }
-    })?;
+    // Well inside the 60 s periodic reconcile: the Secret watch must notice.
+    wait_for(
+        "pods replaced after the rotation",
+        Duration::from_secs(30),
+        || {
+            let now = pod_names(env, ns, "cache")?;
+            if !now.is_empty() && now.iter().all(|p| !before.contains(p)) {
+                Ok(())
+            } else {
+                Err(format!("{before:?} -> {now:?}"))
+            }
+        },
+    )?;
     wait_ready(env, ns, "cache", 1)?;
     let served = served_by(env, ns, "cache")?;
     touch(env, ns, "cache")?;
