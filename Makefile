@@ -72,7 +72,7 @@ bench: policy.wasm
 bench-e2e: policy.wasm $(E2E_BIN)/cluster
 	$(CARGO) build --locked --release -p memcached-controller
 	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster
-	MEMCACHED_CONTROLLER=target/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster
+	MEMCACHED_CONTROLLER=$(CURDIR)/target/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster
 
 ## crd: regenerate deploy/crd.yaml from the API types.
 crd:

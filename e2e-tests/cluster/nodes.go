@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"net/netip"
 	"time"
@@ -22,12 +23,18 @@ import (
 	"sigs.k8s.io/kwok/pkg/utils/client"
 )
 
+// podStarted replaces kwok's pod-ready stage: pods come up Running, not
+// Ready; the pod runtime marks them Ready once memcached listens.
+//
+//go:embed pod-started.yaml
+var podStarted string
+
 // fakeNodeAnnotation marks the nodes kwok plays the kubelet for.
 const fakeNodeAnnotation = "kwok.x-k8s.io/node"
 
 // startFakeNodes starts kwok's node and pod controllers with its "fast"
-// stages (nodes Ready at once; pods Running and Ready once scheduled, removed
-// once deleted) and registers `count` nodes, node i owning the i-th /24 of
+// stages (nodes Ready at once; pods removed once deleted) and podStarted,
+// and registers `count` nodes, node i owning the i-th /24 of
 // podCIDR.
 func startFakeNodes(ctx context.Context, kubeconfig string, count int, podCIDR string) error {
 	prefix, err := netip.ParsePrefix(podCIDR)
@@ -111,7 +118,7 @@ func bitsFor(count int) int {
 
 func kwokStages() (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
 	grouped := map[internalversion.StageResourceRef][]*internalversion.Stage{}
-	for _, raw := range []string{nodefast.DefaultNodeInit, podfast.DefaultPodReady, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
+	for _, raw := range []string{nodefast.DefaultNodeInit, podStarted, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
 		stage, err := config.UnmarshalWithType[*internalversion.Stage](raw)
 		if err != nil {
 			return nil, err

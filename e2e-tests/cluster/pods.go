@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,19 +16,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 )
 
 // memcachedContainer is the container the operator runs memcached in.
 const memcachedContainer = "memcached"
 
-// podRuntime plays the container runtime for memcached: for every Running pod
-// with a memcached container it starts the real memcached on the pod's IP with
-// the container's args, its Secret volumes written where the args expect them,
-// and stops it when the pod goes away.
+// podRuntime plays the kubelet's container runtime for memcached: for every
+// Running pod with a memcached container it starts the real memcached on the
+// pod's IP with the container's args, its Secret volumes written where the
+// args expect them, marks the pod Ready once memcached listens, and stops it
+// when the pod goes away. A pod whose Secret is missing stays unready and is
+// retried, like a pod stuck in ContainerCreating.
 type podRuntime struct {
 	client    kubernetes.Interface
 	memcached string
@@ -128,12 +134,61 @@ func (r *podRuntime) start(ctx context.Context, pod *corev1.Pod) error {
 	r.mu.Lock()
 	r.running[pod.UID] = cmd
 	r.mu.Unlock()
+	go r.markReadyWhenListening(ctx, pod, memcachedPort(container))
 	go func() {
 		err := cmd.Wait()
 		log.Close()
 		klog.InfoS("memcached exited", "pod", klog.KObj(pod), "err", err)
 	}()
 	return nil
+}
+
+// markReadyWhenListening plays the readiness probe: once memcached accepts
+// connections on the pod's address, the pod and its containers become Ready.
+func (r *podRuntime) markReadyWhenListening(ctx context.Context, pod *corev1.Pod, port int32) {
+	address := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port)))
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		conn, err := net.DialTimeout("tcp", address, time.Second)
+		if err != nil {
+			return false, nil
+		}
+		return true, conn.Close()
+	})
+	if err != nil {
+		klog.ErrorS(err, "memcached does not listen", "pod", klog.KObj(pod), "address", address)
+		return
+	}
+	pods := r.client.CoreV1().Pods(pod.Namespace)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || current.UID != pod.UID {
+			return err
+		}
+		now := metav1.Now()
+		for i := range current.Status.Conditions {
+			if condition := &current.Status.Conditions[i]; condition.Type == corev1.PodReady || condition.Type == corev1.ContainersReady {
+				condition.Status, condition.Reason, condition.LastTransitionTime = corev1.ConditionTrue, "", now
+			}
+		}
+		for i := range current.Status.ContainerStatuses {
+			current.Status.ContainerStatuses[i].Ready = true
+		}
+		_, err = pods.UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		klog.ErrorS(err, "marking the pod Ready", "pod", klog.KObj(pod))
+	}
+}
+
+// memcachedPort is the container's "memcached" port, 11211 by default.
+func memcachedPort(container *corev1.Container) int32 {
+	for _, port := range container.Ports {
+		if port.Name == "memcached" {
+			return port.ContainerPort
+		}
+	}
+	return 11211
 }
 
 // commandArgs is what a container's command adds after the executable: the

@@ -5,7 +5,9 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, mpsc};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use http_body_util::{BodyExt, Full};
@@ -22,67 +24,95 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs
 
 use crate::Policy;
 
-/// An AdmissionReview for the policy thread, and where to send its answer.
-type Job = (Value, oneshot::Sender<Value>);
-
 /// The running webhook.
 pub struct AdmissionHost {
     /// `https://127.0.0.1:<port>/validate`.
     pub url: String,
     /// PEM of the CA that signed the serving certificate (the webhook's caBundle).
     pub ca_pem: String,
-    /// Serves the webhook until dropped.
-    _runtime: tokio::runtime::Runtime,
+    /// How long each request took, from its headers to the answer.
+    service_times: Arc<Mutex<Vec<Duration>>>,
+    /// Stops the server when dropped.
+    _shutdown: oneshot::Sender<()>,
 }
 
 impl AdmissionHost {
     /// Serve the policy from [`crate::policy_path`] with `settings` on a
-    /// free loopback port. The waPC host is not `Send`: one thread owns it and
-    /// answers reviews in arrival order.
+    /// free loopback port. The waPC host is not `Send`, so one thread owns
+    /// it and serves every connection: no hop between threads per request.
     pub fn start(settings: Value) -> Result<Self, String> {
-        let (jobs, inbox) = mpsc::channel::<Job>();
-        let (loaded, load_result) = mpsc::channel();
-        std::thread::spawn(move || {
-            let policy = match Policy::load() {
-                Ok(policy) => policy,
-                Err(e) => return drop(loaded.send(Err(e))),
-            };
-            let _ = loaded.send(Ok(()));
-            for (review, reply) in inbox {
-                let _ = reply.send(review_response(&policy, &settings, &review));
-            }
-        });
-        load_result.recv().map_err(|e| e.to_string())??;
         let (ca_pem, tls) = serving_config()?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        let listener = runtime
-            .block_on(TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))))
-            .map_err(|e| e.to_string())?;
-        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
         let acceptor = TlsAcceptor::from(Arc::new(tls));
-        runtime.spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (acceptor, jobs) = (acceptor.clone(), jobs.clone());
-                tokio::spawn(async move {
-                    let Ok(stream) = acceptor.accept(stream).await else {
-                        return;
-                    };
-                    let service = service_fn(move |request| handle(jobs.clone(), request));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
+        let service_times = Arc::new(Mutex::new(Vec::new()));
+        let times = service_times.clone();
+        let (shutdown, stop) = oneshot::channel::<()>();
+        let (started, port) = mpsc::channel::<Result<u16, String>>();
+        std::thread::spawn(move || {
+            let setup = || -> Result<_, String> {
+                let policy = Rc::new(Policy::load()?);
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                let listener = runtime
+                    .block_on(TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))))
+                    .map_err(|e| e.to_string())?;
+                Ok((policy, runtime, listener))
+            };
+            let (policy, runtime, listener) = match setup() {
+                Ok(ready) => ready,
+                Err(e) => return drop(started.send(Err(e))),
+            };
+            let _ = started.send(
+                listener
+                    .local_addr()
+                    .map(|a| a.port())
+                    .map_err(|e| e.to_string()),
+            );
+            let settings = Rc::new(settings);
+            let serve = async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let (acceptor, policy, settings, times) = (
+                        acceptor.clone(),
+                        policy.clone(),
+                        settings.clone(),
+                        times.clone(),
+                    );
+                    tokio::task::spawn_local(async move {
+                        let Ok(stream) = acceptor.accept(stream).await else {
+                            return;
+                        };
+                        let service = service_fn(move |request| {
+                            handle(policy.clone(), settings.clone(), times.clone(), request)
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+            };
+            tokio::task::LocalSet::new().block_on(&runtime, async move {
+                tokio::select! {
+                    _ = serve => {}
+                    _ = stop => {}
+                }
+            });
         });
+        let port = port.recv().map_err(|e| e.to_string())??;
         Ok(AdmissionHost {
             url: format!("https://127.0.0.1:{port}/validate"),
             ca_pem,
-            _runtime: runtime,
+            service_times,
+            _shutdown: shutdown,
         })
+    }
+
+    /// How long each request served so far took inside this host.
+    pub fn service_times(&self) -> Vec<Duration> {
+        self.service_times
+            .lock()
+            .map(|times| times.clone())
+            .unwrap_or_default()
     }
 
     /// A MutatingWebhookConfiguration sending CREATE and UPDATE of `memcacheds` here.
@@ -111,9 +141,12 @@ impl AdmissionHost {
 }
 
 async fn handle(
-    jobs: mpsc::Sender<Job>,
+    policy: Rc<Policy>,
+    settings: Rc<Value>,
+    times: Arc<Mutex<Vec<Duration>>>,
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    let started = Instant::now();
     let body = match request.into_body().collect().await {
         Ok(body) => body.to_bytes(),
         Err(e) => return Ok(reply(StatusCode::BAD_REQUEST, e.to_string().into())),
@@ -122,20 +155,11 @@ async fn handle(
         Ok(review) => review,
         Err(e) => return Ok(reply(StatusCode::BAD_REQUEST, e.to_string().into())),
     };
-    let (answer, answered) = oneshot::channel();
-    if jobs.send((review, answer)).is_err() {
-        return Ok(reply(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the policy thread stopped".into(),
-        ));
+    let answer = review_response(&policy, &settings, &review).to_string();
+    if let Ok(mut times) = times.lock() {
+        times.push(started.elapsed());
     }
-    match answered.await {
-        Ok(answer) => Ok(reply(StatusCode::OK, answer.to_string().into())),
-        Err(_) => Ok(reply(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the policy thread stopped".into(),
-        )),
-    }
+    Ok(reply(StatusCode::OK, answer.into()))
 }
 
 fn reply(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
