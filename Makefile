@@ -84,7 +84,8 @@ fixtures:
 
 lint:
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets --features e2e-tests/cluster -- -D warnings
+	cd e2e-tests/cluster && test -z "$$(gofmt -l .)" && go vet ./...
 
 fmt:
 	$(CARGO) fmt --all

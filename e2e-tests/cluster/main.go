@@ -29,7 +29,7 @@ import (
 
 func main() {
 	workdir := flag.String("workdir", "", "directory for etcd data, certificates, kubeconfig and logs (required)")
-	nodes := flag.Int("nodes", 3, "number of fake nodes")
+	nodes := flag.Int("nodes", 6, "number of fake nodes, spread over three zones")
 	podCIDR := flag.String("pod-cidr", "10.244.0.0/16", "pod addresses; node i gets the i-th /24")
 	memcached := flag.String("memcached", "", "memcached binary to run behind each pod; empty: none")
 	flag.Parse()

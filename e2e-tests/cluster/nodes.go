@@ -139,6 +139,8 @@ func createNode(ctx context.Context, client kubernetes.Interface, index int, pod
 				"kubernetes.io/os":       "linux",
 				"kubernetes.io/arch":     "amd64",
 				"type":                   "kwok",
+				// Three zones, so zone spread constraints can be satisfied.
+				"topology.kubernetes.io/zone": fmt.Sprintf("zone-%c", 'a'+index%3),
 			},
 		},
 		Spec: corev1.NodeSpec{PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use e2e_tests::cluster::{Env, wait_for};
+use e2e_tests::cluster::{Env, pki, wait_for};
 use e2e_tests::fixtures;
 use serde_json::json;
 
@@ -22,7 +22,7 @@ fn main() {
 fn demo() -> Result<(), String> {
     let workdir = std::env::temp_dir().join("memcached-demo");
     println!(
-        "== starting a local control plane (etcd, kube-apiserver, controllers, scheduler, 3 kwok nodes)"
+        "== starting a local control plane (etcd, kube-apiserver, controllers, scheduler, 6 kwok nodes in 3 zones)"
     );
     let env = Env::start(&workdir)?;
     println!(
@@ -35,15 +35,35 @@ fn demo() -> Result<(), String> {
         &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
             .to_string(),
     )?;
+    // prod-cache selects dedicated cache nodes, one per replica: label five of the six.
+    println!(
+        "\n$ kubectl label nodes kwok-node-0 kwok-node-1 kwok-node-2 kwok-node-3 kwok-node-4 node-role.kubernetes.io/cache="
+    );
+    print!(
+        "{}",
+        kubectl.ok(&[
+            "label",
+            "nodes",
+            "kwok-node-0",
+            "kwok-node-1",
+            "kwok-node-2",
+            "kwok-node-3",
+            "kwok-node-4",
+            "node-role.kubernetes.io/cache=",
+        ])?
+    );
 
     println!("\n== kubectl apply of every seed example (v1beta1), through the policy webhook");
-    for fixture in fixtures() {
+    // The seed examples first (they share one name, so each accepted one is
+    // deleted again), then the design doc's, which stay.
+    let mut examples: Vec<_> = fixtures()
+        .into_iter()
+        .filter(|f| f.name.ends_with("-v1beta1"))
+        .filter(|f| f.name.starts_with("seed-") || f.name.starts_with("design-"))
+        .collect();
+    examples.sort_by_key(|f| f.name.starts_with("design-"));
+    for fixture in examples {
         let object = &fixture.review["request"]["object"];
-        if !(fixture.name.starts_with("design-") || fixture.name.starts_with("seed-"))
-            || !fixture.name.ends_with("-v1beta1")
-        {
-            continue;
-        }
         let mut object = object.clone();
         object["metadata"]["namespace"] = json!(NAMESPACE);
         let name = object["metadata"]["name"]
@@ -53,7 +73,6 @@ fn demo() -> Result<(), String> {
         let outcome = kubectl.run(&["apply", "-f", "-"], Some(&object.to_string()));
         println!("\n-- {}", fixture.name);
         print!("{}{}", outcome.stdout, outcome.stderr);
-        // The seed examples share one name: keep the design doc's, delete the rest.
         if outcome.success && fixture.name.starts_with("seed-") {
             let deleted = kubectl.run(&["delete", "memcached", &name, "-n", NAMESPACE], None);
             print!("{}{}", deleted.stdout, deleted.stderr);
@@ -116,6 +135,49 @@ fn demo() -> Result<(), String> {
         ])?
     );
     println!();
+
+    println!(
+        "\n== secure-cache waits for its Secrets; creating them (TLS from a fresh CA, -Y auth file)"
+    );
+    print!(
+        "{}",
+        kubectl.ok(&["get", "memcached", "secure-cache", "-n", NAMESPACE, "-o",
+            "jsonpath={range .status.conditions[?(@.type==\"Degraded\")]}Degraded={.status} {.reason}: {.message}{end}"])?
+    );
+    println!();
+    let tls = pki::issue(&["secure-cache.demo.svc"])?;
+    let secrets = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+         "metadata": {"name": "memcached-tls", "namespace": NAMESPACE},
+         "stringData": {"tls.crt": tls.cert, "tls.key": tls.key, "ca.crt": tls.ca}},
+        {"apiVersion": "v1", "kind": "Secret",
+         "metadata": {"name": "memcached-sasl-credentials", "namespace": NAMESPACE},
+         "stringData": {"auth": "app:demo-password\n"}},
+    ]});
+    print!("{}", kubectl.apply(&secrets.to_string())?);
+    let _ = wait_for("secure-cache Ready", Duration::from_secs(60), || {
+        let mc = kubectl.get(&["memcached", "secure-cache", "-n", NAMESPACE])?;
+        if mc["status"]["readyReplicas"] == 3 && mc["status"]["memcachedVersion"].is_string() {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    });
+    println!(
+        "\n$ kubectl get memcached secure-cache -n {NAMESPACE} -o wide   (stats read over TLS, authenticated)"
+    );
+    print!(
+        "{}",
+        kubectl.ok(&[
+            "get",
+            "memcached",
+            "secure-cache",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "wide"
+        ])?
+    );
 
     if std::env::var_os("DEMO_KEEP").is_some() {
         println!(
