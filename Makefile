@@ -3,7 +3,9 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 CARGO ?= cargo
 WASM_TARGET := wasm32-wasip1
-WASM_BUILD := target/$(WASM_TARGET)/release/memcached_policy.wasm
+# Cargo's target directory (honours CARGO_TARGET_DIR).
+TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))
+WASM_BUILD := $(TARGET_DIR)/$(WASM_TARGET)/release/memcached_policy.wasm
 POLICY_SOURCES := $(shell find api/src policy-wasm/src -name '*.rs') api/Cargo.toml policy-wasm/Cargo.toml Cargo.toml Cargo.lock
 
 E2E_BIN := target/e2e
@@ -35,7 +37,7 @@ annotated-policy.wasm: policy.wasm metadata.yml README.md
 demo: policy.wasm $(E2E_BIN)/cluster
 	$(CARGO) run --locked -q -p e2e-tests --bin demo
 	$(CARGO) build --locked -q -p memcached-controller -p e2e-tests --features e2e-tests/cluster --bin memcached-controller --bin cluster-demo
-	$(NETNS) target/debug/cluster-demo
+	MEMCACHED_CONTROLLER=$(TARGET_DIR)/debug/memcached-controller $(NETNS) $(TARGET_DIR)/debug/cluster-demo
 
 ## target/e2e/{cluster,kubectl}: the Go control plane and kubectl, from upstream Kubernetes modules (Go caches the build).
 $(E2E_BIN)/cluster: $(CLUSTER_SOURCES)
@@ -54,7 +56,7 @@ unit-tests: policy.wasm
 e2e: policy.wasm $(E2E_BIN)/cluster
 	$(CARGO) build --locked -p memcached-controller --bin memcached-controller
 	$(CARGO) test --locked --no-run -p e2e-tests --features cluster --test cluster
-	$(NETNS) $(CARGO) test --locked --offline -q -p e2e-tests --features cluster --test cluster
+	MEMCACHED_CONTROLLER=$(TARGET_DIR)/debug/memcached-controller $(NETNS) $(CARGO) test --locked --offline -q -p e2e-tests --features cluster --test cluster
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl when installed).
 e2e-tests: policy.wasm
@@ -64,7 +66,7 @@ e2e-tests: policy.wasm
 ## bench: policy size and latency (wasm against native); controller binary size and stats collection.
 bench: policy.wasm
 	$(CARGO) build --locked --release -p memcached-controller
-	@echo "controller release binary: $$(stat -c %s target/release/memcached-controller) bytes"
+	@echo "controller release binary: $$(stat -c %s $(TARGET_DIR)/release/memcached-controller) bytes"
 	$(CARGO) bench --locked -p e2e-tests --bench latency
 	$(CARGO) bench --locked -p memcached-controller --bench stats
 
@@ -72,7 +74,7 @@ bench: policy.wasm
 bench-e2e: policy.wasm $(E2E_BIN)/cluster
 	$(CARGO) build --locked --release -p memcached-controller
 	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster
-	MEMCACHED_CONTROLLER=$(CURDIR)/target/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster
+	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster
 
 ## crd: regenerate deploy/crd.yaml from the API types.
 crd:
