@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use e2e_tests::cluster::{Env, pki, wait_for};
+use e2e_tests::cluster::{Env, Kubectl, pki, wait_for};
 use e2e_tests::fixtures;
 use serde_json::json;
 
@@ -17,6 +17,22 @@ fn main() {
         eprintln!("demo failed: {e}");
         std::process::exit(1);
     }
+}
+
+/// Print a kubectl command line, run it, and print what it printed.
+fn show(kubectl: &Kubectl, args: &[&str]) -> Result<(), String> {
+    println!("\n$ kubectl {}", args.join(" "));
+    print!("{}", kubectl.ok(args)?);
+    Ok(())
+}
+
+/// `kubectl get memcached <name> -o jsonpath={<field>}`.
+fn show_field(kubectl: &Kubectl, name: &str, field: &str) -> Result<(), String> {
+    let path = format!("jsonpath={{{field}}}{{\"\\n\"}}");
+    show(
+        kubectl,
+        &["get", "memcached", name, "-n", NAMESPACE, "-o", &path],
+    )
 }
 
 fn demo() -> Result<(), String> {
@@ -36,12 +52,9 @@ fn demo() -> Result<(), String> {
             .to_string(),
     )?;
     // prod-cache selects dedicated cache nodes, one per replica: label five of the six.
-    println!(
-        "\n$ kubectl label nodes kwok-node-0 kwok-node-1 kwok-node-2 kwok-node-3 kwok-node-4 node-role.kubernetes.io/cache="
-    );
-    print!(
-        "{}",
-        kubectl.ok(&[
+    show(
+        kubectl,
+        &[
             "label",
             "nodes",
             "kwok-node-0",
@@ -50,8 +63,8 @@ fn demo() -> Result<(), String> {
             "kwok-node-3",
             "kwok-node-4",
             "node-role.kubernetes.io/cache=",
-        ])?
-    );
+        ],
+    )?;
 
     println!("\n== kubectl apply of every seed example (v1beta1), through the policy webhook");
     // The seed examples first (they share one name, so each accepted one is
@@ -79,20 +92,8 @@ fn demo() -> Result<(), String> {
         }
     }
 
-    println!("\n== defaults the policy filled in for basic-cache");
-    print!(
-        "{}",
-        kubectl.ok(&[
-            "get",
-            "memcached",
-            "basic-cache",
-            "-n",
-            NAMESPACE,
-            "-o",
-            "jsonpath={.spec}"
-        ])?
-    );
-    println!();
+    println!("\n== defaults the policy filled in");
+    show_field(kubectl, "basic-cache", ".spec")?;
 
     println!("\n== waiting for the controller (examples whose Secrets do not exist stay Degraded)");
     let _ = wait_for("the examples to settle", Duration::from_secs(60), || {
@@ -113,38 +114,34 @@ fn demo() -> Result<(), String> {
             Err("not yet".into())
         }
     });
-    println!("\n$ kubectl get memcached -n {NAMESPACE}");
-    print!("{}", kubectl.ok(&["get", "memcached", "-n", NAMESPACE])?);
-    println!(
-        "\n$ kubectl get deployments,services,poddisruptionbudgets,horizontalpodautoscalers,networkpolicies,pods -n {NAMESPACE}"
-    );
-    print!("{}", kubectl.ok(&["get", "deployments,services,poddisruptionbudgets,horizontalpodautoscalers,networkpolicies,pods", "-n", NAMESPACE])?);
-    println!(
-        "\n$ kubectl get memcached basic-cache -n {NAMESPACE} -o jsonpath='{{.status}}'   (live from memcached stats)"
-    );
-    print!(
-        "{}",
-        kubectl.ok(&[
+    show(kubectl, &["get", "memcached", "-n", NAMESPACE])?;
+    show(
+        kubectl,
+        &[
             "get",
-            "memcached",
-            "basic-cache",
+            "deployments,services,poddisruptionbudgets,horizontalpodautoscalers,networkpolicies,pods",
             "-n",
             NAMESPACE,
-            "-o",
-            "jsonpath={.status}"
-        ])?
-    );
-    println!();
+        ],
+    )?;
+    println!("\n== live status, read from memcached's stats");
+    show_field(kubectl, "basic-cache", ".status")?;
 
     println!(
         "\n== secure-cache waits for its Secrets; creating them (TLS from a fresh CA, -Y auth file)"
     );
-    print!(
-        "{}",
-        kubectl.ok(&["get", "memcached", "secure-cache", "-n", NAMESPACE, "-o",
-            "jsonpath={range .status.conditions[?(@.type==\"Degraded\")]}Degraded={.status} {.reason}: {.message}{end}"])?
-    );
-    println!();
+    show(
+        kubectl,
+        &[
+            "get",
+            "memcached",
+            "secure-cache",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "jsonpath={range .status.conditions[?(@.type==\"Degraded\")]}{.type}={.status} {.reason}: {.message}{\"\\n\"}{end}",
+        ],
+    )?;
     let tls = pki::issue(&["secure-cache.demo.svc"])?;
     let secrets = json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
@@ -163,21 +160,11 @@ fn demo() -> Result<(), String> {
             Err("not yet".into())
         }
     });
-    println!(
-        "\n$ kubectl get memcached secure-cache -n {NAMESPACE} -o wide   (stats read over TLS, authenticated)"
-    );
-    print!(
-        "{}",
-        kubectl.ok(&[
-            "get",
-            "memcached",
-            "secure-cache",
-            "-n",
-            NAMESPACE,
-            "-o",
-            "wide"
-        ])?
-    );
+    println!("\n== secure-cache Ready: its stats are read over TLS, authenticated");
+    show(
+        kubectl,
+        &["get", "memcached", "secure-cache", "-n", NAMESPACE],
+    )?;
 
     if std::env::var_os("DEMO_KEEP").is_some() {
         println!(
