@@ -17,7 +17,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
-use memcached_api::{Memcached, apply_defaults};
+use memcached_api::Memcached;
 
 use crate::deployment::secret_mounts;
 use crate::labels::MANAGER;
@@ -208,10 +208,10 @@ fn memcacheds_mounting(
         .state()
         .into_iter()
         .filter(|mc| mc.namespace() == secret.namespace())
+        // Defaulting never enables TLS or authentication nor names a Secret:
+        // the stored spec mounts what the effective one does.
         .filter(|mc| {
-            let mut spec = mc.spec.clone();
-            apply_defaults(&mut spec);
-            secret_mounts(&spec)
+            secret_mounts(&mc.spec)
                 .iter()
                 .any(|(_, mounted, _)| *mounted == name)
         })

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{Env, wait_for};
+use e2e_tests::cluster::{Env, condition_status, wait_for};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "bench";
@@ -155,13 +155,7 @@ fn ready_count(env: &Env, field_selector: &str) -> Result<usize, String> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|mc| {
-            mc["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
+        .filter(|mc| condition_status(mc, "Ready") == Some("True"))
         .count())
 }
 

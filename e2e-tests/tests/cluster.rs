@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{Env, OPERATOR_NAMESPACE, pki, wait_for};
+use e2e_tests::cluster::{Env, OPERATOR_NAMESPACE, condition, condition_status, pki, wait_for};
 use e2e_tests::fixtures;
 use serde_json::{Value, json};
 
@@ -265,7 +265,7 @@ fn minimal_ready(env: &mut Env) -> Result<(), String> {
     session.command("get missing\r\n", "END")?;
     drop(session);
     touch(env, ns, "cache")?;
-    let mc = wait_for("live stats in status", SETTLE, || {
+    wait_for("live stats in status", SETTLE, || {
         let mc = get(env, ns, "cache")?;
         let status = &mc["status"];
         let live = status["memcachedVersion"]
@@ -276,7 +276,7 @@ fn minimal_ready(env: &mut Env) -> Result<(), String> {
                 .is_some_and(|c| c >= 1)
             && status["hitRatio"] == "0.50";
         if live {
-            Ok(mc)
+            Ok(())
         } else {
             Err(status.to_string())
         }
@@ -285,9 +285,7 @@ fn minimal_ready(env: &mut Env) -> Result<(), String> {
     check(
         printed.contains("cache") && printed.lines().count() == 2,
         format!("kubectl get memcached printed {printed}"),
-    )?;
-    let _ = mc;
-    Ok(())
+    )
 }
 
 fn scale_and_toggle(env: &mut Env) -> Result<(), String> {
@@ -688,10 +686,10 @@ fn patch(env: &Env, namespace: &str, name: &str, merge: Value) -> Result<(), Str
 
 /// Change an annotation: the controller reconciles on annotation changes.
 fn touch(env: &Env, namespace: &str, name: &str) -> Result<(), String> {
-    let now = format!(
-        "e2e.c5c3.io/touched={}",
-        Instant::now().elapsed().as_nanos() ^ std::process::id() as u128 ^ rand_nanos()
-    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let annotation = format!("e2e.c5c3.io/touched={now}");
     env.kubectl
         .ok(&[
             "annotate",
@@ -700,26 +698,9 @@ fn touch(env: &Env, namespace: &str, name: &str) -> Result<(), String> {
             "-n",
             namespace,
             "--overwrite",
-            &now,
+            &annotation,
         ])
         .map(drop)
-}
-
-fn rand_nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
-fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
-    object["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
-}
-
-fn condition_status<'a>(object: &'a Value, kind: &str) -> Option<&'a str> {
-    condition(object, kind)?["status"].as_str()
 }
 
 /// Wait for status Ready with `replicas` ready and the current generation observed.
@@ -806,18 +787,25 @@ fn memcached_pods(env: &Env, namespace: &str, instance: &str) -> Result<Vec<Valu
         .collect())
 }
 
-fn pod_ips(env: &Env, namespace: &str, instance: &str) -> Result<Vec<String>, String> {
+/// One string field (a JSON pointer) of every running pod of `instance`.
+fn pod_field(
+    env: &Env,
+    namespace: &str,
+    instance: &str,
+    pointer: &str,
+) -> Result<Vec<String>, String> {
     Ok(memcached_pods(env, namespace, instance)?
         .iter()
-        .filter_map(|p| p["status"]["podIP"].as_str().map(str::to_string))
+        .filter_map(|p| p.pointer(pointer)?.as_str().map(str::to_string))
         .collect())
 }
 
+fn pod_ips(env: &Env, namespace: &str, instance: &str) -> Result<Vec<String>, String> {
+    pod_field(env, namespace, instance, "/status/podIP")
+}
+
 fn pod_names(env: &Env, namespace: &str, instance: &str) -> Result<Vec<String>, String> {
-    Ok(memcached_pods(env, namespace, instance)?
-        .iter()
-        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
-        .collect())
+    pod_field(env, namespace, instance, "/metadata/name")
 }
 
 /// The pods behind the Service's EndpointSlices, as the controller sees them.

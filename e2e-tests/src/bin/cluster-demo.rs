@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use e2e_tests::cluster::{Env, Kubectl, pki, wait_for};
+use e2e_tests::cluster::{Env, Kubectl, condition, condition_status, pki, wait_for};
 use e2e_tests::fixtures;
 use serde_json::json;
 
@@ -99,14 +99,8 @@ fn demo() -> Result<(), String> {
     let _ = wait_for("the examples to settle", Duration::from_secs(60), || {
         let list = kubectl.get(&["memcached", "-n", NAMESPACE])?;
         let settled = list["items"].as_array().into_iter().flatten().all(|mc| {
-            mc["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| {
-                    (c["type"] == "Ready" && c["status"] == "True")
-                        || (c["type"] == "Degraded" && c["reason"] == "SecretNotFound")
-                })
+            condition_status(mc, "Ready") == Some("True")
+                || condition(mc, "Degraded").is_some_and(|c| c["reason"] == "SecretNotFound")
         });
         if settled {
             Ok(())

@@ -82,6 +82,19 @@ pub fn wait_for<T>(
     }
 }
 
+/// The condition of type `kind` in an object's status.
+pub fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// The status ("True", "False", "Unknown") of an object's `kind` condition.
+pub fn condition_status<'a>(object: &'a Value, kind: &str) -> Option<&'a str> {
+    condition(object, kind)?["status"].as_str()
+}
+
 /// The running control plane process.
 pub struct Cluster {
     child: Child,
