@@ -12,7 +12,15 @@ E2E_BIN := target/e2e
 CLUSTER_SOURCES := $(wildcard e2e-tests/cluster/*.go e2e-tests/cluster/cmd/kubectl/*.go) e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
 NETNS := e2e-tests/netns.sh
 
-.PHONY: all demo test unit-tests e2e e2e-tests bench bench-e2e lint fmt fixtures crd clean
+# Kubewarden's engines: on PATH, or through KWCTL / POLICY_SERVER, else ../shared/bin (what CI uses).
+SHARED_BIN := $(abspath ../shared/bin)
+KWCTL ?= $(or $(shell command -v kwctl),$(wildcard $(SHARED_BIN)/kwctl))
+POLICY_SERVER ?= $(or $(shell command -v policy-server),$(wildcard $(SHARED_BIN)/policy-server))
+export KWCTL POLICY_SERVER
+# Debian packages the tests and the demo need, by the command that shows each is there.
+DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go
+
+.PHONY: all deps demo test unit-tests e2e e2e-tests bench bench-e2e lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -27,10 +35,20 @@ policy.wasm: $(POLICY_SOURCES)
 	fi
 	@echo "policy.wasm: $$(stat -c %s $@) bytes"
 
-## annotated-policy.wasm: policy.wasm with metadata.yml embedded (needs kwctl).
-annotated-policy.wasm: policy.wasm metadata.yml README.md
-	@command -v kwctl >/dev/null || { echo "kwctl is not installed: see https://github.com/kubewarden/kwctl"; exit 1; }
-	kwctl annotate -m metadata.yml -u README.md -o $@ policy.wasm
+## annotated-policy.wasm: policy.wasm with metadata.yml and the policy's own README embedded (kwctl annotate).
+annotated-policy.wasm: policy.wasm metadata.yml policy-wasm/README.md
+	@test -n "$(KWCTL)" || { echo "kwctl not found: put it on PATH or set KWCTL (https://github.com/kubewarden/kwctl/releases)"; exit 1; }
+	"$(KWCTL)" annotate -m metadata.yml -u policy-wasm/README.md -o $@ policy.wasm
+
+## deps: the Debian packages the tests need; installed when root, else the apt-get line to run.
+deps:
+	@missing=(); for tool in $(DEPS); do command -v "$${tool%%:*}" >/dev/null || missing+=("$${tool##*:}"); done; \
+	python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml); \
+	if [ $${#missing[@]} -eq 0 ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "missing packages; run: sudo apt-get install -y $${missing[*]}"; exit 1; fi; \
+	echo "installing $${missing[*]}"; \
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$${missing[@]}" >/dev/null
 
 ## demo: the policy judging every seed example, then the whole product on a local control plane
 ## (kubectl apply through the policy webhook, the controller, live status); DEMO_KEEP=1 keeps the cluster.
