@@ -41,8 +41,13 @@ impl Settings {
         } else {
             value
         };
-        let settings: Settings =
-            serde_json::from_value(value).map_err(|e| format!("invalid settings: {e}"))?;
+        // The path names the offending setting: `mutate: invalid type: string "yes", ...`.
+        let settings: Settings = serde_path_to_error::deserialize(value).map_err(|e| {
+            match e.path().to_string().as_str() {
+                "." => format!("invalid settings: {}", e.inner()),
+                path => format!("invalid settings: {path}: {}", e.inner()),
+            }
+        })?;
         settings.check()
     }
 
