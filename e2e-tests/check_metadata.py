@@ -29,7 +29,8 @@ checks = {
     "artifacthub questions are questions-ui.yml": yaml.safe_load(artifacthub["annotations"]["kubewarden/questions-ui"]) == questions,
     "metadata is wapc, audited, never reads the cluster": metadata["executionMode"] == "kubewarden-wapc"
         and metadata["backgroundAudit"] is True and not metadata.get("contextAwareResources"),
-    "rules skip subresources": all("/" not in r for rule in metadata["rules"] for r in rule["resources"]),
+    "rules cover the object and its scale subresource, never status": sorted(r for rule in metadata["rules"] for r in rule["resources"])
+        == ["memcacheds", "memcacheds/scale"],
 }
 # Settings fields are snake_case in Rust and camelCase in JSON.
 camel = lambda s: re.sub(r"_(\w)", lambda m: m.group(1).upper(), s)

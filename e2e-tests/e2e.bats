@@ -1,0 +1,214 @@
+#!/usr/bin/env bats
+# The policy on Kubewarden's own engine, kwctl: every fixture with its exact answer, settings
+# validation, the ClusterAdmissionPolicy manifests of deploy/ as kwctl runs them, the
+# annotated artifact's metadata and the packaging kwctl scaffolds.
+#
+# kwctl comes from $KWCTL, PATH, or ../shared/bin (CI). Without it the suite skips, except
+# where ../shared/bin exists: there a skip would prove nothing, so it fails.
+# kwctl answers on stdout and logs on stderr (offline it always warns that Sigstore is out
+# of reach): stdout is parsed, stderr only searched for a setting's name.
+
+bats_require_minimum_version 1.5.0
+
+ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+FIXTURES="$ROOT/e2e-tests/fixtures"
+POLICY="$ROOT/annotated-policy.wasm"
+MINIMAL="$FIXTURES/requests/seed-minimal-cr-after-defaulting-v1beta1.json"
+INVALID="$FIXTURES/requests/seed-multiple-violations-v1beta1.json"
+
+setup_file() {
+  if [ -z "${KWCTL:-}" ]; then
+    KWCTL=$(command -v kwctl || true)
+    [ -n "$KWCTL" ] || { [ ! -x "$ROOT/../shared/bin/kwctl" ] || KWCTL="$ROOT/../shared/bin/kwctl"; }
+  fi
+  export KWCTL
+  # make rebuilds the artifact when policy.wasm, metadata.yml or the policy README changed.
+  [ -z "$KWCTL" ] || make -C "$ROOT" -s annotated-policy.wasm >&2
+}
+
+setup() {
+  if [ -z "$KWCTL" ]; then
+    [ ! -d "$ROOT/../shared/bin" ] || fail "../shared/bin exists but has no kwctl: this suite must run, not skip"
+    skip "kwctl not found: put it on PATH or set KWCTL (https://github.com/kubewarden/kwctl/releases)"
+  fi
+  command -v jq >/dev/null || fail "jq is needed (make deps)"
+}
+
+fail() { echo "$*" >&2; return 1; }
+
+# Canonical JSON (sorted keys, compact) of stdin.
+canonical() { jq -cS .; }
+
+# The AdmissionResponse kwctl printed, whether bare or inside an AdmissionReview.
+response() { jq -c '.response // .' <<<"$1"; }
+
+# The expected rejection message: the errors aggregated like apierrors.NewInvalid.
+expected_message() {
+  jq -r --arg name "$2" '(.errors | if length == 1 then .[0] else "[" + join(", ") + "]" end) as $agg
+    | "Memcached.memcached.c5c3.io \"\($name)\" is invalid: \($agg)"' "$1"
+}
+
+# The request's object with the response's base64 JSONPatch applied (RFC 6902 add/replace/remove).
+patched_object() {
+  python3 - "$1" "$2" <<'PY' | canonical
+import base64, json, sys
+request, response = json.load(open(sys.argv[1]))["request"], json.loads(sys.argv[2])
+doc = request["object"]
+for op in json.loads(base64.b64decode(response["patch"])):
+    *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+    target = doc
+    for p in parents:
+        target = target[int(p)] if isinstance(target, list) else target[p]
+    key = int(last) if isinstance(target, list) and last != "-" else last
+    if op["op"] == "remove":
+        del target[key]
+    elif isinstance(target, list) and op["op"] == "add":
+        target.append(op["value"]) if key == "-" else target.insert(key, op["value"])
+    else:
+        target[key] = op["value"]
+print(json.dumps(doc))
+PY
+}
+
+# Why the answer `got` to fixture `name` differs from its expectation; empty when it does not.
+fixture_mismatch() {
+  local name=$1 got=$2 request="$FIXTURES/requests/$1.json" expected="$FIXTURES/expected/$1.json"
+  [ "$(jq .allowed <<<"$got")" = "$(jq .accepted "$expected")" ] || { echo "$name: allowed differs: $got"; return; }
+  [ "$(jq -c '.warnings // []' <<<"$got")" = "$(jq -c .warnings "$expected")" ] || { echo "$name: warnings differ: $got"; return; }
+  if [ "$(jq .accepted "$expected")" = false ]; then
+    local object_name
+    object_name=$(jq -r '.request.object.metadata.name' "$request")
+    [ "$(jq -r .status.message <<<"$got")" = "$(expected_message "$expected" "$object_name")" ] || { echo "$name: message differs: $got"; return; }
+    [ "$(jq .status.code <<<"$got")" = "$(jq '.code // 400' "$expected")" ] || echo "$name: code differs: $got"
+  elif [ "$(jq 'has("object")' "$expected")" = true ]; then
+    [ "$(jq -r .patchType <<<"$got")" = JSONPatch ] || { echo "$name: no JSONPatch: $got"; return; }
+    [ "$(patched_object "$request" "$got")" = "$(jq .object "$expected" | canonical)" ] || echo "$name: mutation differs: $got"
+  else
+    [ "$(jq '.patch // null' <<<"$got")" = null ] || echo "$name: unexpected mutation: $got"
+  fi
+}
+
+# A copy of deploy/<name>.yaml whose module is the local annotated artifact.
+local_manifest() {
+  sed "s#^\(  module:\).*#\1 file://$POLICY#" "$ROOT/deploy/$1.yaml" >"$BATS_TEST_TMPDIR/$1.yaml"
+  echo "$BATS_TEST_TMPDIR/$1.yaml"
+}
+
+@test "kwctl run gives every fixture its exact answer" {
+  local failures=() count=0
+  for request in "$FIXTURES"/requests/*.json; do
+    name=$(basename "$request" .json)
+    count=$((count + 1))
+    run --separate-stderr "$KWCTL" run --request-path "$request" \
+      --settings-json "$(jq -c .settings "$FIXTURES/expected/$name.json")" "$POLICY"
+    if [ "$status" -ne 0 ]; then
+      failures+=("$name: kwctl exited $status")
+      continue
+    fi
+    why=$(fixture_mismatch "$name" "$(response "$output")")
+    [ -z "$why" ] || failures+=("$why")
+  done
+  [ "$count" -ge 40 ] || fail "only $count fixtures found"
+  [ ${#failures[@]} -eq 0 ] || fail "$(printf '%s\n' "${failures[@]}")"
+}
+
+@test "valid settings are accepted" {
+  run --separate-stderr "$KWCTL" run --request-path "$MINIMAL" \
+    --settings-json '{"memoryOverhead": "64Mi", "mutate": false}' "$POLICY"
+  [ "$status" -eq 0 ]
+  [ "$(response "$output" | jq .allowed)" = true ]
+}
+
+@test "an invalid memoryOverhead is refused, naming the setting" {
+  run --separate-stderr "$KWCTL" run --request-path "$MINIMAL" --settings-json '{"memoryOverhead": "a lot"}' "$POLICY"
+  [ "$status" -ne 0 ]
+  [[ "$stderr" == *'memoryOverhead "a lot"'* ]]
+}
+
+@test "an unknown setting is refused, naming it" {
+  run --separate-stderr "$KWCTL" run --request-path "$MINIMAL" --settings-json '{"memoryOverhed": "64Mi"}' "$POLICY"
+  [ "$status" -ne 0 ]
+  [[ "$stderr" == *memoryOverhed* ]]
+}
+
+@test "a mutate setting of the wrong type is refused" {
+  run --separate-stderr "$KWCTL" run --request-path "$MINIMAL" --settings-json '{"mutate": "yes"}' "$POLICY"
+  [ "$status" -ne 0 ]
+  [[ "$stderr" == *mutate* ]]
+}
+
+@test "deploy/policy.yaml (protect, mutating) rejects an invalid CR with every error" {
+  run --separate-stderr "$KWCTL" run --request-path "$INVALID" "$(local_manifest policy)"
+  [ "$status" -eq 0 ]
+  [ -z "$(fixture_mismatch seed-multiple-violations-v1beta1 "$(response "$output")")" ]
+}
+
+@test "deploy/policy.yaml (protect, mutating) defaults a valid CR" {
+  run --separate-stderr "$KWCTL" run --request-path "$FIXTURES/requests/design-basic-cache-v1beta1.json" "$(local_manifest policy)"
+  [ "$status" -eq 0 ]
+  why=$(fixture_mismatch design-basic-cache-v1beta1 "$(response "$output")")
+  [ -z "$why" ] || fail "$why"
+}
+
+@test "deploy/policy-audit.yaml (monitor, not mutating) admits an invalid CR untouched" {
+  run --separate-stderr "$KWCTL" run --request-path "$INVALID" "$(local_manifest policy-audit)"
+  [ "$status" -eq 0 ]
+  got=$(response "$output")
+  [ "$(jq .allowed <<<"$got")" = true ]
+  [ "$(jq '.patch // null' <<<"$got")" = null ]
+}
+
+@test "deploy/policy-audit.yaml never mutates a CR that needs defaults" {
+  run --separate-stderr "$KWCTL" run --request-path "$FIXTURES/requests/design-basic-cache-v1beta1.json" "$(local_manifest policy-audit)"
+  [ "$status" -eq 0 ]
+  got=$(response "$output")
+  [ "$(jq .allowed <<<"$got")" = true ]
+  [ "$(jq '.patch // null' <<<"$got")" = null ]
+}
+
+@test "kwctl inspect shows the annotated metadata and the policy README" {
+  run --separate-stderr "$KWCTL" inspect --output yaml "$POLICY"
+  [ "$status" -eq 0 ]
+  inspected=$(python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))' <<<"$output")
+  metadata=$(python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))' "$ROOT/metadata.yml")
+  for field in rules mutating backgroundAudit executionMode; do
+    [ "$(jq -cS ".$field" <<<"$inspected")" = "$(jq -cS ".$field" <<<"$metadata")" ] || fail "$field: $(jq -c ".$field" <<<"$inspected")"
+  done
+  [ "$(jq -r '.protocolVersion' <<<"$inspected")" = v1 ]
+  annotations=$(jq -c .annotations <<<"$inspected")
+  # Every annotation of metadata.yml, plus the policy README as usage and kwctl's version.
+  [ "$(jq -c --argjson want "$(jq .annotations <<<"$metadata")" '. as $got | $want | to_entries | map(select($got[.key] != .value))' <<<"$annotations")" = "[]" ]
+  [ "$(jq -r '."io.kubewarden.policy.usage"' <<<"$annotations")" = "$(cat "$ROOT/policy-wasm/README.md")" ]
+  [ "$(jq -r '."io.kubewarden.kwctl"' <<<"$annotations")" = "$("$KWCTL" --version 2>/dev/null | awk 'NR == 1 {print $2}')" ]
+}
+
+@test "kwctl scaffold manifest agrees with deploy/policy.yaml" {
+  run --separate-stderr "$KWCTL" scaffold manifest --type ClusterAdmissionPolicy --title memcached "$POLICY"
+  [ "$status" -eq 0 ]
+  SCAFFOLDED="$output" python3 - "$ROOT/deploy/policy.yaml" <<'PY'
+import json, os, sys, yaml
+scaffolded, deployed = yaml.safe_load(os.environ["SCAFFOLDED"]), yaml.safe_load(open(sys.argv[1]))
+pick = lambda p: {"kind": p["kind"], "name": p["metadata"]["name"], "annotations": p["metadata"].get("annotations"),
+                  "rules": p["spec"]["rules"], "mutating": p["spec"]["mutating"]}
+if pick(scaffolded) != pick(deployed):
+    sys.exit(f"scaffolded {json.dumps(pick(scaffolded))}\n != deployed {json.dumps(pick(deployed))}")
+PY
+}
+
+@test "artifacthub-pkg.yml is what kwctl scaffold artifacthub makes of metadata.yml" {
+  # To a file: bats' $output would lose the trailing newline of the last block scalar.
+  run --separate-stderr "$KWCTL" scaffold artifacthub -m "$ROOT/metadata.yml" -q "$ROOT/questions-ui.yml" \
+    -o "$BATS_TEST_TMPDIR/artifacthub-pkg.yml"
+  [ "$status" -eq 0 ]
+  python3 - "$BATS_TEST_TMPDIR/artifacthub-pkg.yml" "$ROOT/artifacthub-pkg.yml" <<'PY'
+import sys, yaml
+scaffolded, committed = (yaml.safe_load(open(path)) for path in sys.argv[1:])
+for doc in (scaffolded, committed):
+    doc.pop("createdAt", None)
+if scaffolded != committed:
+    keys = sorted(k for k in set(scaffolded) | set(committed) if scaffolded.get(k) != committed.get(k))
+    sys.exit(f"artifacthub-pkg.yml is stale in {keys}: run `make artifacthub-pkg.yml`")
+maintainer = committed["maintainers"][0]
+assert maintainer["name"] and "@" in maintainer["email"], maintainer
+PY
+}
