@@ -318,9 +318,9 @@ fn forbids_managed_flags_in_extra_args_and_empty_images() {
             json!({"image": " ", "memcached": {"extraArgs": ["-v", "--port=1"]}, "monitoring": {"exporterImage": ""}})
         ),
         [
-            "spec.image: Required value: image must not be empty",
+            "spec.image: Required value: must not be empty",
             r#"spec.memcached.extraArgs[1]: Forbidden: "--port=1" sets -p/--port, which the operator manages: the port is fixed at 11211 for the probes, Service and NetworkPolicy"#,
-            "spec.monitoring.exporterImage: Required value: exporterImage must not be empty",
+            "spec.monitoring.exporterImage: Required value: must not be empty",
         ]
     );
 }
