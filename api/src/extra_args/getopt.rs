@@ -74,7 +74,7 @@ fn long_option<'a>(args: &'a [String], i: usize, text: &'a str) -> Step<'a> {
         many => {
             let list: Vec<String> = many.iter().map(|o| format!("'--{}'", o.name)).collect();
             format!(
-                "option '--{name}' is ambiguous; possibilities: {}",
+                "option '--{text}' is ambiguous; possibilities: {}",
                 list.join(" ")
             )
         }
@@ -213,7 +213,9 @@ mod tests {
         );
         assert_eq!(
             run(&["-v", "--mem=64"]).1.as_deref(),
-            Some("1: option '--mem' is ambiguous; possibilities: '--memory-limit' '--memory-file'")
+            Some(
+                "1: option '--mem=64' is ambiguous; possibilities: '--memory-limit' '--memory-file'"
+            )
         );
     }
 
