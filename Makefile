@@ -89,11 +89,13 @@ e2e: policy.wasm $(E2E_BIN)/cluster
 e2e-tests: policy.wasm kwctl-tests
 	$(CARGO) test --locked -p e2e-tests
 
-## bench: policy size and latency (wasm against native); controller binary size and stats collection.
+## bench: policy size and latency (wasm against native), the worst request under 3 MiB against the full-featured CR;
+## controller binary size and stats collection.
 bench: policy.wasm
 	$(CARGO) build --locked --release -p memcached-controller
 	@echo "controller release binary: $$(stat -c %s $(TARGET_DIR)/release/memcached-controller) bytes"
 	$(CARGO) bench --locked -p e2e-tests --bench latency
+	$(CARGO) bench --locked -p e2e-tests --bench worst_case
 	$(CARGO) bench --locked -p memcached-controller --bench stats
 
 ## bench-e2e: control-plane start, apply -> Ready, admission latency seen by kube-apiserver, 200 CRs at once (release controller).

@@ -5,10 +5,10 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::apply_defaults;
 use crate::field::invalid_message;
 use crate::types::{GROUP, KIND, MemcachedSpec, SECTIONS, VERSIONS};
-use crate::validation::{self, Options};
-use crate::{apply_defaults, validate};
+use crate::validation::{self, ObjectName, Options};
 
 /// `Kind.group`, as Kubernetes prefixes invalid-object messages.
 const QUALIFIED_KIND: &str = "Memcached.memcached.c5c3.io";
@@ -128,13 +128,19 @@ pub fn review(request: &Request, settings: &Settings) -> Decision {
     }
     warnings.extend(validation::warnings(&spec));
 
-    let errors = validate(&spec, &settings.options);
-    if !errors.is_empty() {
-        let name = object
+    let metadata = |key: &str| {
+        object
             .get("metadata")
-            .and_then(|m| m.get("name"))
+            .and_then(|m| m.get(key))
             .and_then(Value::as_str)
-            .unwrap_or(&request.name);
+    };
+    let name = metadata("name").unwrap_or(&request.name);
+    let object_name = ObjectName {
+        name,
+        generate_name: metadata("generateName").unwrap_or_default(),
+    };
+    let errors = validation::validate_object(object_name, &spec, &settings.options);
+    if !errors.is_empty() {
         let message = invalid_message(QUALIFIED_KIND, name, &errors);
         return Decision::Reject {
             message,

@@ -1,9 +1,12 @@
 //! Field errors rendered exactly like Kubernetes' `field.ErrorList`.
 
+use std::collections::HashSet;
 use std::fmt;
 
 /// Longest bad value echoed back in a message; longer ones are cut.
 const MAX_SHOWN_VALUE: usize = 256;
+/// Most distinct errors rendered in one message; the rest are counted.
+pub const MAX_RENDERED_ERRORS: usize = 100;
 
 /// A field path such as `spec.memcached.extraArgs[2]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +51,12 @@ pub enum ErrorType {
     NotSupported,
     /// `Forbidden`
     Forbidden,
+    /// `Duplicate value`
+    Duplicate,
+    /// `Too long` (the value is never shown)
+    TooLong,
+    /// `Too many`
+    TooMany,
 }
 
 impl ErrorType {
@@ -57,6 +66,9 @@ impl ErrorType {
             ErrorType::Invalid => "Invalid value",
             ErrorType::NotSupported => "Unsupported value",
             ErrorType::Forbidden => "Forbidden",
+            ErrorType::Duplicate => "Duplicate value",
+            ErrorType::TooLong => "Too long",
+            ErrorType::TooMany => "Too many",
         }
     }
 }
@@ -70,6 +82,18 @@ pub enum BadValue {
     Int(i64),
     /// A string, printed quoted.
     Str(String),
+}
+
+impl From<i64> for BadValue {
+    fn from(v: i64) -> Self {
+        BadValue::Int(v)
+    }
+}
+
+impl From<usize> for BadValue {
+    fn from(v: usize) -> Self {
+        BadValue::Int(i64::try_from(v).unwrap_or(i64::MAX))
+    }
 }
 
 impl From<i32> for BadValue {
@@ -128,6 +152,36 @@ impl FieldError {
         }
     }
 
+    /// `Duplicate value: <value>`
+    pub fn duplicate(field: Path, value: impl Into<BadValue>) -> Self {
+        Self {
+            kind: ErrorType::Duplicate,
+            field,
+            value: value.into(),
+            detail: String::new(),
+        }
+    }
+
+    /// `Too long: may not be more than <max> bytes` (apimachinery's `field.TooLong`).
+    pub fn too_long(field: Path, max: usize) -> Self {
+        Self {
+            kind: ErrorType::TooLong,
+            field,
+            value: BadValue::Omitted,
+            detail: format!("may not be more than {max} bytes"),
+        }
+    }
+
+    /// `Too many: <actual>: must have at most <max> items` (apimachinery's `field.TooMany`).
+    pub fn too_many(field: Path, actual: usize, max: usize) -> Self {
+        Self {
+            kind: ErrorType::TooMany,
+            field,
+            value: actual.into(),
+            detail: format!("must have at most {max} items"),
+        }
+    }
+
     /// `Unsupported value: <value>: supported values: "a", "b"`
     pub fn not_supported(field: Path, value: &str, supported: &[&str]) -> Self {
         let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
@@ -159,13 +213,29 @@ impl fmt::Display for FieldError {
 pub type ErrorList = Vec<FieldError>;
 
 /// The message of `apierrors.NewInvalid`: `Memcached.memcached.c5c3.io "x" is invalid: [a, b]`.
+///
+/// Like `field.ErrorList.ToAggregate`, equal messages are shown once, in
+/// first-seen order (a hash set: linear in the number of errors). At most
+/// [`MAX_RENDERED_ERRORS`] distinct errors are shown, then `and N more errors`.
 pub fn invalid_message(qualified_kind: &str, name: &str, errors: &[FieldError]) -> String {
-    let mut rendered: Vec<String> = Vec::with_capacity(errors.len());
+    let mut seen: HashSet<String> = HashSet::with_capacity(errors.len().min(MAX_RENDERED_ERRORS));
+    let mut rendered: Vec<String> = Vec::new();
+    let mut hidden = 0usize;
     for e in errors {
         let s = e.to_string();
-        if !rendered.contains(&s) {
-            rendered.push(s);
+        if seen.contains(&s) {
+            continue;
         }
+        if rendered.len() < MAX_RENDERED_ERRORS {
+            seen.insert(s.clone());
+            rendered.push(s);
+        } else {
+            hidden += 1;
+            seen.insert(s);
+        }
+    }
+    if hidden > 0 {
+        rendered.push(format!("and {hidden} more errors"));
     }
     let aggregate = match rendered.as_slice() {
         [one] => one.clone(),
@@ -255,6 +325,33 @@ mod tests {
             invalid_message("K.g", "n", &[a.clone(), b, a]),
             r#"K.g "n" is invalid: [spec.a: Forbidden: no, spec.b: Required value: yes]"#
         );
+    }
+
+    #[test]
+    fn renders_too_long_too_many_and_duplicate_like_apimachinery() {
+        let p = Path::new("spec.x");
+        assert_eq!(
+            FieldError::too_many(p.clone(), 1001, 1000).to_string(),
+            "spec.x: Too many: 1001: must have at most 1000 items"
+        );
+        assert_eq!(
+            FieldError::too_long(p.clone(), 262144).to_string(),
+            "spec.x: Too long: may not be more than 262144 bytes"
+        );
+        assert_eq!(
+            FieldError::duplicate(p, "{zone, DoNotSchedule}").to_string(),
+            r#"spec.x: Duplicate value: "{zone, DoNotSchedule}""#
+        );
+    }
+
+    #[test]
+    fn caps_distinct_errors_and_counts_the_rest() {
+        let errors: Vec<FieldError> = (0..250)
+            .map(|i| FieldError::forbidden(Path::new("spec.a").index(i % 150), "no"))
+            .collect();
+        let message = invalid_message("K.g", "n", &errors);
+        assert!(message.ends_with(", and 50 more errors]"), "{message}");
+        assert_eq!(message.matches("Forbidden").count(), MAX_RENDERED_ERRORS);
     }
 
     #[test]

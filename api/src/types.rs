@@ -15,6 +15,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "schema")]
+use crate::validation::limits;
+
 /// API group of the custom resource.
 pub const GROUP: &str = "memcached.c5c3.io";
 /// Kind of the custom resource.
@@ -70,6 +73,7 @@ pub struct MemcachedSpec {
     pub replicas: Option<i32>,
     /// Memcached container image.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_IMAGE_LENGTH)))]
     pub image: Option<String>,
     /// Requests and limits of the memcached container.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -95,20 +99,25 @@ pub struct MemcachedSpec {
     /// Headless Service settings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service: Option<ServiceSpec>,
-    /// Extra labels on the pods.
+    /// Extra labels on the pods (not the operator's `app.kubernetes.io/` ones).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_LABELS)))]
     pub pod_labels: Option<BTreeMap<String, String>>,
     /// Extra annotations on the pods.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_ANNOTATIONS)))]
     pub pod_annotations: Option<BTreeMap<String, String>>,
     /// Node selector of the pods.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_LABELS)))]
     pub node_selector: Option<BTreeMap<String, String>>,
     /// Tolerations of the pods.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_TOLERATIONS)))]
     pub tolerations: Option<Vec<Toleration>>,
     /// Pull secrets for the images.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_IMAGE_PULL_SECRETS)))]
     pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
 }
 
@@ -129,7 +138,7 @@ pub struct MemcachedConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 128)))]
     pub threads: Option<i32>,
-    /// Maximum item size (`-I`), e.g. `1m` or `512k`.
+    /// Maximum item size (`-I`): a multiple of 512k such as `512k`, `1m` or `1536k`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9]+(k|m)$")))]
     pub max_item_size: Option<String>,
@@ -137,8 +146,13 @@ pub struct MemcachedConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 2)))]
     pub verbosity: Option<i32>,
-    /// Extra raw arguments, appended after the managed ones.
+    /// Extra raw arguments, appended after the managed ones; flags the operator
+    /// manages and flags that stop memcached from serving are refused.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = limits::MAX_EXTRA_ARGS), inner(length(max = limits::MAX_EXTRA_ARG_LENGTH)))
+    )]
     pub extra_args: Option<Vec<String>>,
 }
 
@@ -153,6 +167,7 @@ pub struct HighAvailabilitySpec {
     pub anti_affinity_preset: Option<String>,
     /// Passed through to the pod spec.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_TOPOLOGY_SPREAD_CONSTRAINTS)))]
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     /// PodDisruptionBudget settings.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -214,6 +229,7 @@ pub struct AutoscalingSpec {
     pub max_replicas: Option<i32>,
     /// autoscaling/v2 metrics.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_METRICS)))]
     pub metrics: Option<Vec<MetricSpec>>,
     /// autoscaling/v2 scaling behavior.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -230,6 +246,7 @@ pub struct MonitoringSpec {
     pub enabled: Option<bool>,
     /// Exporter sidecar image.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_IMAGE_LENGTH)))]
     pub exporter_image: Option<String>,
     /// Requests and limits of the exporter sidecar.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -246,6 +263,7 @@ pub struct MonitoringSpec {
 pub struct ServiceMonitorSpec {
     /// Extra labels on the ServiceMonitor (e.g. `release: prometheus`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_LABELS)))]
     pub additional_labels: Option<BTreeMap<String, String>>,
     /// Prometheus scrape interval.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -311,8 +329,10 @@ pub struct NetworkPolicySpec {
     /// Create the NetworkPolicy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Peers allowed to reach memcached.
+    /// Peers allowed to reach memcached; none (or an empty list) allows every
+    /// source, which the policy warns about.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_ALLOWED_SOURCES)))]
     pub allowed_sources: Option<Vec<NetworkPolicyPeer>>,
 }
 
@@ -323,6 +343,7 @@ pub struct NetworkPolicySpec {
 pub struct ServiceSpec {
     /// Extra annotations on the Service.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_ANNOTATIONS)))]
     pub annotations: Option<BTreeMap<String, String>>,
 }
 

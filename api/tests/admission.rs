@@ -217,5 +217,7 @@ fn carries_warnings_on_acceptance() {
     ) else {
         panic!()
     };
-    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].contains("the memcached exporter cannot authenticate"));
+    assert!(warnings[1].contains("the SASL credentials cross the pod network in clear text"));
 }

@@ -101,3 +101,393 @@ async fn memcached_ignores_an_unterminated_last_auth_line() {
     };
     assert!(client.fetch(server.addr).await.is_err());
 }
+
+// ---- The policy's model of memcached's command line, against the real binary.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::free_port;
+use memcached_api::extra_args::options::{HasArg, LONG_OPTIONS, SUBOPTIONS};
+use memcached_api::validation::{ObjectName, Options, validate_object};
+
+/// What memcached did with an argument list.
+#[derive(Debug)]
+enum Outcome {
+    /// It exited: its code and what it printed.
+    Exited(Option<i32>, String),
+    /// It serves TCP on `port`; `stats settings` as name -> value.
+    Serves(BTreeMap<String, String>),
+    /// Still running after 2 s, but nothing listens on its TCP port.
+    NoTcp,
+}
+
+/// Run memcached with the loopback test flags first, then `args` (so an `--`
+/// in `args` cannot hide them), and report what it does.
+fn run(args: &[String]) -> Outcome {
+    let port = free_port();
+    let mut command = Command::new("memcached");
+    command
+        .args([
+            "-p",
+            &port.to_string(),
+            "-U",
+            "0",
+            "-l",
+            "127.0.0.1",
+            "-u",
+            "nobody",
+        ])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("memcached is installed");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let outcome = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut text = String::new();
+            child.stdout.take().map(|mut o| o.read_to_string(&mut text));
+            child.stderr.take().map(|mut e| e.read_to_string(&mut text));
+            break Outcome::Exited(status.code(), text);
+        }
+        if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
+            break Outcome::Serves(stats_settings(stream));
+        }
+        if Instant::now() > deadline {
+            break Outcome::NoTcp;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    outcome
+}
+
+fn stats_settings(mut stream: TcpStream) -> BTreeMap<String, String> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    stream.write_all(b"stats settings\r\n").unwrap();
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    while !text.ends_with("END\r\n") && !text.contains("ERROR") {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+        }
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A directory memcached can write to after dropping to nobody.
+fn writable_tempdir() -> tempfile::TempDir {
+    let dir = readable_tempdir();
+    let mut permissions = std::fs::metadata(dir.path()).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o777);
+    std::fs::set_permissions(dir.path(), permissions).unwrap();
+    dir
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// The policy's errors for a CR with these extraArgs (and `memcached` fields).
+fn policy(config: serde_json::Value) -> Vec<String> {
+    let mut spec: MemcachedSpec = serde_json::from_value(json!({"memcached": config})).unwrap();
+    apply_defaults(&mut spec);
+    let name = ObjectName {
+        name: "cache",
+        generate_name: "",
+    };
+    validate_object(name, &spec, &Options::default())
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// The args the controller renders for these `memcached` fields.
+fn rendered(config: serde_json::Value) -> Vec<String> {
+    let mut spec: MemcachedSpec = serde_json::from_value(json!({"memcached": config})).unwrap();
+    apply_defaults(&mut spec);
+    memcached_args(&spec)
+}
+
+#[test]
+fn every_short_option_of_the_table_is_memcacheds() {
+    for c in ('a'..='z').chain('A'..='Z').chain('0'..='9') {
+        // A letter memcached lacks is refused; one that takes a value needs
+        // one; any other is taken, and memcached then exits on the invalid
+        // `-q` after it (before `-d` could daemonize).
+        let needs = memcached_api::extra_args::options::short_option(c);
+        let args = match needs {
+            Some(HasArg::Required) => vec![format!("-{c}")],
+            _ => vec![format!("-{c}"), "-q".to_string()],
+        };
+        let outcome = run(&args);
+        let text = match &outcome {
+            Outcome::Exited(_, text) => text.clone(),
+            _ => String::new(),
+        };
+        let invalid = text.contains(&format!("invalid option -- '{c}'"));
+        let needs_value = text.contains(&format!("option requires an argument -- '{c}'"));
+        match needs {
+            None => assert!(invalid, "-{c}: {outcome:?}"),
+            Some(HasArg::Required) => assert!(needs_value, "-{c}: {outcome:?}"),
+            Some(_) => assert!(
+                matches!(outcome, Outcome::Exited(..)) && !invalid && !needs_value,
+                "-{c}: {outcome:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn every_long_option_of_the_table_is_memcacheds() {
+    for option in LONG_OPTIONS {
+        let name = option.name;
+        match option.has_arg {
+            HasArg::Required => {
+                let outcome = run(&[format!("--{name}")]);
+                assert!(
+                    matches!(&outcome, Outcome::Exited(Some(1), t) if t.contains(&format!("option '--{name}' requires an argument"))),
+                    "--{name}: {outcome:?}"
+                );
+            }
+            HasArg::No => {
+                let outcome = run(&[format!("--{name}=x")]);
+                assert!(
+                    matches!(&outcome, Outcome::Exited(Some(1), t) if t.contains(&format!("option '--{name}' doesn't allow an argument"))),
+                    "--{name}: {outcome:?}"
+                );
+            }
+            HasArg::Optional => assert!(
+                matches!(run(&[format!("--{name}=1")]), Outcome::Serves(_)),
+                "--{name}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn every_suboption_of_the_table_is_memcacheds() {
+    for name in SUBOPTIONS {
+        // A known name is processed, then memcached stops at the unknown one after it.
+        let outcome = run(&strings(&["-o", &format!("{name},zz_unknown")]));
+        assert!(
+            matches!(&outcome, Outcome::Exited(_, t) if !t.contains(&format!("Illegal suboption \"{name}"))),
+            "-o {name}: {outcome:?}"
+        );
+    }
+    assert!(
+        matches!(run(&strings(&["-o", "zz_unknown"])), Outcome::Exited(Some(1), t) if t.contains("Illegal suboption \"zz_unknown\""))
+    );
+}
+
+/// For every extraArgs the policy refuses as "memcached exits on it", memcached
+/// does exit, printing the message the policy quotes.
+#[test]
+fn memcached_exits_where_the_policy_says_it_would() {
+    let cases: [&[&str]; 10] = [
+        &["-vx"],
+        &["--foo=bar"],
+        &["--ver"],
+        &["--mem=64"],
+        &["-v", "-R"],
+        &["--disable-cas=yes"],
+        &["--protocol=text"],
+        &["-o", "bogus"],
+        &["-o", "modern,,track_sizes"],
+        &["-:"],
+    ];
+    for args in cases {
+        let errors = policy(json!({"extraArgs": args}));
+        assert_eq!(errors.len(), 1, "{args:?}: {errors:?}");
+        let quoted = errors[0]
+            .split_once("memcached exits on it: ")
+            .map(|(_, m)| m.to_string())
+            .unwrap_or_else(|| panic!("{args:?}: {errors:?}"));
+        let mut full = rendered(json!({}));
+        full.extend(strings(args));
+        match run(&full) {
+            Outcome::Exited(Some(code), text) => {
+                assert_ne!(code, 0, "{args:?}");
+                // memcached prints the protocol error over two lines.
+                let text = text.replace("\n -- ", " -- ");
+                assert!(
+                    text.contains(&quoted),
+                    "{args:?}: {quoted:?} not in {text:?}"
+                );
+            }
+            other => panic!("{args:?}: memcached did not exit: {other:?}"),
+        }
+    }
+}
+
+/// What memcached would do with the flags the policy refuses as managed or
+/// pod-breaking: it takes them, overriding what the operator set, or it stops
+/// serving TCP, or it exits.
+#[test]
+fn refused_flags_would_override_the_operator_or_stop_memcached() {
+    let overrides: [(&[&str], &str, &str); 5] = [
+        (&["-m", "128"], "maxbytes", "134217728"),
+        (&["--conn-l=100"], "maxconns", "100"),
+        (&["-vt2"], "num_threads", "2"),
+        (&["--max-item-size", "2m"], "item_size_max", "2097152"),
+        (&["-U", "11311"], "udpport", "11311"),
+    ];
+    for (args, setting, value) in overrides {
+        assert!(!policy(json!({"extraArgs": args})).is_empty(), "{args:?}");
+        let mut full = rendered(json!({}));
+        full.extend(strings(args));
+        match run(&full) {
+            Outcome::Serves(settings) => assert_eq!(
+                settings.get(setting).map(String::as_str),
+                Some(value),
+                "{args:?}"
+            ),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+    let dir = writable_tempdir();
+    let socket = dir.path().join("m.sock").display().to_string();
+    let stops: [(Vec<String>, fn(&Outcome) -> bool); 6] = [
+        // Binary only: the ASCII `stats` of the probes and the operator gets no answer.
+        (
+            strings(&["-B", "binary"]),
+            |o| matches!(o, Outcome::Serves(s) if s.is_empty()),
+        ),
+        (
+            strings(&["-h"]),
+            |o| matches!(o, Outcome::Exited(Some(0), t) if t.contains("-p, --port")),
+        ),
+        (
+            strings(&["--vers"]),
+            |o| matches!(o, Outcome::Exited(Some(0), t) if t.starts_with("memcached 1.6")),
+        ),
+        (
+            strings(&["-i"]),
+            |o| matches!(o, Outcome::Exited(Some(0), t) if t.contains("Copyright")),
+        ),
+        (
+            strings(&["-Z"]),
+            |o| matches!(o, Outcome::Exited(Some(c), _) if *c != 0),
+        ),
+        (strings(&["-s", &socket]), |o| matches!(o, Outcome::NoTcp)),
+    ];
+    for (args, expected) in stops {
+        assert!(!policy(json!({"extraArgs": args})).is_empty(), "{args:?}");
+        let mut full = rendered(json!({}));
+        full.extend(args.clone());
+        let outcome = run(&full);
+        assert!(expected(&outcome), "{args:?}: {outcome:?}");
+    }
+}
+
+/// `-d`: the process the container runs exits at once, leaving a daemon.
+#[test]
+fn daemon_mode_ends_the_containers_process() {
+    assert!(!policy(json!({"extraArgs": ["--daemon"]})).is_empty());
+    let dir = writable_tempdir();
+    let pidfile = dir.path().join("pid");
+    let mut full = rendered(json!({}));
+    full.extend(strings(&["-d", "-P", &pidfile.display().to_string()]));
+    let outcome = run(&full);
+    // Stop the daemon it left, by the pid it wrote.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !pidfile.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if let Ok(pid) = std::fs::read_to_string(&pidfile) {
+        let _ = Command::new("kill").arg(pid.trim()).status();
+    }
+    assert!(
+        matches!(outcome, Outcome::Exited(Some(0), _)),
+        "{outcome:?}"
+    );
+}
+
+/// Every extraArgs list the policy accepts starts with the rendered args.
+#[test]
+fn accepted_extra_args_serve() {
+    let cases: [&[&str]; 7] = [
+        &[
+            "-v",
+            "-o",
+            "modern",
+            "--disable-cas",
+            "-R",
+            "20",
+            "-B",
+            "ascii",
+        ],
+        &["-o", "modern", "-P", "-m"],
+        &["-oslab_reassign,lru_crawler,", "-vvLC", "-D", ":"],
+        &["--disable-c", "--lock", "--slab-g=1.5", "--verbose"],
+        &["foo", "--", "-m", "1", "-d"],
+        &["-o", ""],
+        &["--max-r=30", "-b", "512", "-A", "-F", "-X", "-W"],
+    ];
+    for args in cases {
+        let config = json!({"extraArgs": args});
+        assert_eq!(policy(config.clone()), Vec::<String>::new(), "{args:?}");
+        let outcome = run(&rendered(config));
+        assert!(
+            matches!(outcome, Outcome::Serves(_)),
+            "{args:?}: {outcome:?}"
+        );
+    }
+}
+
+/// maxItemSize at the boundaries: what the policy accepts runs, what it
+/// refuses makes memcached exit with EX_USAGE (64).
+#[test]
+fn item_sizes_the_policy_accepts_are_the_ones_memcached_runs() {
+    let cases = [
+        ("1k", 4096),
+        ("100k", 4096),
+        ("511k", 4096),
+        ("512k", 4096),
+        ("513k", 4096),
+        ("700k", 4096),
+        ("1m", 4096),
+        ("1024k", 4096),
+        ("1536k", 4096),
+        ("2m", 4096),
+        ("2047k", 4096),
+        ("32m", 64),
+        ("33m", 64),
+        ("1024m", 4096),
+        ("1025m", 4096),
+    ];
+    for (size, mb) in cases {
+        let config = json!({"maxItemSize": size, "maxMemoryMB": mb});
+        let accepted = policy(config.clone()).is_empty();
+        let outcome = run(&rendered(config));
+        match outcome {
+            Outcome::Serves(settings) if accepted => assert_eq!(
+                settings
+                    .get("item_size_max")
+                    .and_then(|v| v.parse::<u64>().ok()),
+                Some(
+                    if size.ends_with('k') {
+                        1024
+                    } else {
+                        1024 * 1024
+                    } * size[..size.len() - 1].parse::<u64>().unwrap()
+                ),
+                "{size}"
+            ),
+            Outcome::Exited(Some(64), _) if !accepted => {}
+            other => {
+                panic!("{size} with -m {mb}: policy accepts: {accepted}, memcached: {other:?}")
+            }
+        }
+    }
+}

@@ -52,9 +52,24 @@ const QUANTITIES: [&str; 16] = [
     "9999999999999999999999Ei",
     "",
 ];
-const STRINGS: [&str; 10] = [
-    "soft", "hard", "medium", "1m", "2m", "33m", "512k", "0k", "30s", "",
+const STRINGS: [&str; 13] = [
+    "soft", "hard", "medium", "1m", "2m", "33m", "512k", "0k", "30s", "", "700k", "1536k", "511k",
 ];
+/// memcached arguments: managed and breaking flags in every spelling getopt
+/// takes (bundles, glued values, long prefixes), harmless ones, operands,
+/// `--`, and what memcached exits on.
+const ARGS: [&str; 28] = [
+    "-v", "-m", "64", "--port=1", "-o", "modern", "-vvS", "-vdm64", "--mem", "--memory-l=9",
+    "--th", "--disable-c", "--ver", "-B", "binary", "ascii", "-oslab_reassign,ssl_key=/k", "--",
+    "foo", "-x", "--lock", "-R", "-h", "--daemon", "--extended=modern,", "-Z", "-u", "-",
+];
+const IMAGES: [&str; 7] = [
+    "memcached:1.6.28", "", " ", "Memcached:1.6", "registry.local:5000/cache/memcached:1.6", "a//b", "memcached:1.6 ",
+];
+const LABEL_KEYS: [&str; 7] = [
+    "team", "app.kubernetes.io/instance", "example.com/tier", "bad key", "/x", "app.kubernetes.io/version", "a_b.c",
+];
+const LABEL_VALUES: [&str; 4] = ["a", "", "x y", "v-1"];
 
 /// An integer near the bounds the schema cares about, or a wrong type.
 fn int(rng: &mut Rng) -> Value {
@@ -75,6 +90,28 @@ fn quantity_map(rng: &mut Rng) -> Value {
         if rng.chance(60) {
             m.insert(name.into(), json!(rng.pick(&QUANTITIES)));
         }
+    }
+    Value::Object(m)
+}
+
+/// A list of `len` items from `item`, usually short, sometimes over its bound.
+fn list(rng: &mut Rng, mut item: impl FnMut(&mut Rng) -> Value) -> Value {
+    let len = match rng.below(50) {
+        0 => 101,
+        1 => 1001,
+        n => n % 4,
+    };
+    Value::Array((0..len).map(|_| item(rng)).collect())
+}
+
+/// A labels-like map, sometimes over the 64/128-entry bounds.
+fn string_map(rng: &mut Rng) -> Value {
+    let mut m = Map::new();
+    let len = if rng.chance(3) { 130 } else { rng.below(3) };
+    for i in 0..len {
+        let key = rng.pick(&LABEL_KEYS);
+        let key = if len > 3 { format!("{key}{i}") } else { key.to_string() };
+        m.insert(key, json!(rng.pick(&LABEL_VALUES)));
     }
     Value::Object(m)
 }
@@ -104,8 +141,31 @@ fn enabled(rng: &mut Rng) -> Value {
 pub fn spec(rng: &mut Rng) -> Value {
     let mut s = Map::new();
     maybe(rng, &mut s, "replicas", 50, int);
-    maybe(rng, &mut s, "image", 20, |r| {
-        json!(r.pick(&["memcached:1.6.28", "", " "]))
+    maybe(rng, &mut s, "image", 20, |r| json!(r.pick(&IMAGES)));
+    maybe(rng, &mut s, "podLabels", 10, string_map);
+    maybe(rng, &mut s, "podAnnotations", 10, string_map);
+    maybe(rng, &mut s, "nodeSelector", 10, string_map);
+    maybe(rng, &mut s, "tolerations", 10, |r| {
+        list(r, |r| {
+            json!({"key": r.pick(&["", "k", "bad key"]), "operator": r.pick(&["Exists", "Equal", "In"]),
+                "value": r.pick(&["", "v"]), "effect": r.pick(&["", "NoSchedule", "NoExecute", "Never"])})
+        })
+    });
+    maybe(rng, &mut s, "networkPolicy", 10, |r| {
+        let mut m = Map::new();
+        m.insert("enabled".into(), enabled(r));
+        maybe(r, &mut m, "allowedSources", 60, |r| {
+            list(r, |r| {
+                r.pick(&[
+                    json!({"podSelector": {"matchLabels": {"app": "web"}}}),
+                    json!({}),
+                    json!({"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}),
+                    json!({"ipBlock": {"cidr": "10.0.0.0/33"}}),
+                    json!({"ipBlock": {"cidr": "10.0.0.0/8"}, "namespaceSelector": {}}),
+                ])
+            })
+        });
+        Value::Object(m)
     });
     maybe(
         rng,
@@ -121,7 +181,10 @@ pub fn spec(rng: &mut Rng) -> Value {
         }
         maybe(r, &mut m, "maxItemSize", 30, |r| json!(r.pick(&STRINGS)));
         maybe(r, &mut m, "extraArgs", 20, |r| {
-            json!([r.pick(&["-v", "-m", "--port=1", "-o", "modern", "-vvS"])])
+            if r.chance(2) {
+                return json!(["x".repeat(4097)]);
+            }
+            list(r, |r| json!(r.pick(&ARGS)))
         });
         Value::Object(m)
     });
@@ -144,6 +207,12 @@ pub fn spec(rng: &mut Rng) -> Value {
                 json!(r.pick(&[json!(1), json!("25%")]))
             });
             Value::Object(p)
+        });
+        maybe(r, &mut m, "topologySpreadConstraints", 20, |r| {
+            list(r, |r| {
+                json!({"maxSkew": r.pick(&[0, 1]), "topologyKey": r.pick(&["zone", ""]),
+                    "whenUnsatisfiable": r.pick(&["DoNotSchedule", "ScheduleAnyway", "Never"])})
+            })
         });
         maybe(
             r,
@@ -186,7 +255,11 @@ pub fn spec(rng: &mut Rng) -> Value {
         &mut s,
         "security",
         30,
-        |r| json!({"sasl": {"enabled": enabled(r)}, "tls": {"enabled": enabled(r), "certificateSecretRef": {"name": r.pick(&["", "tls"])}}}),
+        |r| {
+            json!({"sasl": {"enabled": enabled(r), "credentialsSecretRef": {"name": r.pick(&["", "auth"])}},
+                "tls": {"enabled": enabled(r), "certificateSecretRef": {"name": r.pick(&["", "tls"])}},
+                "containerSecurityContext": r.pick(&[json!({}), json!({"privileged": true}), json!({"runAsUser": 0})])})
+        },
     );
     maybe(
         rng,
@@ -214,8 +287,14 @@ pub fn request(rng: &mut Rng) -> Value {
         ),
     };
     let object = |rng: &mut Rng| {
+        let metadata = match rng.below(20) {
+            0 => json!({"name": "My.Cache", "namespace": "n"}),
+            1 => json!({"name": "c".repeat(64), "namespace": "n"}),
+            2 => json!({"generateName": rng.pick(&["cache-", "Cache-"]), "namespace": "n"}),
+            _ => json!({"name": "c", "namespace": "n", "labels": {"a": "b"}}),
+        };
         json!({"apiVersion": format!("{group}/{version}"), "kind": kind,
-            "metadata": {"name": "c", "namespace": "n", "labels": {"a": "b"}}, "spec": spec(rng)})
+            "metadata": metadata, "spec": spec(rng)})
     };
     let new = object(rng);
     let old = if operation == "CREATE" {

@@ -1,19 +1,31 @@
-//! Validation of a defaulted spec: every violation, in one list.
+//! Validation of a defaulted object: every violation, in one list.
 //!
-//! Order: the rules of the validation seeds (memory, PDB, graceful shutdown,
-//! Secret references, autoscaling), then the CRD schema bounds, then the
-//! checks that catch what memcached or the API server would refuse later.
+//! Order: the size bounds first (when one is exceeded nothing else is walked,
+//! so hostile input stays cheap); then `metadata.name`; the rules of the
+//! validation seeds (memory, PDB, graceful shutdown, Secret references,
+//! autoscaling); the CRD schema bounds; what memcached would refuse; and what
+//! the API server would refuse in the objects the controller builds.
 
 mod bounds;
+mod image;
+pub mod limits;
+mod metadata;
+mod names;
+mod network;
+pub mod pod;
 mod resources;
 mod rules;
 mod runtime;
+mod scheduling;
+mod selector;
+mod warnings;
 
-use crate::field::ErrorList;
+use crate::field::{ErrorList, Path};
 use crate::quantity::Quantity;
 use crate::types::MemcachedSpec;
 
-pub use rules::warnings;
+pub use runtime::SLAB_CHUNK_MAX;
+pub use warnings::warnings;
 
 /// Memory the container needs on top of the cache by default.
 pub const DEFAULT_MEMORY_OVERHEAD: &str = "32Mi";
@@ -36,8 +48,41 @@ impl Default for Options {
     }
 }
 
+/// The name fields of the object's metadata.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ObjectName<'a> {
+    /// `metadata.name` (empty when the API server generates it).
+    pub name: &'a str,
+    /// `metadata.generateName`.
+    pub generate_name: &'a str,
+}
+
+/// Every violation of the object: its name, then its (defaulted) spec.
+pub fn validate_object(
+    object: ObjectName<'_>,
+    spec: &MemcachedSpec,
+    options: &Options,
+) -> ErrorList {
+    let sizes = limits::validate_sizes(spec, &Path::new("spec"));
+    if !sizes.is_empty() {
+        return sizes;
+    }
+    let mut errors =
+        metadata::validate_name(object.name, object.generate_name, &Path::new("metadata"));
+    errors.extend(validate_spec(spec, options));
+    errors
+}
+
 /// Every violation of `spec`, which should already be defaulted.
 pub fn validate(spec: &MemcachedSpec, options: &Options) -> ErrorList {
+    let sizes = limits::validate_sizes(spec, &Path::new("spec"));
+    if !sizes.is_empty() {
+        return sizes;
+    }
+    validate_spec(spec, options)
+}
+
+fn validate_spec(spec: &MemcachedSpec, options: &Options) -> ErrorList {
     let mut errors = ErrorList::new();
     rules::memory_limit(spec, options, &mut errors);
     rules::pod_disruption_budget(spec, &mut errors);
@@ -46,5 +91,6 @@ pub fn validate(spec: &MemcachedSpec, options: &Options) -> ErrorList {
     rules::autoscaling(spec, &mut errors);
     bounds::validate(spec, &mut errors);
     runtime::validate(spec, &mut errors);
+    errors.extend(pod::validate_objects(spec, &Path::new("spec")));
     errors
 }

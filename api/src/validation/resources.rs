@@ -5,8 +5,33 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
+use super::names::is_qualified_name;
 use crate::field::{ErrorList, FieldError, Path};
 use crate::quantity::Quantity;
+
+/// Resource names a container may request without a domain prefix
+/// (`IsStandardContainerResourceName`, besides `hugepages-*`).
+const STANDARD_CONTAINER_RESOURCES: [&str; 3] = ["cpu", "memory", "ephemeral-storage"];
+/// `IsStandardResourceName`'s other names (quota and object counts).
+const OTHER_STANDARD_RESOURCES: [&str; 17] = [
+    "requests.cpu",
+    "requests.memory",
+    "requests.ephemeral-storage",
+    "limits.cpu",
+    "limits.memory",
+    "limits.ephemeral-storage",
+    "pods",
+    "services",
+    "replicationcontrollers",
+    "resourcequotas",
+    "secrets",
+    "configmaps",
+    "persistentvolumeclaims",
+    "storage",
+    "requests.storage",
+    "services.nodeports",
+    "services.loadbalancers",
+];
 
 /// The quantity, or `None` when it does not parse.
 pub(super) fn parse_quantity(text: &str) -> Option<Quantity> {
@@ -35,6 +60,52 @@ pub(super) fn validate(resources: &ResourceRequirements, path: &Path, errors: &m
             ));
         }
     }
+}
+
+/// The API server's `validateContainerResourceName` for every key of
+/// `requests` and `limits` (errors on `limits[name]`, as it reports them).
+pub(super) fn validate_resource_names(resources: &ResourceRequirements, path: &Path) -> ErrorList {
+    let mut errors = ErrorList::new();
+    for (field, list) in [
+        ("limits", &resources.limits),
+        ("requests", &resources.requests),
+    ] {
+        for name in list.iter().flat_map(BTreeMap::keys) {
+            errors.extend(resource_name(name, &path.child(field).key(name)));
+        }
+    }
+    errors
+}
+
+fn resource_name(name: &str, path: &Path) -> ErrorList {
+    let qualified: ErrorList = is_qualified_name(name)
+        .into_iter()
+        .map(|m| FieldError::invalid(path.clone(), name, m))
+        .collect();
+    if !qualified.is_empty() {
+        return qualified;
+    }
+    let invalid = |detail: &str| FieldError::invalid(path.clone(), name, detail);
+    let mut errors = ErrorList::new();
+    if !name.contains('/') {
+        let container =
+            STANDARD_CONTAINER_RESOURCES.contains(&name) || name.starts_with("hugepages-");
+        if !container && !OTHER_STANDARD_RESOURCES.contains(&name) {
+            errors.push(invalid(
+                "must be a standard resource type or fully qualified",
+            ));
+        }
+        if !container {
+            errors.push(invalid("must be a standard resource for containers"));
+        }
+    } else if !name.contains("kubernetes.io/")
+        && !is_qualified_name(&format!("requests.{name}")).is_empty()
+    {
+        // Native (kubernetes.io) names are the API server's own; any other
+        // prefixed name is an extended resource.
+        errors.push(invalid("doesn't follow extended resource name standard"));
+    }
+    errors
 }
 
 type Parsed<'a> = BTreeMap<&'a str, (Quantity, &'a str)>;

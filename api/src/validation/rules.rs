@@ -1,5 +1,4 @@
-//! The rules of the validation seeds, with their paths and messages, and the
-//! warnings for specs that are legal but risky.
+//! The rules of the validation seeds, with their paths and messages.
 
 use std::collections::BTreeSet;
 
@@ -190,32 +189,4 @@ fn max_memory_mb(spec: &MemcachedSpec) -> i32 {
         .as_ref()
         .and_then(|c| c.max_memory_mb)
         .unwrap_or(defaults::MAX_MEMORY_MB)
-}
-
-/// Legal but risky: returned to the client as admission warnings.
-pub fn warnings(spec: &MemcachedSpec) -> Vec<String> {
-    let mut warnings = Vec::new();
-    let min_available = spec.enabled_pdb().and_then(|p| match p.min_available {
-        Some(IntOrString::Int(n)) => Some(n),
-        _ => None,
-    });
-    if let (Some(min_available), Some(autoscaling)) = (min_available, spec.autoscaling.as_ref())
-        && spec.autoscaling_enabled()
-    {
-        let min_replicas = autoscaling.min_replicas.unwrap_or(1);
-        if min_available >= min_replicas {
-            warnings.push(format!(
-                "spec.highAvailability.podDisruptionBudget.minAvailable ({min_available}) >= \
-                 spec.autoscaling.minReplicas ({min_replicas}): no pod can be evicted while the autoscaler runs at minimum scale"
-            ));
-        }
-    }
-    if spec.monitoring_enabled() && spec.sasl_enabled() {
-        warnings.push(
-            "spec.monitoring.enabled with spec.security.sasl.enabled: the memcached exporter cannot authenticate, \
-             so its scrapes will fail"
-                .to_string(),
-        );
-    }
-    warnings
 }

@@ -10,19 +10,14 @@ use crate::extra_args;
 use crate::field::{ErrorList, FieldError, Path};
 use crate::types::{MemcachedConfig, MemcachedSpec, ServiceMonitorSpec};
 
-/// memcached refuses items smaller than this many bytes.
-const MIN_ITEM_SIZE: u64 = 1024;
+/// memcached 1.6's default `slab_chunk_max` (half its 1m slab page): `-I`
+/// must be a multiple of it (`-I 700k` exits with code 64; so do 1k and 511k).
+pub const SLAB_CHUNK_MAX: u64 = 512 * 1024;
 /// memcached refuses items larger than a gigabyte.
 const MAX_ITEM_SIZE: u64 = 1024 * 1024 * 1024;
 
 pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
     let spec_path = Path::new("spec");
-    if spec.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
-        errors.push(FieldError::required(
-            spec_path.child("image"),
-            "image must not be empty",
-        ));
-    }
     if let Some(r) = &spec.resources {
         resources::validate(r, &spec_path.child("resources"), errors);
     }
@@ -51,16 +46,6 @@ pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
     }
     if let Some(monitoring) = &spec.monitoring {
         let path = spec_path.child("monitoring");
-        if monitoring
-            .exporter_image
-            .as_deref()
-            .is_some_and(|i| i.trim().is_empty())
-        {
-            errors.push(FieldError::required(
-                path.child("exporterImage"),
-                "exporterImage must not be empty",
-            ));
-        }
         if let Some(r) = &monitoring.exporter_resources {
             resources::validate(r, &path.child("exporterResources"), errors);
         }
@@ -70,7 +55,8 @@ pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
     }
 }
 
-/// memcached's own limits on `-I`: at least 1k, at most 1024m, at most half of `-m`.
+/// memcached 1.6's own checks of `-I` with its default slab settings: a
+/// multiple of slab_chunk_max (512k), at most 1024m, at most half of `-m`.
 fn item_size(config: &MemcachedConfig, path: &Path, errors: &mut ErrorList) {
     let Some(text) = config.max_item_size.as_deref().filter(|s| is_item_size(s)) else {
         return;
@@ -84,8 +70,10 @@ fn item_size(config: &MemcachedConfig, path: &Path, errors: &mut ErrorList) {
     let half_memory = config
         .max_memory_mb
         .map(|mb| u64::try_from(mb).unwrap_or(0) * 1024 * 1024 / 2);
-    let detail = if bytes < MIN_ITEM_SIZE {
-        "memcached refuses an item size below 1k".to_string()
+    let detail = if bytes == 0 || bytes % SLAB_CHUNK_MAX != 0 {
+        "memcached 1.6 needs an item size that is a multiple of its slab_chunk_max (512k), \
+         e.g. 512k, 1m, 1536k or 2m"
+            .to_string()
     } else if bytes > MAX_ITEM_SIZE {
         "memcached refuses an item size above 1024m".to_string()
     } else if let Some(half) = half_memory.filter(|half| bytes > *half) {

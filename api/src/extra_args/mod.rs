@@ -1,0 +1,239 @@
+//! `spec.memcached.extraArgs`, read the way memcached 1.6 reads its command
+//! line: flags the operator manages, flags that stop memcached from serving in
+//! a pod, and arguments memcached would exit on are refused, each naming the
+//! argument as written and what to use instead.
+
+pub mod getopt;
+pub mod options;
+
+use crate::field::{ErrorList, FieldError, Path};
+use getopt::{GetoptError, Parsed};
+use options::long_name;
+
+/// What the policy does with one memcached option.
+enum Rule {
+    /// Allowed as written.
+    Allow,
+    /// Set through a field of the spec or fixed by the operator.
+    Managed(&'static str),
+    /// Stops memcached from serving in the pod.
+    Breaks(&'static str),
+}
+
+/// The rule of the short option `c` (its long form is the same option).
+fn rule(c: char) -> Rule {
+    match c {
+        'm' => Rule::Managed("set spec.memcached.maxMemoryMB instead"),
+        'c' => Rule::Managed("set spec.memcached.maxConnections instead"),
+        't' => Rule::Managed("set spec.memcached.threads instead"),
+        'I' => Rule::Managed("set spec.memcached.maxItemSize instead"),
+        'p' => {
+            Rule::Managed("the port is fixed at 11211 for the probes, Service and NetworkPolicy")
+        }
+        'U' => Rule::Managed("UDP stays disabled; clients use TCP port 11211"),
+        'l' => Rule::Managed("memcached listens on all pod addresses so the Service can reach it"),
+        'S' | 'Y' => Rule::Managed("set spec.security.sasl instead"),
+        'Z' => Rule::Managed("set spec.security.tls instead"),
+        'u' => Rule::Managed(
+            "set spec.security.podSecurityContext.runAsUser or containerSecurityContext.runAsUser instead",
+        ),
+        's' => Rule::Breaks(
+            "a UNIX socket turns TCP off, so clients, probes and the Service cannot reach memcached on port 11211",
+        ),
+        'd' => Rule::Breaks(
+            "memcached must stay in the foreground as the container's main process; as a daemon the container exits",
+        ),
+        'h' => Rule::Breaks("memcached prints its help and exits instead of serving"),
+        'V' => Rule::Breaks("memcached prints its version and exits instead of serving"),
+        'i' => Rule::Breaks("memcached prints its license and exits instead of serving"),
+        _ => Rule::Allow,
+    }
+}
+
+/// Every refused argument of `args`.
+pub fn validate(args: &[String], path: &Path) -> ErrorList {
+    let (parsed, error) = getopt::parse(args);
+    let mut errors = ErrorList::new();
+    for option in &parsed {
+        let written = args[option.index].as_str();
+        let at = path.index(option.index);
+        match (option.short, rule(option.short)) {
+            ('o', _) => suboptions(option, written, &at, &mut errors),
+            ('B', _) => protocol(option, written, &at, &mut errors),
+            (c, Rule::Managed(instead)) => errors.push(FieldError::forbidden(
+                at,
+                format!(
+                    "{written:?} sets {}, which the operator manages: {instead}",
+                    flag(c)
+                ),
+            )),
+            (c, Rule::Breaks(why)) => errors.push(FieldError::forbidden(
+                at,
+                format!("{written:?} sets {}, which breaks the pod: {why}", flag(c)),
+            )),
+            (_, Rule::Allow) => {}
+        }
+    }
+    if let Some(GetoptError { index, message }) = error {
+        errors.push(FieldError::invalid(
+            path.index(index),
+            args[index].as_str(),
+            format!("memcached exits on it: {message}"),
+        ));
+    }
+    errors
+}
+
+/// `-m/--memory-limit`, or `-D` for a letter without a long name.
+fn flag(c: char) -> String {
+    match long_name(c) {
+        Some(name) => format!("-{c}/--{name}"),
+        None => format!("-{c}"),
+    }
+}
+
+/// `-B`: memcached accepts ascii, binary or auto; the probes and the
+/// operator's stats client speak ASCII, so binary-only is refused.
+fn protocol(option: &Parsed<'_>, written: &str, at: &Path, errors: &mut ErrorList) {
+    match option.value.unwrap_or_default() {
+        "ascii" | "auto" => {}
+        "binary" => errors.push(FieldError::forbidden(
+            at.clone(),
+            format!(
+                "{written:?} sets -B/--protocol binary, which breaks the pod: the probes and the operator's \
+                 stats client speak the ASCII protocol; use ascii or auto"
+            ),
+        )),
+        other => errors.push(FieldError::invalid(
+            at.clone(),
+            written,
+            format!(
+                "memcached exits on it: Invalid value for binding protocol: {other} -- should be one of auto, \
+                 binary, or ascii"
+            ),
+        )),
+    }
+}
+
+/// `-o a,b=c`: memcached reads the comma-separated list with getsubopt and
+/// exits on an unknown name (an empty one included); a trailing comma ends it.
+fn suboptions(option: &Parsed<'_>, written: &str, at: &Path, errors: &mut ErrorList) {
+    let list = option.value.unwrap_or_default();
+    let mut tokens: Vec<&str> = list.split(',').collect();
+    if tokens.last() == Some(&"") {
+        tokens.pop();
+    }
+    for token in tokens {
+        let name = token.split_once('=').map_or(token, |(name, _)| name);
+        let instead = if !options::SUBOPTIONS.contains(&name) {
+            errors.push(FieldError::invalid(
+                at.clone(),
+                written,
+                format!("memcached exits on it: Illegal suboption {token:?}"),
+            ));
+            continue;
+        } else if name.starts_with("ssl_") {
+            "set spec.security.tls instead"
+        } else if name == "slab_chunk_max" {
+            "spec.memcached.maxItemSize is checked against memcached's default slab_chunk_max (512k); \
+             set maxItemSize to a multiple of 512k instead"
+        } else {
+            continue;
+        };
+        errors.push(FieldError::forbidden(
+            at.clone(),
+            format!("{written:?} sets -o {name}, which the operator manages: {instead}"),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(args: &[&str]) -> Vec<String> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        validate(&args, &Path::new("spec.memcached.extraArgs"))
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    macro_rules! refused {
+        ($($name:ident: [$($arg:expr),*] => $expected:expr;)*) => {$(
+            #[test]
+            fn $name() {
+                assert_eq!(messages(&[$($arg),*]), [$expected]);
+            }
+        )*};
+    }
+
+    macro_rules! allowed {
+        ($($name:ident: [$($arg:expr),*];)*) => {$(
+            #[test]
+            fn $name() {
+                assert_eq!(messages(&[$($arg),*]), Vec::<String>::new());
+            }
+        )*};
+    }
+
+    refused! {
+        memory_short: ["-m", "64"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-m" sets -m/--memory-limit, which the operator manages: set spec.memcached.maxMemoryMB instead"#;
+        memory_glued: ["-m64"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-m64" sets -m/--memory-limit, which the operator manages: set spec.memcached.maxMemoryMB instead"#;
+        memory_in_a_bundle: ["-vm64"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-vm64" sets -m/--memory-limit, which the operator manages: set spec.memcached.maxMemoryMB instead"#;
+        memory_long_prefix: ["--memory-l=1"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--memory-l=1" sets -m/--memory-limit, which the operator manages: set spec.memcached.maxMemoryMB instead"#;
+        connections_long: ["--conn-limit", "9"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--conn-limit" sets -c/--conn-limit, which the operator manages: set spec.memcached.maxConnections instead"#;
+        threads_prefix: ["--th=2"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--th=2" sets -t/--threads, which the operator manages: set spec.memcached.threads instead"#;
+        item_size: ["-I2m"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-I2m" sets -I/--max-item-size, which the operator manages: set spec.memcached.maxItemSize instead"#;
+        port: ["--port=1"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--port=1" sets -p/--port, which the operator manages: the port is fixed at 11211 for the probes, Service and NetworkPolicy"#;
+        udp_port: ["-U", "11211"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-U" sets -U/--udp-port, which the operator manages: UDP stays disabled; clients use TCP port 11211"#;
+        listen: ["--listen", "127.0.0.1"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--listen" sets -l/--listen, which the operator manages: memcached listens on all pod addresses so the Service can reach it"#;
+        sasl: ["-vS"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-vS" sets -S/--enable-sasl, which the operator manages: set spec.security.sasl instead"#;
+        auth_file: ["--auth-file=/x"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--auth-file=/x" sets -Y/--auth-file, which the operator manages: set spec.security.sasl instead"#;
+        tls: ["-Z"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-Z" sets -Z/--enable-ssl, which the operator manages: set spec.security.tls instead"#;
+        tls_suboption: ["-o", "modern,ssl_key=/k"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-o" sets -o ssl_key, which the operator manages: set spec.security.tls instead"#;
+        tls_suboption_glued: ["-ossl_verify_mode=2"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-ossl_verify_mode=2" sets -o ssl_verify_mode, which the operator manages: set spec.security.tls instead"#;
+        slab_chunk_max: ["--extended=slab_chunk_max=256"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--extended=slab_chunk_max=256" sets -o slab_chunk_max, which the operator manages: spec.memcached.maxItemSize is checked against memcached's default slab_chunk_max (512k); set maxItemSize to a multiple of 512k instead"#;
+        user: ["-u", "root"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-u" sets -u/--user, which the operator manages: set spec.security.podSecurityContext.runAsUser or containerSecurityContext.runAsUser instead"#;
+        daemon: ["--daemon"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--daemon" sets -d/--daemon, which breaks the pod: memcached must stay in the foreground as the container's main process; as a daemon the container exits"#;
+        unix_socket: ["-s", "/tmp/m.sock"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-s" sets -s/--unix-socket, which breaks the pod: a UNIX socket turns TCP off, so clients, probes and the Service cannot reach memcached on port 11211"#;
+        help: ["-h"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-h" sets -h/--help, which breaks the pod: memcached prints its help and exits instead of serving"#;
+        version_prefix: ["--vers"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--vers" sets -V/--version, which breaks the pod: memcached prints its version and exits instead of serving"#;
+        license: ["-i"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-i" sets -i/--license, which breaks the pod: memcached prints its license and exits instead of serving"#;
+        binary_protocol: ["-B", "binary"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-B" sets -B/--protocol binary, which breaks the pod: the probes and the operator's stats client speak the ASCII protocol; use ascii or auto"#;
+        unknown_protocol: ["--protocol=text"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--protocol=text": memcached exits on it: Invalid value for binding protocol: text -- should be one of auto, binary, or ascii"#;
+        unknown_suboption: ["-o", "bogus"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-o": memcached exits on it: Illegal suboption "bogus""#;
+        empty_suboption: ["-o", "modern,,track_sizes"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-o": memcached exits on it: Illegal suboption """#;
+        unknown_short: ["-vx"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-vx": memcached exits on it: invalid option -- 'x'"#;
+        unknown_long: ["--foo=bar"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--foo=bar": memcached exits on it: unrecognized option '--foo=bar'"#;
+        ambiguous_long: ["--ver"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--ver": memcached exits on it: option '--ver' is ambiguous; possibilities: '--version' '--verbose'"#;
+        missing_value: ["-v", "-R"] => r#"spec.memcached.extraArgs[1]: Invalid value: "-R": memcached exits on it: option requires an argument -- 'R'"#;
+        value_for_a_flag: ["--disable-cas=yes"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--disable-cas=yes": memcached exits on it: option '--disable-cas' doesn't allow an argument"#;
+    }
+
+    allowed! {
+        common_tuning: ["-v", "-o", "modern", "--disable-cas", "-R", "20", "-B", "ascii"];
+        values_that_look_like_flags: ["-o", "modern", "-P", "-m"];
+        glued_suboptions_and_bundles: ["-oslab_reassign,lru_crawler,", "-vvLC", "-D", ":"];
+        long_prefixes: ["--disable-c", "--lock", "--slab-g=1.5", "--verbose"];
+        operands_and_double_dash: ["foo", "--", "-m", "1", "-d"];
+        empty_list: [];
+        empty_suboption_list: ["-o", ""];
+    }
+
+    #[test]
+    fn reports_every_refused_flag_in_order() {
+        assert_eq!(
+            messages(&["-v", "-m", "1", "-c", "2", "-dx"])
+                .iter()
+                .map(|m| m.split(':').next().unwrap_or_default())
+                .collect::<Vec<_>>(),
+            [
+                "spec.memcached.extraArgs[1]",
+                "spec.memcached.extraArgs[3]",
+                "spec.memcached.extraArgs[5]",
+                "spec.memcached.extraArgs[5]"
+            ]
+        );
+    }
+}

@@ -1,0 +1,98 @@
+//! Specs that are legal but risky: returned to the client as admission
+//! warnings (kubectl prints them), never a reason to refuse.
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::types::MemcachedSpec;
+
+/// Every warning for the defaulted `spec`.
+pub fn warnings(spec: &MemcachedSpec) -> Vec<String> {
+    let mut warnings = Vec::new();
+    warnings.extend(pdb_blocks_evictions(spec));
+    if spec.monitoring_enabled() && spec.sasl_enabled() {
+        warnings.push(
+            "spec.monitoring.enabled with spec.security.sasl.enabled: the memcached exporter cannot authenticate, \
+             so its scrapes will fail"
+                .to_string(),
+        );
+    }
+    if spec.sasl_enabled() && !spec.tls_enabled() {
+        warnings.push(
+            "spec.security.sasl.enabled without spec.security.tls.enabled: the SASL credentials cross the pod \
+             network in clear text; enable TLS to protect them"
+                .to_string(),
+        );
+    }
+    warnings.extend(network_policy_open_to_all(spec));
+    warnings.extend(privileged_container(spec));
+    warnings
+}
+
+/// A minAvailable that the autoscaler's minimum scale cannot exceed.
+fn pdb_blocks_evictions(spec: &MemcachedSpec) -> Option<String> {
+    let min_available = match spec.enabled_pdb()?.min_available {
+        Some(IntOrString::Int(n)) => n,
+        _ => return None,
+    };
+    let autoscaling = spec
+        .autoscaling
+        .as_ref()
+        .filter(|_| spec.autoscaling_enabled())?;
+    let min_replicas = autoscaling.min_replicas.unwrap_or(1);
+    (min_available >= min_replicas).then(|| {
+        format!(
+            "spec.highAvailability.podDisruptionBudget.minAvailable ({min_available}) >= \
+             spec.autoscaling.minReplicas ({min_replicas}): no pod can be evicted while the autoscaler runs at minimum scale"
+        )
+    })
+}
+
+/// An enabled NetworkPolicy without sources: an ingress rule with no `from`
+/// admits every source, so the policy restricts nothing.
+fn network_policy_open_to_all(spec: &MemcachedSpec) -> Option<String> {
+    let np = spec
+        .network_policy
+        .as_ref()
+        .filter(|n| n.enabled == Some(true))?;
+    np.allowed_sources.as_ref().is_none_or(Vec::is_empty).then(|| {
+        "spec.networkPolicy.enabled without spec.networkPolicy.allowedSources: the NetworkPolicy allows every \
+         pod in every namespace to reach memcached; list allowedSources to restrict it"
+            .to_string()
+    })
+}
+
+/// A container security context that grants privilege memcached never needs.
+fn privileged_container(spec: &MemcachedSpec) -> Option<String> {
+    let security = spec.security.as_ref()?;
+    let context = security.container_security_context.as_ref();
+    let mut grants = Vec::new();
+    if context.and_then(|c| c.privileged) == Some(true) {
+        grants.push("privileged: true".to_string());
+    }
+    let added = context
+        .and_then(|c| c.capabilities.as_ref())
+        .and_then(|c| c.add.as_deref())
+        .unwrap_or_default();
+    if !added.is_empty() {
+        grants.push(format!("capabilities.add: [{}]", added.join(", ")));
+    }
+    if context.and_then(|c| c.allow_privilege_escalation) == Some(true) {
+        grants.push("allowPrivilegeEscalation: true".to_string());
+    }
+    let run_as_user = context.and_then(|c| c.run_as_user).or_else(|| {
+        security
+            .pod_security_context
+            .as_ref()
+            .and_then(|p| p.run_as_user)
+    });
+    if run_as_user == Some(0) {
+        grants.push("runAsUser: 0".to_string());
+    }
+    (!grants.is_empty()).then(|| {
+        format!(
+            "spec.security.containerSecurityContext grants privilege ({}): memcached needs none of it and runs \
+             as UID 11211 with every capability dropped by default",
+            grants.join(", ")
+        )
+    })
+}
