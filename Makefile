@@ -20,7 +20,7 @@ export KWCTL POLICY_SERVER
 # Debian packages the tests and the demo need, by the command that shows each is there.
 DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go
 
-.PHONY: all deps demo test unit-tests kwctl-tests e2e e2e-tests bench bench-e2e lint fmt fixtures crd clean
+.PHONY: all deps demo test unit-tests kwctl-tests e2e e2e-tests bench bench-e2e bench-kwctl lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -97,6 +97,15 @@ bench: policy.wasm
 	$(CARGO) bench --locked -p e2e-tests --bench latency
 	$(CARGO) bench --locked -p e2e-tests --bench worst_case
 	$(CARGO) bench --locked -p memcached-controller --bench stats
+
+## bench-kwctl: kwctl bench of annotated-policy.wasm on the full-featured CR against Kubewarden's
+## template policy on its own Pod request, in one run: both medians and their ratio (ROUNDS=n repeats).
+BENCH_REFERENCE := $(abspath ../shared/bench)
+BENCH_REQUEST := e2e-tests/fixtures/requests/seed-valid-cr-with-all-features-v1beta1.json
+ROUNDS ?= 1
+bench-kwctl: annotated-policy.wasm
+	python3 e2e-tests/kwctl_bench.py "$(KWCTL)" $(ROUNDS) annotated-policy.wasm $(BENCH_REQUEST) \
+		$(BENCH_REFERENCE)/template-policy.wasm $(BENCH_REFERENCE)/pod_creation.json
 
 ## bench-e2e: control-plane start, apply -> Ready, admission latency seen by kube-apiserver, 200 CRs at once (release controller).
 bench-e2e: policy.wasm $(E2E_BIN)/cluster

@@ -1,12 +1,13 @@
 //! The admission decision for one request: default, validate the defaulted
-//! object, and answer accept, mutate or reject. Transport-free: the waPC glue
-//! and the tests feed it decoded requests.
+//! object, and answer accept, mutate or reject; a `scale` subresource update
+//! has its replica count judged. Transport-free: the waPC glue and the tests
+//! feed it decoded requests.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::apply_defaults;
-use crate::field::invalid_message;
+use crate::field::{ErrorList, invalid_message};
 use crate::types::{GROUP, KIND, MemcachedSpec, SECTIONS, VERSIONS};
 use crate::validation::{self, ObjectName, Options};
 
@@ -14,6 +15,11 @@ use crate::validation::{self, ObjectName, Options};
 const QUALIFIED_KIND: &str = "Memcached.memcached.c5c3.io";
 /// Code of every rejection: the request carries an object we cannot admit.
 pub const REJECT_CODE: u16 = 400;
+/// The resource (plural) whose `scale` subresource is judged.
+pub const RESOURCE: &str = "memcacheds";
+/// Group and kind of the object a `scale` subresource request carries.
+const SCALE_GROUP: &str = "autoscaling";
+const SCALE_KIND: &str = "Scale";
 
 /// The parts of an AdmissionRequest the decision needs.
 #[derive(Clone, Debug, Default)]
@@ -26,6 +32,10 @@ pub struct Request {
     pub version: String,
     /// The request's kind.
     pub kind: String,
+    /// Group of the resource addressed.
+    pub resource_group: String,
+    /// The resource addressed (plural, e.g. `memcacheds`).
+    pub resource: String,
     /// Subresource (`status`, `scale`), empty for the object itself.
     pub sub_resource: String,
     /// Name of the object in the request.
@@ -90,15 +100,19 @@ impl Decision {
     }
 }
 
-/// Judge one admission request.
-pub fn review(request: &Request, settings: &Settings) -> Decision {
+/// Judge one admission request. It is taken whole: a mutation edits its
+/// object in place rather than a copy.
+pub fn review(request: Request, settings: &Settings) -> Decision {
     let accept = Decision::Accept {
         warnings: Vec::new(),
     };
-    if !matches!(request.operation.as_str(), "CREATE" | "UPDATE")
-        || !request.sub_resource.is_empty()
-    {
+    if !matches!(request.operation.as_str(), "CREATE" | "UPDATE") {
         return accept;
+    }
+    match request.sub_resource.as_str() {
+        "" => {}
+        "scale" => return review_scale(&request, &settings.options),
+        _ => return accept,
     }
     if request.group != GROUP || request.kind != KIND {
         return accept;
@@ -110,8 +124,8 @@ pub fn review(request: &Request, settings: &Settings) -> Decision {
             VERSIONS.join(", ")
         ));
     }
-    let (object, mut spec) = match decode(&request.object, "object") {
-        Ok(decoded) => decoded,
+    let mut spec = match decode(&request.object, "object") {
+        Ok(spec) => spec,
         Err(message) => return Decision::bad_request(message),
     };
     let original = spec.clone();
@@ -119,9 +133,7 @@ pub fn review(request: &Request, settings: &Settings) -> Decision {
 
     let mut warnings = Vec::new();
     if request.operation == "UPDATE" {
-        let old = decode(&request.old_object, "oldObject")
-            .ok()
-            .map(|(_, old)| old);
+        let old = decode(&request.old_object, "oldObject").ok();
         if let Some(warning) = release_replicas_to_autoscaler(&mut spec, old.as_ref()) {
             warnings.push(warning);
         }
@@ -129,39 +141,105 @@ pub fn review(request: &Request, settings: &Settings) -> Decision {
     warnings.extend(validation::warnings(&spec));
 
     let metadata = |key: &str| {
-        object
+        request
+            .object
             .get("metadata")
             .and_then(|m| m.get(key))
             .and_then(Value::as_str)
     };
-    let name = metadata("name").unwrap_or(&request.name);
     let object_name = ObjectName {
-        name,
+        name: metadata("name").unwrap_or(&request.name),
         generate_name: metadata("generateName").unwrap_or_default(),
     };
     let errors = validation::validate_object(object_name, &spec, &settings.options);
     if !errors.is_empty() {
-        let message = invalid_message(QUALIFIED_KIND, name, &errors);
-        return Decision::Reject {
-            message,
-            code: REJECT_CODE,
-            warnings,
-        };
+        return rejection(&request, &errors, warnings);
     }
     if !settings.mutate || spec == original {
         return Decision::Accept { warnings };
     }
-    match defaulted_object(object, &original, &spec) {
+    match defaulted_object(request.object, original, spec) {
         Ok(object) => Decision::Mutate { object, warnings },
         Err(message) => Decision::bad_request(message),
     }
 }
 
-/// The object as a map and its spec, or why it cannot be read.
-fn decode<'a>(
-    object: &'a Value,
-    what: &str,
-) -> Result<(&'a Map<String, Value>, MemcachedSpec), String> {
+/// The rejection of `request` for `errors`, worded as the API server words it.
+fn rejection(request: &Request, errors: &ErrorList, warnings: Vec<String>) -> Decision {
+    let name = request
+        .object
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or(&request.name);
+    Decision::Reject {
+        message: invalid_message(QUALIFIED_KIND, name, errors),
+        code: REJECT_CODE,
+        warnings,
+    }
+}
+
+/// An update of `memcacheds/scale` (`kubectl scale`, a HorizontalPodAutoscaler)
+/// carries an autoscaling/v1 Scale whose `spec.replicas` the API server writes
+/// into the Memcached's `spec.replicas`: judged against the same bounds, with
+/// the API server's wording for the Memcached. The Scale holds nothing else of
+/// the object, not even whether autoscaling is enabled, so rules that tie the
+/// replica count to other fields cannot be checked here.
+fn review_scale(request: &Request, options: &Options) -> Decision {
+    if request.resource_group != GROUP
+        || request.resource != RESOURCE
+        || request.group != SCALE_GROUP
+        || request.kind != SCALE_KIND
+    {
+        return Decision::Accept {
+            warnings: Vec::new(),
+        };
+    }
+    let replicas = match scale_replicas(&request.object) {
+        Ok(replicas) => replicas,
+        Err(message) => return Decision::bad_request(message),
+    };
+    let mut spec = MemcachedSpec {
+        replicas: Some(replicas),
+        ..MemcachedSpec::default()
+    };
+    apply_defaults(&mut spec);
+    let replicas_path = spec_path("replicas");
+    let errors: ErrorList = validation::validate(&spec, options)
+        .into_iter()
+        .filter(|e| e.field.to_string() == replicas_path)
+        .collect();
+    if errors.is_empty() {
+        Decision::Accept {
+            warnings: Vec::new(),
+        }
+    } else {
+        rejection(request, &errors, Vec::new())
+    }
+}
+
+/// `spec.replicas` of a Scale; absent means 0 (the API server omits a zero).
+fn scale_replicas(object: &Value) -> Result<i32, String> {
+    let Value::Object(map) = object else {
+        return Err("the request's object is not a JSON object".to_string());
+    };
+    let replicas = match map.get("spec") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(spec)) => spec.get("replicas").filter(|r| !r.is_null()),
+        Some(other) => {
+            return Err(format!(
+                "object cannot be decoded: spec: invalid type: {}, expected an object",
+                json_type(other)
+            ));
+        }
+    };
+    replicas.map_or(Ok(0), |r| {
+        i32::deserialize(r).map_err(|e| format!("object cannot be decoded: spec.replicas: {e}"))
+    })
+}
+
+/// The spec of an object, or why it cannot be read.
+fn decode(object: &Value, what: &str) -> Result<MemcachedSpec, String> {
     let Value::Object(map) = object else {
         return Err(format!("the request's {what} is not a JSON object"));
     };
@@ -182,7 +260,7 @@ fn decode<'a>(
         None | Some(Value::Null) => MemcachedSpec::default(),
         Some(spec) => decode_spec(spec).map_err(|e| format!("{what} cannot be decoded: {e}"))?,
     };
-    Ok((map, spec))
+    Ok(spec)
 }
 
 /// Decode a spec whose sections are all JSON objects.
@@ -255,16 +333,19 @@ fn release_replicas_to_autoscaler(
 /// The submitted object with exactly the changes defaulting made to its spec;
 /// everything else (metadata, status, unmodelled fields) is kept as sent.
 fn defaulted_object(
-    object: &Map<String, Value>,
-    before: &MemcachedSpec,
-    after: &MemcachedSpec,
+    object: Value,
+    before: MemcachedSpec,
+    after: MemcachedSpec,
 ) -> Result<Value, String> {
+    let (before, after) = without_equal_fields(before, after);
     let encode = |spec: &MemcachedSpec| match serde_json::to_value(spec) {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err("the defaulted spec cannot be encoded".to_string()),
     };
-    let (before, after) = (encode(before)?, encode(after)?);
-    let mut object = object.clone();
+    let (before, after) = (encode(&before)?, encode(&after)?);
+    let Value::Object(mut object) = object else {
+        return Err("the request's object is not a JSON object".to_string());
+    };
     let spec = object
         .entry("spec")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -272,31 +353,153 @@ fn defaulted_object(
         *spec = Value::Object(Map::new());
     }
     if let Value::Object(spec) = spec {
-        apply_changes(spec, &before, &after);
+        apply_changes(spec, &before, after);
     }
     Ok(Value::Object(object))
 }
 
-/// Apply to `target` what changed from `before` to `after`.
+/// `before` and `after` without the top-level fields they share: those
+/// encode alike and cannot change the object, so they are not encoded at all.
+fn without_equal_fields(
+    mut before: MemcachedSpec,
+    mut after: MemcachedSpec,
+) -> (MemcachedSpec, MemcachedSpec) {
+    macro_rules! drop_equal {
+        ($($field:ident),* $(,)?) => {
+            // Exhaustive: a field added to the spec must be listed here.
+            let MemcachedSpec { $($field: _),* } = &after;
+            $(if before.$field == after.$field {
+                before.$field = None;
+                after.$field = None;
+            })*
+        };
+    }
+    drop_equal!(
+        replicas,
+        image,
+        resources,
+        memcached,
+        high_availability,
+        autoscaling,
+        monitoring,
+        security,
+        network_policy,
+        service,
+        pod_labels,
+        pod_annotations,
+        node_selector,
+        tolerations,
+        image_pull_secrets,
+    );
+    (before, after)
+}
+
+/// Apply to `target` what changed from `before` to `after`; the new values
+/// are moved from `after`, not copied.
 fn apply_changes(
     target: &mut Map<String, Value>,
     before: &Map<String, Value>,
-    after: &Map<String, Value>,
+    after: Map<String, Value>,
 ) {
+    for key in before.keys().filter(|k| !after.contains_key(*k)) {
+        target.remove(key);
+    }
     for (key, new) in after {
-        match (before.get(key), target.get_mut(key)) {
-            (Some(old), _) if old == new => {}
-            (Some(Value::Object(old)), Some(Value::Object(target))) if new.is_object() => {
-                if let Value::Object(new) = new {
-                    apply_changes(target, old, new);
-                }
+        match (before.get(&key), target.get_mut(&key), new) {
+            (Some(old), _, new) if *old == new => {}
+            (Some(Value::Object(old)), Some(Value::Object(target)), Value::Object(new)) => {
+                apply_changes(target, old, new);
             }
-            _ => {
-                target.insert(key.clone(), new.clone());
+            (_, _, new) => {
+                target.insert(key, new);
             }
         }
     }
-    for key in before.keys().filter(|k| !after.contains_key(*k)) {
-        target.remove(key);
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn scale_update(resource: &str, object: Value) -> Request {
+        Request {
+            operation: "UPDATE".into(),
+            group: SCALE_GROUP.into(),
+            version: "v1".into(),
+            kind: SCALE_KIND.into(),
+            resource_group: GROUP.into(),
+            resource: resource.into(),
+            sub_resource: "scale".into(),
+            name: "my-cache".into(),
+            object,
+            old_object: Value::Null,
+        }
+    }
+
+    fn scale(spec: Value) -> Value {
+        json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "my-cache"}, "spec": spec})
+    }
+
+    fn judge(request: Request) -> Decision {
+        review(request, &Settings::default())
+    }
+
+    #[test]
+    fn scale_replicas_are_judged_against_the_spec_bounds() {
+        let accept = Decision::Accept { warnings: vec![] };
+        for ok in [
+            json!({"replicas": 0}),
+            json!({"replicas": 64}),
+            json!({}),
+            Value::Null,
+        ] {
+            assert_eq!(judge(scale_update(RESOURCE, scale(ok))), accept);
+        }
+        assert_eq!(
+            judge(scale_update(RESOURCE, scale(json!({"replicas": 65})))),
+            Decision::bad_request(
+                r#"Memcached.memcached.c5c3.io "my-cache" is invalid: spec.replicas: Invalid value: 65: spec.replicas in body should be less than or equal to 64"#
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn undecodable_scales_are_rejected_with_400() {
+        for (object, expected) in [
+            (json!([1]), "the request's object is not a JSON object"),
+            (
+                scale(json!(3)),
+                "object cannot be decoded: spec: invalid type: number, expected an object",
+            ),
+            (
+                scale(json!({"replicas": "3"})),
+                "object cannot be decoded: spec.replicas: invalid type: string \"3\", expected i32",
+            ),
+            (
+                scale(json!({"replicas": 2_147_483_648i64})),
+                "object cannot be decoded: spec.replicas: invalid value: integer `2147483648`, expected i32",
+            ),
+        ] {
+            assert_eq!(
+                judge(scale_update(RESOURCE, object)),
+                Decision::bad_request(expected.into())
+            );
+        }
+    }
+
+    #[test]
+    fn other_resources_and_subresources_are_accepted_untouched() {
+        let accept = Decision::Accept { warnings: vec![] };
+        let too_many = scale(json!({"replicas": 500}));
+        assert_eq!(judge(scale_update("deployments", too_many.clone())), accept);
+        let mut status = scale_update(RESOURCE, too_many.clone());
+        status.sub_resource = "status".into();
+        assert_eq!(judge(status), accept);
+        let mut not_a_scale = scale_update(RESOURCE, too_many);
+        not_a_scale.kind = "Memcached".into();
+        assert_eq!(judge(not_a_scale), accept);
     }
 }

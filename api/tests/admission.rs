@@ -21,7 +21,7 @@ fn cr(spec: Value) -> Value {
 
 fn create(spec: Value) -> Decision {
     review(
-        &request("CREATE", cr(spec), Value::Null),
+        request("CREATE", cr(spec), Value::Null),
         &Settings::default(),
     )
 }
@@ -52,10 +52,9 @@ fn mutates_with_defaults_and_keeps_everything_else() {
 fn adds_a_spec_when_there_is_none() {
     let mut object = cr(Value::Null);
     object.as_object_mut().unwrap().remove("spec");
-    let Decision::Mutate { object, .. } = review(
-        &request("CREATE", object, Value::Null),
-        &Settings::default(),
-    ) else {
+    let Decision::Mutate { object, .. } =
+        review(request("CREATE", object, Value::Null), &Settings::default())
+    else {
         panic!("expected a mutation")
     };
     assert_eq!(object["spec"]["image"], "memcached:1.6");
@@ -66,10 +65,7 @@ fn accepts_a_fully_specified_object_without_mutation() {
     let Decision::Mutate { object, .. } = create(json!({})) else {
         panic!()
     };
-    let again = review(
-        &request("CREATE", object, Value::Null),
-        &Settings::default(),
-    );
+    let again = review(request("CREATE", object, Value::Null), &Settings::default());
     assert_eq!(again, Decision::Accept { warnings: vec![] });
 }
 
@@ -80,11 +76,11 @@ fn never_mutates_when_mutation_is_off() {
         ..Settings::default()
     };
     assert_eq!(
-        review(&request("CREATE", cr(json!({})), Value::Null), &settings),
+        review(request("CREATE", cr(json!({})), Value::Null), &settings),
         Decision::Accept { warnings: vec![] }
     );
     let bad = review(
-        &request("CREATE", cr(json!({"replicas": 99})), Value::Null),
+        request("CREATE", cr(json!({"replicas": 99})), Value::Null),
         &settings,
     );
     assert_eq!(rejection(bad).1, 400);
@@ -108,7 +104,7 @@ fn always_accepts_delete_other_kinds_and_subresources() {
     let garbage = json!("not an object");
     assert_eq!(
         review(
-            &request("DELETE", garbage.clone(), garbage.clone()),
+            request("DELETE", garbage.clone(), garbage.clone()),
             &Settings::default()
         ),
         Decision::Accept { warnings: vec![] }
@@ -117,13 +113,13 @@ fn always_accepts_delete_other_kinds_and_subresources() {
     pod.group = String::new();
     pod.kind = "Pod".into();
     assert_eq!(
-        review(&pod, &Settings::default()),
+        review(pod, &Settings::default()),
         Decision::Accept { warnings: vec![] }
     );
     let mut status = request("UPDATE", garbage, Value::Null);
     status.sub_resource = "status".into();
     assert_eq!(
-        review(&status, &Settings::default()),
+        review(status, &Settings::default()),
         Decision::Accept { warnings: vec![] }
     );
 }
@@ -159,7 +155,7 @@ fn rejects_undecodable_objects_with_400() {
     ];
     for (object, expected) in cases {
         let (message, code) = rejection(review(
-            &request("CREATE", object.clone(), Value::Null),
+            request("CREATE", object.clone(), Value::Null),
             &Settings::default(),
         ));
         assert!(message.starts_with(expected), "{object}: {message}");
@@ -168,7 +164,7 @@ fn rejects_undecodable_objects_with_400() {
     let mut v1 = request("CREATE", cr(json!({})), Value::Null);
     v1.version = "v1".into();
     assert!(
-        rejection(review(&v1, &Settings::default()))
+        rejection(review(v1, &Settings::default()))
             .0
             .contains("not supported")
     );
@@ -181,7 +177,7 @@ fn enabling_autoscaling_releases_replicas_carried_over_from_the_old_object() {
         json!({"replicas": 1, "resources": {"requests": {"cpu": "100m"}}, "autoscaling": {"enabled": true, "maxReplicas": 5}}),
     );
     let Decision::Mutate { object, warnings } = review(
-        &request("UPDATE", new.clone(), old.clone()),
+        request("UPDATE", new.clone(), old.clone()),
         &Settings::default(),
     ) else {
         panic!("expected a mutation")
@@ -198,13 +194,13 @@ fn enabling_autoscaling_releases_replicas_carried_over_from_the_old_object() {
         json!({"replicas": 3, "resources": {"requests": {"cpu": "100m"}}, "autoscaling": {"enabled": true, "maxReplicas": 5}}),
     );
     let (message, _) = rejection(review(
-        &request("UPDATE", changed, old),
+        request("UPDATE", changed, old),
         &Settings::default(),
     ));
     assert!(message.contains("spec.replicas and spec.autoscaling.enabled are mutually exclusive"));
 
     let (message, _) = rejection(review(
-        &request("CREATE", new, Value::Null),
+        request("CREATE", new, Value::Null),
         &Settings::default(),
     ));
     assert!(message.contains("mutually exclusive"));

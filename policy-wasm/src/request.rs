@@ -1,6 +1,5 @@
 //! The waPC `validate` payload in, a Kubewarden ValidationResponse out.
 
-use kubewarden_policy_sdk::request::KubernetesAdmissionRequest;
 use kubewarden_policy_sdk::response::ValidationResponse;
 use memcached_api::admission::{self, Decision, REJECT_CODE};
 use serde::Deserialize;
@@ -10,15 +9,47 @@ use crate::settings::Settings;
 /// What policy-server sends: the AdmissionRequest and the policy settings.
 #[derive(Deserialize)]
 struct Payload {
-    request: KubernetesAdmissionRequest,
+    request: AdmissionRequest,
     #[serde(default)]
     settings: serde_json::Value,
+}
+
+/// The AdmissionRequest fields the decision reads, under the names the SDK's
+/// `KubernetesAdmissionRequest` accepts. The others (uid, userInfo, options,
+/// ...) are skipped unbuilt: the SDK type would allocate them on every call.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct AdmissionRequest {
+    kind: GroupVersionKind,
+    resource: GroupVersionResource,
+    #[serde(alias = "subResource")]
+    sub_resource: String,
+    name: String,
+    operation: String,
+    object: serde_json::Value,
+    #[serde(alias = "oldObject")]
+    old_object: serde_json::Value,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct GroupVersionKind {
+    group: String,
+    version: String,
+    kind: String,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct GroupVersionResource {
+    group: String,
+    resource: String,
 }
 
 /// Judge one `validate` payload. Never fails: bad input is a rejection.
 pub fn evaluate(payload: &[u8]) -> ValidationResponse {
     let decision = match decode(payload) {
-        Ok((request, settings)) => admission::review(&request, &settings),
+        Ok((request, settings)) => admission::review(request, &settings),
         Err(message) => Decision::Reject {
             message,
             code: REJECT_CODE,
@@ -38,6 +69,8 @@ fn decode(payload: &[u8]) -> Result<(admission::Request, admission::Settings), S
         group: r.kind.group,
         version: r.kind.version,
         kind: r.kind.kind,
+        resource_group: r.resource.group,
+        resource: r.resource.resource,
         sub_resource: r.sub_resource,
         name: r.name,
         object: r.object,
