@@ -13,12 +13,18 @@ const BODY_LIMIT: usize = 3 * 1024 * 1024;
 
 fn median(policy: &Policy, payload: &[u8], iterations: usize) -> Duration {
     for _ in 0..iterations.min(5) {
-        policy.call_raw("validate", payload).expect("validate answers");
+        policy
+            .call_raw("validate", payload)
+            .expect("validate answers");
     }
     let mut samples: Vec<Duration> = (0..iterations)
         .map(|_| {
             let start = Instant::now();
-            std::hint::black_box(policy.call_raw("validate", payload).expect("validate answers"));
+            std::hint::black_box(
+                policy
+                    .call_raw("validate", payload)
+                    .expect("validate answers"),
+            );
             start.elapsed()
         })
         .collect();
@@ -51,12 +57,19 @@ fn fill_to_limit(base: &Value, mut spec: impl FnMut(usize) -> Value) -> Value {
 }
 
 fn payload(request: &Value) -> Vec<u8> {
-    json!({"request": request, "settings": {}}).to_string().into_bytes()
+    json!({"request": request, "settings": {}})
+        .to_string()
+        .into_bytes()
 }
 
 fn labels(n: usize, value: &str) -> Value {
     (0..n)
-        .map(|i| (format!("example.com/{}{i:03}", "k".repeat(50)), json!(value)))
+        .map(|i| {
+            (
+                format!("example.com/{}{i:03}", "k".repeat(50)),
+                json!(value),
+            )
+        })
         .collect()
 }
 
@@ -84,7 +97,11 @@ fn everything_at_its_bounds(values: usize) -> Value {
 /// Every item an error: 100 extraArgs of bundled managed flags, bad labels,
 /// tolerations and peers; the error list is as long as it gets.
 fn every_item_an_error(values: usize) -> Value {
-    let bad = |n: usize| -> Value { (0..n).map(|i| (format!("bad key {i}"), json!("bad value"))).collect() };
+    let bad = |n: usize| -> Value {
+        (0..n)
+            .map(|i| (format!("bad key {i}"), json!("bad value")))
+            .collect()
+    };
     json!({
         "memcached": {"extraArgs": vec!["-vdm64"; 100], "maxItemSize": "700k"},
         "podLabels": bad(64), "podAnnotations": bad(128), "nodeSelector": bad(64),
@@ -103,7 +120,10 @@ fn main() {
         .expect("the full-featured fixture exists")
         .review["request"];
     let baseline = median(&policy, &payload(full), 2000);
-    println!("{:<52} {:>10} {:>12} {:>8}", "request", "bytes", "wasm p50", "ratio");
+    println!(
+        "{:<52} {:>10} {:>12} {:>8}",
+        "request", "bytes", "wasm p50", "ratio"
+    );
     println!(
         "{:<52} {:>10} {:>12.1?} {:>7.1}x",
         "full-featured CR (seed)",
@@ -112,11 +132,32 @@ fn main() {
         1.0
     );
     let cases: [(&str, Value); 5] = [
-        ("every list and map at its bound, valid", fill_to_limit(full, |n| everything_at_its_bounds(n / 3200))),
-        ("every item an error", fill_to_limit(full, |n| every_item_an_error(n / 1300))),
-        ("extraArgs of 3 MiB (refused: Too many)", fill_to_limit(full, |n| json!({"memcached": {"extraArgs": vec!["-vdm64"; n]}}))),
-        ("tolerations of 3 MiB (refused: Too many)", fill_to_limit(full, |n| json!({"tolerations": vec![json!({"operator": "Exists"}); n / 20 + 1]}))),
-        ("3 MiB unmodelled field (decoding only)", fill_to_limit(full, |n| json!({"unmodelled": "x".repeat(n)}))),
+        (
+            "every list and map at its bound, valid",
+            fill_to_limit(full, |n| everything_at_its_bounds(n / 3200)),
+        ),
+        (
+            "every item an error",
+            fill_to_limit(full, |n| every_item_an_error(n / 1300)),
+        ),
+        (
+            "extraArgs of 3 MiB (refused: Too many)",
+            fill_to_limit(
+                full,
+                |n| json!({"memcached": {"extraArgs": vec!["-vdm64"; n]}}),
+            ),
+        ),
+        (
+            "tolerations of 3 MiB (refused: Too many)",
+            fill_to_limit(
+                full,
+                |n| json!({"tolerations": vec![json!({"operator": "Exists"}); n / 20 + 1]}),
+            ),
+        ),
+        (
+            "3 MiB unmodelled field (decoding only)",
+            fill_to_limit(full, |n| json!({"unmodelled": "x".repeat(n)})),
+        ),
     ];
     let mut worst = (String::new(), Duration::ZERO);
     for (name, request) in cases {

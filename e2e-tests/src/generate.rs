@@ -59,15 +59,52 @@ const STRINGS: [&str; 13] = [
 /// takes (bundles, glued values, long prefixes), harmless ones, operands,
 /// `--`, and what memcached exits on.
 const ARGS: [&str; 28] = [
-    "-v", "-m", "64", "--port=1", "-o", "modern", "-vvS", "-vdm64", "--mem", "--memory-l=9",
-    "--th", "--disable-c", "--ver", "-B", "binary", "ascii", "-oslab_reassign,ssl_key=/k", "--",
-    "foo", "-x", "--lock", "-R", "-h", "--daemon", "--extended=modern,", "-Z", "-u", "-",
+    "-v",
+    "-m",
+    "64",
+    "--port=1",
+    "-o",
+    "modern",
+    "-vvS",
+    "-vdm64",
+    "--mem",
+    "--memory-l=9",
+    "--th",
+    "--disable-c",
+    "--ver",
+    "-B",
+    "binary",
+    "ascii",
+    "-oslab_reassign,ssl_key=/k",
+    "--",
+    "foo",
+    "-x",
+    "--lock",
+    "-R",
+    "-h",
+    "--daemon",
+    "--extended=modern,",
+    "-Z",
+    "-u",
+    "-",
 ];
 const IMAGES: [&str; 7] = [
-    "memcached:1.6.28", "", " ", "Memcached:1.6", "registry.local:5000/cache/memcached:1.6", "a//b", "memcached:1.6 ",
+    "memcached:1.6.28",
+    "",
+    " ",
+    "Memcached:1.6",
+    "registry.local:5000/cache/memcached:1.6",
+    "a//b",
+    "memcached:1.6 ",
 ];
 const LABEL_KEYS: [&str; 7] = [
-    "team", "app.kubernetes.io/instance", "example.com/tier", "bad key", "/x", "app.kubernetes.io/version", "a_b.c",
+    "team",
+    "app.kubernetes.io/instance",
+    "example.com/tier",
+    "bad key",
+    "/x",
+    "app.kubernetes.io/version",
+    "a_b.c",
 ];
 const LABEL_VALUES: [&str; 4] = ["a", "", "x y", "v-1"];
 
@@ -110,7 +147,11 @@ fn string_map(rng: &mut Rng) -> Value {
     let len = if rng.chance(3) { 130 } else { rng.below(3) };
     for i in 0..len {
         let key = rng.pick(&LABEL_KEYS);
-        let key = if len > 3 { format!("{key}{i}") } else { key.to_string() };
+        let key = if len > 3 {
+            format!("{key}{i}")
+        } else {
+            key.to_string()
+        };
         m.insert(key, json!(rng.pick(&LABEL_VALUES)));
     }
     Value::Object(m)
@@ -250,17 +291,11 @@ pub fn spec(rng: &mut Rng) -> Value {
         );
         Value::Object(m)
     });
-    maybe(
-        rng,
-        &mut s,
-        "security",
-        30,
-        |r| {
-            json!({"sasl": {"enabled": enabled(r), "credentialsSecretRef": {"name": r.pick(&["", "auth"])}},
+    maybe(rng, &mut s, "security", 30, |r| {
+        json!({"sasl": {"enabled": enabled(r), "credentialsSecretRef": {"name": r.pick(&["", "auth"])}},
                 "tls": {"enabled": enabled(r), "certificateSecretRef": {"name": r.pick(&["", "tls"])}},
                 "containerSecurityContext": r.pick(&[json!({}), json!({"privileged": true}), json!({"runAsUser": 0})])})
-        },
-    );
+    });
     maybe(
         rng,
         &mut s,

@@ -89,10 +89,16 @@ fn rejects_hostile_payloads_with_400_and_a_clear_message() {
             "quantity has more than 100 significant digits",
         ),
         (
-            cr(
-                json!({"image": "x".repeat(1 << 20), "memcached": {"maxItemSize": "k".repeat(1 << 20)}}),
-            ),
+            cr(json!({"memcached": {"maxItemSize": "k".repeat(1 << 20)}})),
             "...(1048576 bytes)",
+        ),
+        (
+            cr(json!({"image": "x".repeat(1 << 20)})),
+            "spec.image: Too long: may not be more than 512 bytes",
+        ),
+        (
+            cr(json!({"memcached": {"extraArgs": vec!["-m"; 200_000]}})),
+            "spec.memcached.extraArgs: Too many: 200000: must have at most 100 items",
         ),
     ];
     for (object, fragment) in cases {

@@ -125,7 +125,7 @@ fn suboptions(option: &Parsed<'_>, written: &str, at: &Path, errors: &mut ErrorL
     }
     for token in tokens {
         let name = token.split_once('=').map_or(token, |(name, _)| name);
-        let instead = if !options::SUBOPTIONS.contains(&name) {
+        let instead = if !options::is_suboption(name) {
             errors.push(FieldError::invalid(
                 at.clone(),
                 written,

@@ -77,73 +77,73 @@ pub const LONG_OPTIONS: [LongOption; 36] = [
     long("napi-ids", HasArg::Required, 'N'),
 ];
 
-/// The `-o` sub-options memcached 1.6.18 (TLS and extstore built in) knows;
-/// any other makes it exit with `Illegal suboption`.
+/// The `-o` sub-options memcached 1.6.18 (TLS and extstore built in) knows,
+/// sorted for binary search; any other makes it exit with `Illegal suboption`.
 pub const SUBOPTIONS: [&str; 64] = [
-    "maxconns_fast",
-    "hashpower",
-    "no_hashexpand",
-    "slab_reassign",
-    "slab_automove",
-    "slab_automove_ratio",
-    "slab_automove_window",
-    "tail_repair_time",
+    "drop_privileges",
+    "ext_compact_under",
+    "ext_drop_under",
+    "ext_drop_unread",
+    "ext_io_depth",
+    "ext_item_age",
+    "ext_item_size",
+    "ext_low_ttl",
+    "ext_max_frag",
+    "ext_max_sleep",
+    "ext_page_size",
+    "ext_path",
+    "ext_recache_rate",
+    "ext_threads",
+    "ext_wbuf_size",
     "hash_algorithm",
+    "hashpower",
+    "hot_lru_pct",
+    "hot_max_factor",
+    "idle_timeout",
+    "inline_ascii_resp",
     "lru_crawler",
     "lru_crawler_sleep",
     "lru_crawler_tocrawl",
     "lru_maintainer",
-    "hot_lru_pct",
-    "warm_lru_pct",
-    "hot_max_factor",
-    "warm_max_factor",
-    "temporary_ttl",
-    "idle_timeout",
-    "watcher_logbuf_size",
-    "worker_logbuf_size",
-    "slab_sizes",
-    "slab_chunk_max",
-    "track_sizes",
-    "no_inline_ascii_resp",
-    "inline_ascii_resp",
+    "maxconns_fast",
     "modern",
-    "no_modern",
     "no_chunked_items",
-    "no_slab_reassign",
-    "no_slab_automove",
-    "no_maxconns_fast",
+    "no_drop_privileges",
+    "no_hashexpand",
+    "no_inline_ascii_resp",
     "no_lru_crawler",
     "no_lru_maintainer",
-    "no_drop_privileges",
-    "drop_privileges",
-    "resp_obj_mem_limit",
+    "no_maxconns_fast",
+    "no_modern",
+    "no_slab_automove",
+    "no_slab_reassign",
     "read_buf_mem_limit",
-    "ssl_chain_cert",
-    "ssl_key",
-    "ssl_verify_mode",
-    "ssl_keyformat",
-    "ssl_ciphers",
-    "ssl_ca_cert",
-    "ssl_wbuf_size",
-    "ssl_session_cache",
-    "ssl_kernel_tls",
-    "ssl_min_version",
-    "sock_cookie_id",
-    "ext_path",
-    "ext_page_size",
-    "ext_wbuf_size",
-    "ext_threads",
-    "ext_io_depth",
-    "ext_item_size",
-    "ext_item_age",
-    "ext_low_ttl",
-    "ext_recache_rate",
-    "ext_compact_under",
-    "ext_drop_under",
-    "ext_max_frag",
-    "ext_max_sleep",
-    "ext_drop_unread",
+    "resp_obj_mem_limit",
+    "slab_automove",
     "slab_automove_freeratio",
+    "slab_automove_ratio",
+    "slab_automove_window",
+    "slab_chunk_max",
+    "slab_reassign",
+    "slab_sizes",
+    "sock_cookie_id",
+    "ssl_ca_cert",
+    "ssl_chain_cert",
+    "ssl_ciphers",
+    "ssl_kernel_tls",
+    "ssl_key",
+    "ssl_keyformat",
+    "ssl_min_version",
+    "ssl_session_cache",
+    "ssl_verify_mode",
+    "ssl_wbuf_size",
+    "tail_repair_time",
+    "temporary_ttl",
+    "track_sizes",
+    "warm_lru_pct",
+    "warm_max_factor",
+    "watcher_logbuf_size",
+    "worker_logbuf_size",
 ];
 
 /// Whether the short option `c` exists, and whether it takes a value.
@@ -160,7 +160,33 @@ pub fn short_option(c: char) -> Option<HasArg> {
     })
 }
 
+/// True when memcached knows the `-o` sub-option `name`.
+pub fn is_suboption(name: &str) -> bool {
+    SUBOPTIONS.binary_search(&name).is_ok()
+}
+
 /// The long name of the short option `c`.
 pub fn long_name(c: char) -> Option<&'static str> {
     LONG_OPTIONS.iter().find(|o| o.short == c).map(|o| o.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suboptions_are_sorted_and_unique() {
+        assert!(SUBOPTIONS.windows(2).all(|w| w[0] < w[1]));
+        assert!(is_suboption("modern") && is_suboption("ssl_key") && !is_suboption("bogus"));
+    }
+
+    #[test]
+    fn short_options_with_values() {
+        assert_eq!(short_option('m'), Some(HasArg::Required));
+        assert_eq!(short_option('v'), Some(HasArg::No));
+        assert_eq!(short_option('X'), Some(HasArg::No));
+        assert_eq!(short_option('N'), Some(HasArg::Required));
+        assert_eq!(short_option(':'), None);
+        assert_eq!(short_option('q'), None);
+    }
 }
