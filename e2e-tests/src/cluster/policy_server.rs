@@ -118,6 +118,29 @@ impl PolicyServer {
             })
             .collect())
     }
+
+    /// How long each request to `/validate/<policy_id>` took inside
+    /// policy-server, from its request log (tower-http, millisecond resolution),
+    /// oldest first.
+    pub fn request_latencies(&self, policy_id: &str) -> Result<Vec<Duration>, String> {
+        let path = format!("/validate/{policy_id}");
+        let log = std::fs::read_to_string(&self.log)
+            .map_err(|e| format!("{}: {e}", self.log.display()))?;
+        Ok(log
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|entry| entry["fields"]["message"] == "finished processing request")
+            .filter(|entry| {
+                entry["span"]["uri"]
+                    .as_str()
+                    .is_some_and(|uri| uri.split('?').next() == Some(path.as_str()))
+            })
+            .filter_map(|entry| {
+                let millis = entry["fields"]["latency"].as_str()?.strip_suffix(" ms")?;
+                millis.parse().ok().map(Duration::from_millis)
+            })
+            .collect())
+    }
 }
 
 /// One monitor-mode evaluation from policy-server's log.
