@@ -10,6 +10,7 @@ POLICY_SOURCES := $(shell find api/src policy-wasm/src -name '*.rs') api/Cargo.t
 
 E2E_BIN := target/e2e
 CLUSTER_SOURCES := $(wildcard e2e-tests/cluster/*.go e2e-tests/cluster/cmd/kubectl/*.go) e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
+REGISTRY_SOURCES := e2e-tests/registry/main.go e2e-tests/registry/go.mod e2e-tests/registry/go.sum
 NETNS := e2e-tests/netns.sh
 
 # Kubewarden's engines: on PATH, or through KWCTL / POLICY_SERVER, else ../shared/bin (what CI uses).
@@ -20,7 +21,7 @@ export KWCTL POLICY_SERVER
 # Debian packages the tests and the demo need, by the command that shows each is there.
 DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go
 
-.PHONY: all deps demo test unit-tests kwctl-tests e2e e2e-tests bench bench-e2e bench-kwctl lint fmt fixtures crd clean
+.PHONY: all deps demo test unit-tests kwctl-tests e2e e2e-tests bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -57,8 +58,9 @@ deps:
 	@python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
 
 ## demo: the policy judging every seed example, then the whole product on a local control plane
-## (kubectl apply through the policy webhook, the controller, live status); DEMO_KEEP=1 keeps the cluster.
-demo: deps policy.wasm $(E2E_BIN)/cluster
+## (kubectl apply through policy-server, which pulls the policy from a local OCI registry; the controller,
+## live status); DEMO_KEEP=1 keeps the cluster.
+demo: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
 	$(CARGO) run --locked -q -p e2e-tests --bin demo
 	$(CARGO) build --locked -q -p memcached-controller -p e2e-tests --features e2e-tests/cluster --bin memcached-controller --bin cluster-demo
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/debug/memcached-controller $(NETNS) $(TARGET_DIR)/debug/cluster-demo
@@ -66,6 +68,20 @@ demo: deps policy.wasm $(E2E_BIN)/cluster
 ## target/e2e/{cluster,kubectl}: the Go control plane and kubectl, from upstream Kubernetes modules (Go caches the build).
 $(E2E_BIN)/cluster: $(CLUSTER_SOURCES)
 	cd e2e-tests/cluster && go build -trimpath -ldflags=-s -o ../../$(E2E_BIN)/ . ./cmd/kubectl
+
+## target/e2e/registry: CNCF Distribution's OCI registry, from its Go module (Go caches the build).
+$(E2E_BIN)/registry: $(REGISTRY_SOURCES)
+	cd e2e-tests/registry && go build -trimpath -ldflags=-s -o ../../$@ .
+
+## push REGISTRY=ghcr.io/c5c3: kwctl push of annotated-policy.wasm as
+## registry://$(REGISTRY)/policies/memcached:v<version> (version from metadata.yml; credentials from
+## ~/.docker/config.json, as `docker login` writes them).
+POLICY_VERSION = $(shell sed -n 's/^ *io.kubewarden.policy.version: *//p' metadata.yml)
+push: annotated-policy.wasm
+	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=<host>[/<namespace>] (e.g. ghcr.io/c5c3)"; exit 1; }
+	@test -n "$(POLICY_VERSION)" || { echo "metadata.yml has no io.kubewarden.policy.version"; exit 1; }
+	"$(KWCTL)" push -o json annotated-policy.wasm registry://$(REGISTRY)/policies/memcached:v$(POLICY_VERSION)
+	@echo
 
 ## test: every test: unit, policy through wasmtime, controller against real memcached and a mocked API server,
 ## packaging, kwctl suite, then the end-to-end scenarios on a real control plane.
@@ -79,8 +95,9 @@ unit-tests: policy.wasm
 kwctl-tests: annotated-policy.wasm
 	bats e2e-tests/e2e.bats
 
-## e2e: the scenarios of e2e-tests/tests/cluster.rs on a real control plane, in a private network namespace.
-e2e: policy.wasm $(E2E_BIN)/cluster
+## e2e: the scenarios of e2e-tests/tests/cluster.rs on a real control plane, in a private network namespace,
+## admission through Kubewarden's policy-server loading the policy from a local OCI registry.
+e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
 	$(CARGO) build --locked -p memcached-controller --bin memcached-controller
 	$(CARGO) test --locked --no-run -p e2e-tests --features cluster --test cluster
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/debug/memcached-controller $(NETNS) $(CARGO) test --locked --offline -q -p e2e-tests --features cluster --test cluster
@@ -107,8 +124,9 @@ bench-kwctl: annotated-policy.wasm
 	python3 e2e-tests/kwctl_bench.py "$(KWCTL)" $(ROUNDS) annotated-policy.wasm $(BENCH_REQUEST) \
 		$(BENCH_REFERENCE)/template-policy.wasm $(BENCH_REFERENCE)/pod_creation.json
 
-## bench-e2e: control-plane start, apply -> Ready, admission latency seen by kube-apiserver, 200 CRs at once (release controller).
-bench-e2e: policy.wasm $(E2E_BIN)/cluster
+## bench-e2e: control-plane start, apply -> Ready, admission latency through policy-server seen by kube-apiserver,
+## 200 CRs at once (release controller).
+bench-e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
 	$(CARGO) build --locked --release -p memcached-controller
 	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster

@@ -1,6 +1,7 @@
 //! End-to-end scenarios on a real control plane (`make e2e`): kubectl apply
-//! through the policy webhook, the controller driving real objects to Ready,
-//! a real memcached behind every pod.
+//! through Kubewarden's policy-server (the policy's OCI artifact pulled from a
+//! local registry), the controller driving real objects to Ready, a real
+//! memcached behind every pod.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -40,6 +41,14 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         restart_no_writes,
     ),
     ("8. leader election hands over", leader_election),
+    (
+        "9. policy-server runs the artifact pulled from the local registry",
+        artifact_from_registry,
+    ),
+    (
+        "10. monitor mode (deploy/policy-audit.yaml) admits an invalid Memcached and reports it",
+        audit_mode,
+    ),
 ];
 
 /// How long objects get to converge.
@@ -49,7 +58,8 @@ fn main() {
     let workdir = std::env::temp_dir().join("memcached-e2e");
     let started = Instant::now();
     let mut env = match Env::start(&workdir) {
-        Ok(env) => env,
+        Ok(Some(env)) => env,
+        Ok(None) => return,
         Err(e) => {
             eprintln!("cannot start the end-to-end environment: {e}");
             std::process::exit(1);
@@ -60,6 +70,13 @@ fn main() {
         env.cluster.start_time.as_secs_f64(),
         started.elapsed().as_secs_f64(),
         workdir.display()
+    );
+    println!(
+        "policy-server {} serves {} from {}@{}",
+        env.policy_server.url,
+        [env.protect.id(), env.audit.id()].join(" and "),
+        env.artifact.reference,
+        env.artifact.digest
     );
     let mut failed = 0;
     for (name, scenario) in SCENARIOS {
@@ -172,7 +189,8 @@ fn seed_examples(env: &mut Env) -> Result<(), String> {
         }
         if !expected.accepted {
             let message = format!(
-                "admission webhook \"memcached.c5c3.io\" denied the request: {}",
+                "admission webhook \"{}\" denied the request: {}",
+                env.protect.webhook_name(),
                 expected.message(&name)
             );
             if outcome.success || !outcome.stderr.contains(&message) {
@@ -624,6 +642,131 @@ fn leader_election(env: &mut Env) -> Result<(), String> {
     check(
         handover <= Duration::from_secs(20),
         format!("handover took {handover:?}"),
+    )
+}
+
+/// policy-server downloaded the module from the registry into its download
+/// directory, and it is the annotated policy byte for byte.
+fn artifact_from_registry(env: &mut Env) -> Result<(), String> {
+    let downloads = env.cluster.workdir.join("policies");
+    let mut modules = Vec::new();
+    let mut dirs = vec![downloads.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let path = entry.map_err(|e| e.to_string())?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                modules.push(path);
+            }
+        }
+    }
+    let annotated = std::fs::read(e2e_tests::workspace_root().join("annotated-policy.wasm"))
+        .map_err(|e| e.to_string())?;
+    // Both policies load the same reference: one download.
+    check(
+        modules.len() == 1,
+        format!("policy-server downloaded {modules:?}"),
+    )?;
+    let host = env
+        .artifact
+        .reference
+        .trim_start_matches("registry://")
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    check(
+        modules[0].to_string_lossy().contains(host),
+        format!("{} is not from {host}", modules[0].display()),
+    )?;
+    check(
+        std::fs::read(&modules[0]).map_err(|e| e.to_string())? == annotated,
+        format!(
+            "{} differs from annotated-policy.wasm",
+            modules[0].display()
+        ),
+    )
+}
+
+/// deploy/policy-audit.yaml alone in the admission chain: an invalid
+/// Memcached is stored untouched, and policy-server logs the rejection it
+/// would have sent. The protect policy's webhook is removed meanwhile (it
+/// would refuse the object before the audit webhook saw it; validating
+/// webhooks run after mutating ones) and restored afterwards, whatever happened.
+fn audit_mode(env: &mut Env) -> Result<(), String> {
+    let ns = "audit";
+    ensure_namespace(env, ns)?;
+    env.unregister(&env.protect)?;
+    env.register(&env.audit)?;
+    let result = audited(env, ns);
+    let cleanup = env
+        .kubectl
+        .ok(&["delete", "memcached", "--all", "-n", ns, "--wait=true"])
+        .and_then(|_| env.unregister(&env.audit))
+        .and_then(|()| env.register(&env.protect))
+        .and_then(|()| env.wait_for_protection());
+    result.and(cleanup)
+}
+
+fn audited(env: &Env, ns: &str) -> Result<(), String> {
+    let would_reject = |env: &Env| -> Result<usize, String> {
+        Ok(env
+            .policy_server
+            .monitor_mode_evaluations()?
+            .iter()
+            .filter(|e| e.policy_id == env.audit.id() && e.namespace == ns && e.would_reject())
+            .count())
+    };
+    // Schema-valid (validating webhooks run after the CRD's schema), refused by the policy.
+    let fixture = fixtures()
+        .into_iter()
+        .find(|f| f.name == "seed-multiple-violations-v1beta1")
+        .ok_or("fixture seed-multiple-violations-v1beta1 not found")?;
+    check(!fixture.expected.accepted, "the fixture is not invalid")?;
+    let mut object = fixture.review["request"]["object"].clone();
+    object["metadata"]["namespace"] = json!(ns);
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // Until kube-apiserver has swapped the webhooks, dry runs are refused or unaudited.
+    wait_for("the audit webhook alone", Duration::from_secs(30), || {
+        let before = would_reject(env)?;
+        let outcome = env.kubectl.run(
+            &["create", "--dry-run=server", "-f", "-"],
+            Some(&object.to_string()),
+        );
+        if outcome.success && would_reject(env)? > before {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} (no monitor-mode evaluation logged)",
+                outcome.stderr.trim()
+            ))
+        }
+    })?;
+    let before = would_reject(env)?;
+    env.kubectl.apply(&object.to_string())?;
+    let stored = get(env, ns, &name)?;
+    check(
+        stored["spec"] == object["spec"],
+        format!("the audit policy changed the spec: {}", stored["spec"]),
+    )?;
+    let reported: Vec<_> = env
+        .policy_server
+        .monitor_mode_evaluations()?
+        .into_iter()
+        .filter(|e| e.policy_id == env.audit.id() && e.namespace == ns && e.would_reject())
+        .skip(before)
+        .collect();
+    // The message the protect policy would send, inside policy-server's
+    // debug rendering of the response (quotes escaped).
+    let message = fixture.expected.message(&name).replace('"', "\\\"");
+    check(
+        reported
+            .first()
+            .is_some_and(|e| e.response.contains(&message)),
+        format!("policy-server logged {reported:?}, expected a would-be rejection with {message}"),
     )
 }
 

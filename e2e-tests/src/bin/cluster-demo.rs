@@ -1,5 +1,6 @@
 //! `make demo`, second half: the whole product on a local control plane.
-//! Every seed example goes through `kubectl apply` and the policy webhook;
+//! Every seed example goes through `kubectl apply` and Kubewarden's
+//! policy-server, which loads the policy's OCI artifact from a local registry;
 //! the accepted ones are reconciled by the controller into real objects with
 //! a real memcached behind every pod. Set `DEMO_KEEP=1` to keep the cluster
 //! running afterwards (Ctrl-C stops it).
@@ -40,11 +41,21 @@ fn demo() -> Result<(), String> {
     println!(
         "== starting a local control plane (etcd, kube-apiserver, controllers, scheduler, 6 kwok nodes in 3 zones)"
     );
-    let env = Env::start(&workdir)?;
+    let Some(env) = Env::start(&workdir)? else {
+        return Ok(());
+    };
     println!(
         "   ready in {:.1}s; kubeconfig {}",
         env.cluster.start_time.as_secs_f64(),
         env.cluster.kubeconfig.display()
+    );
+    println!(
+        "== policy: kwctl push + pull {}@{}; policy-server {} serves it as {} (webhook {})",
+        env.artifact.reference,
+        env.artifact.digest,
+        env.policy_server.url,
+        env.protect.id(),
+        env.protect.webhook_name()
     );
     let kubectl = &env.kubectl;
     kubectl.apply(
@@ -66,7 +77,7 @@ fn demo() -> Result<(), String> {
         ],
     )?;
 
-    println!("\n== kubectl apply of every seed example (v1beta1), through the policy webhook");
+    println!("\n== kubectl apply of every seed example (v1beta1), through policy-server");
     // The seed examples first (they share one name, so each accepted one is
     // deleted again), then the design doc's, which stay.
     let mut examples: Vec<_> = fixtures()

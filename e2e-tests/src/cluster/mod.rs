@@ -1,16 +1,21 @@
 //! The product on a real Kubernetes control plane: the `cluster` Go program
 //! (etcd, kube-apiserver, controller manager, scheduler, kwok nodes, a real
 //! memcached behind every pod), the policy in the admission chain through
-//! [`admission::AdmissionHost`], and the controller running with the RBAC of
-//! `deploy/rbac.yaml`.
+//! Kubewarden's policy-server configured from `deploy/policy.yaml` as
+//! kubewarden-controller would ([`kubewarden`]), loading the policy's OCI
+//! artifact from a local registry ([`registry`]), and the controller running
+//! with the RBAC of `deploy/rbac.yaml`.
 //!
 //! Pod addresses come from 10.244.0.0/16, which must be local: run inside
 //! `e2e-tests/netns.sh` (a network namespace with that range routed to lo).
 
-pub mod admission;
+mod http;
 mod kubectl;
+pub mod kubewarden;
 mod operator;
 pub mod pki;
+pub mod policy_server;
+pub mod registry;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -24,7 +29,9 @@ pub use kubectl::{Kubectl, Outcome};
 pub use operator::Operator;
 
 use crate::workspace_root;
-use admission::AdmissionHost;
+use kubewarden::ClusterAdmissionPolicy;
+use policy_server::PolicyServer;
+use registry::Registry;
 
 /// Namespace of the controller, its ServiceAccount and its Lease (`deploy/rbac.yaml`).
 pub const OPERATOR_NAMESPACE: &str = "memcached-operator-system";
@@ -36,28 +43,70 @@ pub struct Binaries {
     pub cluster: PathBuf,
     /// kubectl built from the same release (`$E2E_KUBECTL`, default `target/e2e/kubectl`).
     pub kubectl: PathBuf,
+    /// CNCF Distribution's registry (`$E2E_REGISTRY`, default `target/e2e/registry`).
+    pub registry: PathBuf,
     /// The controller (`$MEMCACHED_CONTROLLER`, default `target/debug/memcached-controller`).
     pub controller: PathBuf,
     /// memcached (`$MEMCACHED`, default `memcached` on PATH).
     pub memcached: PathBuf,
+    /// Kubewarden's kwctl (`$KWCTL`, on PATH, or `../shared/bin/kwctl`).
+    pub kwctl: PathBuf,
+    /// Kubewarden's policy-server (`$POLICY_SERVER`, on PATH, or `../shared/bin/policy-server`).
+    pub policy_server: PathBuf,
 }
 
 impl Binaries {
-    /// From the environment, with the defaults `make e2e` builds.
-    pub fn from_env() -> Self {
+    /// From the environment, with the defaults `make e2e` builds. `Ok(None)`
+    /// when Kubewarden's engines are not installed and `../shared/bin` (where
+    /// CI keeps them) does not exist either: the caller skips; an error when
+    /// `../shared/bin` exists but lacks them.
+    pub fn from_env() -> Result<Option<Self>, String> {
         let target = workspace_root().join("target");
         let pick =
             |var: &str, default: PathBuf| std::env::var_os(var).map_or(default, PathBuf::from);
-        Binaries {
+        let shared = workspace_root().join("../shared/bin");
+        let (Some(kwctl), Some(policy_server)) = (
+            kubewarden_tool("KWCTL", "kwctl", &shared),
+            kubewarden_tool("POLICY_SERVER", "policy-server", &shared),
+        ) else {
+            let missing = "Kubewarden's kwctl and policy-server are needed (set KWCTL and \
+                POLICY_SERVER, put them on PATH, or in ../shared/bin)";
+            return if shared.is_dir() {
+                Err(format!(
+                    "{missing}; {} exists but lacks them",
+                    shared.display()
+                ))
+            } else {
+                eprintln!("skipped: {missing}");
+                Ok(None)
+            };
+        };
+        Ok(Some(Binaries {
             cluster: pick("E2E_CLUSTER", target.join("e2e/cluster")),
             kubectl: pick("E2E_KUBECTL", target.join("e2e/kubectl")),
+            registry: pick("E2E_REGISTRY", target.join("e2e/registry")),
             controller: pick(
                 "MEMCACHED_CONTROLLER",
                 target.join("debug/memcached-controller"),
             ),
             memcached: pick("MEMCACHED", PathBuf::from("memcached")),
-        }
+            kwctl,
+            policy_server,
+        }))
     }
+}
+
+/// `$var` when set and not empty, else `name` on PATH, else `shared/name`.
+fn kubewarden_tool(var: &str, name: &str, shared: &Path) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .chain([shared.to_path_buf()])
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
 }
 
 /// Poll `check` every 200 ms until it succeeds or `timeout` passes; the
@@ -186,17 +235,39 @@ pub struct Env {
     pub operator_kubeconfig: PathBuf,
     /// The first controller (leader election on).
     pub operator: Option<Operator>,
-    /// The policy webhook.
-    pub admission: AdmissionHost,
+    /// `deploy/policy.yaml`: its webhook is registered.
+    pub protect: ClusterAdmissionPolicy,
+    /// `deploy/policy-audit.yaml`: served by policy-server, its webhook not registered.
+    pub audit: ClusterAdmissionPolicy,
+    /// Kubewarden's policy-server serving both.
+    pub policy_server: PolicyServer,
+    /// The policy's OCI artifact in the local registry.
+    pub artifact: Artifact,
+    /// The local OCI registry.
+    pub registry: Registry,
     /// The control plane; dropped last.
     pub cluster: Cluster,
 }
 
+/// The annotated policy as pushed to the local registry.
+#[derive(Clone, Debug)]
+pub struct Artifact {
+    /// `registry://127.0.0.1:<port>/policies/memcached:v<version>`.
+    pub reference: String,
+    /// The manifest digest kwctl push reported and the registry serves.
+    pub digest: String,
+}
+
 impl Env {
-    /// Start the control plane, install the CRD, the policy webhook and the
-    /// controller's RBAC, and start one controller.
-    pub fn start(workdir: &Path) -> Result<Self, String> {
-        let binaries = Binaries::from_env();
+    /// Start the control plane and install the CRD; start the registry, push
+    /// the annotated policy and pull it back; start policy-server with both
+    /// ClusterAdmissionPolicies loading it from the registry; register the
+    /// protect policy's webhook, the controller's RBAC, and one controller.
+    /// `Ok(None)`: Kubewarden's engines are not installed (see [`Binaries::from_env`]).
+    pub fn start(workdir: &Path) -> Result<Option<Self>, String> {
+        let Some(binaries) = Binaries::from_env()? else {
+            return Ok(None);
+        };
         let cluster = Cluster::start(&binaries, workdir)?;
         let kubectl = Kubectl::new(&binaries.kubectl, &cluster.kubeconfig);
         let root = workspace_root();
@@ -211,28 +282,105 @@ impl Env {
             "--timeout=60s",
             "crd/memcacheds.memcached.c5c3.io",
         ])?;
-        let admission = AdmissionHost::start(json!({}))?;
-        kubectl.apply(&admission.webhook_configuration().to_string())?;
-        wait_for_webhook(&kubectl)?;
 
-        kubectl.ok(&["create", "namespace", OPERATOR_NAMESPACE])?;
-        kubectl.ok(&[
+        let registry = Registry::start(&binaries.registry, &cluster.workdir)?;
+        let repository = format!("policies/memcached:v{}", policy_version()?);
+        let reference = registry.url(&repository);
+        let annotated = root.join("annotated-policy.wasm");
+        if !annotated.is_file() {
+            return Err(format!(
+                "{} is missing; build it with `make annotated-policy.wasm`",
+                annotated.display()
+            ));
+        }
+        let digest = registry::push_and_pull(
+            &binaries.kwctl,
+            &registry,
+            &annotated,
+            &reference,
+            &cluster.workdir.join("pulled-policy.wasm"),
+        )?;
+        let protect = ClusterAdmissionPolicy::load(&root.join("deploy/policy.yaml"))?;
+        let audit = ClusterAdmissionPolicy::load(&root.join("deploy/policy-audit.yaml"))?;
+        let mut policies = serde_json::Map::new();
+        for policy in [&protect, &audit] {
+            // The local registry stands in for the one the manifest names.
+            if !policy.module().ends_with(&format!("/{repository}")) {
+                return Err(format!(
+                    "ClusterAdmissionPolicy {} loads {}, but the artifact metadata.yml describes is {repository}",
+                    policy.name,
+                    policy.module()
+                ));
+            }
+            policies.insert(policy.id(), policy.policies_entry(&reference));
+        }
+        let policy_server = PolicyServer::start(
+            &binaries.policy_server,
+            &cluster.workdir,
+            policies,
+            &registry.sources,
+        )?;
+
+        let mut env = Env {
+            binaries,
+            kubectl,
+            operator_kubeconfig: cluster.workdir.join("operator.kubeconfig"),
+            operator: None,
+            protect,
+            audit,
+            policy_server,
+            artifact: Artifact { reference, digest },
+            registry,
+            cluster,
+        };
+        env.register(&env.protect)?;
+        env.wait_for_protection()?;
+        env.kubectl
+            .ok(&["create", "namespace", OPERATOR_NAMESPACE])?;
+        env.kubectl.ok(&[
             "apply",
             "-f",
             &root.join("deploy/rbac.yaml").to_string_lossy(),
         ])?;
-        let operator_kubeconfig = cluster.workdir.join("operator.kubeconfig");
-        write_service_account_kubeconfig(&kubectl, &operator_kubeconfig)?;
-        let mut env = Env {
-            binaries,
-            kubectl,
-            operator_kubeconfig,
-            operator: None,
-            admission,
-            cluster,
-        };
+        write_service_account_kubeconfig(&env.kubectl, &env.operator_kubeconfig)?;
         env.operator = Some(env.start_operator("operator-a")?);
-        Ok(env)
+        Ok(Some(env))
+    }
+
+    /// Create the webhook configuration kubewarden-controller would create for `policy`.
+    pub fn register(&self, policy: &ClusterAdmissionPolicy) -> Result<(), String> {
+        let config =
+            policy.webhook_configuration(&self.policy_server.url, &self.policy_server.ca_pem);
+        self.kubectl.apply(&config.to_string()).map(drop)
+    }
+
+    /// Delete `policy`'s webhook configuration.
+    pub fn unregister(&self, policy: &ClusterAdmissionPolicy) -> Result<(), String> {
+        let config = policy.webhook_configuration("", "");
+        let kind = config["kind"].as_str().unwrap_or_default().to_lowercase();
+        self.kubectl
+            .ok(&["delete", &kind, &policy.id(), "--wait=true"])
+            .map(drop)
+    }
+
+    /// kube-apiserver picks webhook configurations up asynchronously: wait
+    /// until an invalid Memcached is refused by the protect policy.
+    pub fn wait_for_protection(&self) -> Result<(), String> {
+        let denied = format!(
+            "admission webhook \"{}\" denied the request",
+            self.protect.webhook_name()
+        );
+        wait_for("the policy webhook", Duration::from_secs(30), || {
+            let outcome = self.kubectl.run(
+                &["create", "--dry-run=server", "-f", "-"],
+                Some(&invalid_memcached("default", "webhook-probe")),
+            );
+            if outcome.stderr.contains(&denied) {
+                Ok(())
+            } else {
+                Err(outcome.stderr)
+            }
+        })
     }
 
     /// Start a controller process named `name` with leader election on.
@@ -253,24 +401,27 @@ impl Env {
     }
 }
 
-/// The API server picks webhook configurations up asynchronously: wait until
-/// an invalid Memcached is refused by the policy.
-fn wait_for_webhook(kubectl: &Kubectl) -> Result<(), String> {
-    let probe = json!({
+/// A Memcached every policy setting refuses (`replicas: -1`), as JSON.
+pub fn invalid_memcached(namespace: &str, name: &str) -> String {
+    json!({
         "apiVersion": "memcached.c5c3.io/v1alpha1",
         "kind": "Memcached",
-        "metadata": {"name": "webhook-probe", "namespace": "default"},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {"replicas": -1},
     })
-    .to_string();
-    wait_for("the policy webhook", Duration::from_secs(30), || {
-        let outcome = kubectl.run(&["create", "--dry-run=server", "-f", "-"], Some(&probe));
-        if outcome.stderr.contains("denied the request") {
-            Ok(())
-        } else {
-            Err(outcome.stderr)
-        }
-    })
+    .to_string()
+}
+
+/// `io.kubewarden.policy.version` from metadata.yml: the artifact's tag is `v<version>`.
+fn policy_version() -> Result<String, String> {
+    let path = workspace_root().join("metadata.yml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let metadata: Value =
+        serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    metadata["annotations"]["io.kubewarden.policy.version"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("{} has no io.kubewarden.policy.version", path.display()))
 }
 
 /// A kubeconfig authenticating as the controller's ServiceAccount, so the

@@ -1,11 +1,10 @@
 //! One controller process (`memcached-controller run`) with leader election.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command};
-use std::time::Duration;
 
+use super::http::{self, free_address};
 use super::{OPERATOR_NAMESPACE, terminate};
 
 /// A running controller.
@@ -90,25 +89,7 @@ impl Operator {
     }
 
     fn http_get(&self, path: &str) -> Result<String, String> {
-        let mut stream = TcpStream::connect_timeout(&self.address, Duration::from_secs(2))
-            .map_err(|e| e.to_string())?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .map_err(|e| e.to_string())?;
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")
-            .map_err(|e| e.to_string())?;
-        let mut response = String::new();
-        stream
-            .read_to_string(&mut response)
-            .map_err(|e| e.to_string())?;
-        let (head, body) = response
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| "malformed HTTP response".to_string())?;
-        if head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200") {
-            Ok(body.to_string())
-        } else {
-            Err(head.lines().next().unwrap_or_default().to_string())
-        }
+        http::get(self.address, path)
     }
 }
 
@@ -116,10 +97,4 @@ impl Drop for Operator {
     fn drop(&mut self) {
         terminate(&mut self.child);
     }
-}
-
-fn free_address() -> Result<SocketAddr, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map_err(|e| e.to_string())
 }

@@ -1,4 +1,5 @@
-//! Throwaway certificates for the webhook and for memcached's TLS Secret.
+//! Throwaway certificates: policy-server's serving certificate (its CA is
+//! the webhooks' caBundle) and memcached's TLS Secret.
 
 /// A CA and one leaf certificate it signed, all PEM.
 pub struct Pki {
@@ -8,10 +9,6 @@ pub struct Pki {
     pub cert: String,
     /// The leaf's PKCS#8 private key.
     pub key: String,
-    /// The leaf's private key, DER.
-    pub key_der: Vec<u8>,
-    /// The leaf certificate, DER.
-    pub cert_der: Vec<u8>,
 }
 
 /// A fresh CA and a leaf for `names` (DNS names or IP addresses).
@@ -38,7 +35,5 @@ pub fn issue(names: &[&str]) -> Result<Pki, String> {
         ca: ca.pem(),
         cert: cert.pem(),
         key: key.serialize_pem(),
-        key_der: key.serialize_der(),
-        cert_der: cert.der().to_vec(),
     })
 }
