@@ -38,7 +38,8 @@ pub async fn serve(
         let (ready, metrics) = (ready.clone(), metrics.clone());
         tokio::spawn(async move {
             let mut buf = [0u8; 1024];
-            let Ok(Ok(n)) = timeout(READ_TIMEOUT, stream.read(&mut buf)).await else {
+            let Ok(Ok(n)) = timeout(READ_TIMEOUT, read_request_line(&mut stream, &mut buf)).await
+            else {
                 return;
             };
             let path = std::str::from_utf8(&buf[..n])
@@ -54,6 +55,22 @@ pub async fn serve(
             let _ = timeout(READ_TIMEOUT, stream.write_all(response.as_bytes())).await;
         });
     }
+}
+
+/// Read until the request line is complete (a client may send it in
+/// pieces) or `buf` is full; the number of bytes read.
+async fn read_request_line(
+    stream: &mut tokio::net::TcpStream,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
+    let mut read = 0;
+    while read < buf.len() && !buf[..read].windows(2).any(|w| w == b"\r\n") {
+        match stream.read(&mut buf[read..]).await? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    Ok(read)
 }
 
 fn respond(path: &str, ready: bool, metrics: &Metrics) -> (&'static str, &'static str, String) {
