@@ -6,7 +6,6 @@
 mod fake_api;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use fake_api::{NS, Shared, context, path};
@@ -48,7 +47,7 @@ fn main() {
         let ctx = context(api.clone());
         let metrics = Arc::new(Metrics::default());
         let started = Instant::now();
-        tokio::spawn(controller(ctx.client.clone(), None, ctx.clone(), metrics.clone(), Arc::new(AtomicBool::new(false))));
+        tokio::spawn(controller(ctx.client.clone(), None, ctx.clone(), metrics.clone(), std::future::pending()));
         let statuses = || api.lock().unwrap().objects.values().filter(|o| o["kind"] == "Memcached" && !o["status"].is_null()).count();
         while statuses() < OBJECTS && started.elapsed() < Duration::from_secs(120) {
             tokio::time::sleep(Duration::from_millis(20)).await;

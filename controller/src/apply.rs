@@ -1,5 +1,12 @@
-//! Server-side apply of managed objects, touching the API server only when
-//! something differs, and deleting only what this Memcached owns.
+//! Server-side apply of managed objects, and deleting only what this
+//! Memcached owns.
+//!
+//! Every reconcile applies the whole desired object: the API server then
+//! removes the fields this field manager stopped sending, and an apply that
+//! changes nothing leaves the resourceVersion alone (no write, no watch
+//! event). Comparing the resourceVersion before and after tells an update
+//! from a no-op, so values the server normalises (`1024Mi` stored as `1Gi`)
+//! never count as changes.
 
 use std::fmt::Debug;
 
@@ -7,9 +14,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::json;
 
 use crate::labels::MANAGER;
+
+/// Field manager that holds `spec.replicas` while the HPA takes it over.
+pub const HANDOVER_MANAGER: &str = "memcached-operator-handover";
 
 /// What happened to one object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +34,8 @@ pub enum Outcome {
     Deleted,
     /// An object of that name exists but belongs to someone else: left alone.
     Conflict,
+    /// The object is being deleted: left alone until it is gone.
+    Terminating,
 }
 
 /// Make the object `name` match `desired` (`None`: should not exist).
@@ -56,28 +68,75 @@ where
     let owned = existing
         .as_ref()
         .is_some_and(|e| is_controlled_by(e, owner_uid));
+    let terminating = existing
+        .as_ref()
+        .is_some_and(|e| e.meta().deletion_timestamp.is_some());
     match (desired, existing) {
         (Some(_), Some(e)) if !owned => Ok((Outcome::Conflict, Some(e))),
-        (Some(d), Some(e)) if contains(&to_value(&e), &to_value(d)) => {
-            Ok((Outcome::Unchanged, Some(e)))
-        }
+        (Some(_), Some(e)) if terminating => Ok((Outcome::Terminating, Some(e))),
         (Some(d), existing) => {
+            let before = existing.as_ref().and_then(|e| e.resource_version());
             let applied = api
                 .patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(d))
                 .await?;
-            let outcome = if existing.is_some() {
-                Outcome::Updated
-            } else {
-                Outcome::Created
+            let outcome = match before {
+                None => Outcome::Created,
+                Some(rv) if applied.resource_version().as_ref() == Some(&rv) => Outcome::Unchanged,
+                Some(_) => Outcome::Updated,
             };
             Ok((outcome, Some(applied)))
         }
-        (None, Some(_)) if owned => {
+        (None, Some(_)) if owned && !terminating => {
             api.delete(name, &DeleteParams::background()).await?;
             Ok((Outcome::Deleted, None))
         }
         (None, existing) => Ok((Outcome::Unchanged, existing)),
     }
+}
+
+/// Before this manager stops applying `spec.replicas` (autoscaling switched
+/// on), a second manager applies the live value, so the field keeps an owner
+/// and the API server does not reset it to 1 until the HPA writes it. This is
+/// the ownership transfer of the Kubernetes server-side apply documentation;
+/// without force, a conflict means the HPA owns the field already (nothing
+/// to do). The handover manager disappears when the HPA first scales.
+pub async fn hand_over_replicas<K>(api: &Api<K>, live: &K) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let value = serde_json::to_value(live).unwrap_or_default();
+    let replicas = &value["spec"]["replicas"];
+    if replicas.is_null() || !owns_field(live, MANAGER, "f:replicas") {
+        return Ok(());
+    }
+    let patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"name": live.name_any()},
+        "spec": {"replicas": replicas},
+    });
+    match api
+        .patch(
+            &live.name_any(),
+            &PatchParams::apply(HANDOVER_MANAGER),
+            &Patch::Apply(patch),
+        )
+        .await
+    {
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        other => other.map(|_| ()),
+    }
+}
+
+/// True when `manager` applied `spec.<field>` (`field` as in managedFields, `f:name`).
+fn owns_field<K: Resource>(object: &K, manager: &str, field: &str) -> bool {
+    object.meta().managed_fields.iter().flatten().any(|m| {
+        m.manager.as_deref() == Some(manager)
+            && m.operation.as_deref() == Some("Apply")
+            && m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0["f:spec"].get(field).is_some())
+    })
 }
 
 /// True when `object` has a controller owner reference to `uid`.
@@ -88,41 +147,24 @@ pub fn is_controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
         .any(|r| r.controller == Some(true) && r.uid == uid)
 }
 
-fn to_value<T: Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
-/// True when every field set in `wanted` has the same value in `actual`
-/// (which also carries server defaults and other managers' fields).
-pub fn contains(actual: &Value, wanted: &Value) -> bool {
-    match (actual, wanted) {
-        (Value::Object(a), Value::Object(w)) => w
-            .iter()
-            .all(|(k, wv)| a.get(k).is_some_and(|av| contains(av, wv))),
-        (Value::Array(a), Value::Array(w)) => {
-            a.len() == w.len() && a.iter().zip(w).all(|(av, wv)| contains(av, wv))
-        }
-        _ => actual == wanted,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::contains;
+    use super::owns_field;
+    use k8s_openapi::api::apps::v1::Deployment;
     use serde_json::json;
 
     #[test]
-    fn contains_ignores_server_added_fields_only() {
-        let actual = json!({"spec": {"replicas": 1, "progressDeadlineSeconds": 600, "ports": [{"port": 1, "protocol": "TCP"}]}});
-        assert!(contains(
-            &actual,
-            &json!({"spec": {"replicas": 1, "ports": [{"port": 1}]}})
-        ));
-        assert!(!contains(&actual, &json!({"spec": {"replicas": 2}})));
-        assert!(!contains(
-            &actual,
-            &json!({"spec": {"ports": [{"port": 1}, {"port": 2}]}})
-        ));
-        assert!(!contains(&actual, &json!({"spec": {"paused": true}})));
+    fn reads_field_ownership_from_managed_fields() {
+        let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "c", "managedFields": [
+            {"manager": "memcached-operator", "operation": "Apply", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:replicas": {}, "f:template": {}}}},
+            {"manager": "kube-controller-manager", "operation": "Update", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:paused": {}}}}
+        ]}}))
+        .unwrap();
+        assert!(owns_field(&d, "memcached-operator", "f:replicas"));
+        assert!(!owns_field(&d, "memcached-operator", "f:paused"));
+        assert!(!owns_field(&d, "kube-controller-manager", "f:paused"));
+        assert!(!owns_field(&d, "someone", "f:replicas"));
     }
 }

@@ -28,14 +28,20 @@ pub struct Desired {
 }
 
 impl Desired {
-    /// Build everything for `mc` from its effective (defaulted) `spec`.
-    pub fn new(mc: &Memcached, spec: MemcachedSpec, secret_hash: Option<&str>) -> Self {
+    /// Build everything for `mc` from its effective (defaulted) `spec`;
+    /// `access` names who else reaches the pods when a NetworkPolicy is on.
+    pub fn new(
+        mc: &Memcached,
+        spec: MemcachedSpec,
+        secret_hash: Option<&str>,
+        access: &network_policy::Access,
+    ) -> Self {
         Desired {
             deployment: deployment::build(mc, &spec, secret_hash),
             service: service::build(mc, &spec),
             pdb: pdb::build(mc, &spec),
             hpa: hpa::build(mc, &spec),
-            network_policy: network_policy::build(mc, &spec),
+            network_policy: network_policy::build(mc, &spec, access),
             service_monitor: service_monitor::build(mc, &spec),
         }
     }

@@ -6,6 +6,7 @@ pub mod args;
 pub mod crd;
 pub mod deployment;
 pub mod desired;
+pub mod hash_key;
 pub mod hpa;
 pub mod http;
 pub mod labels;

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use memcached_api::quantity::Quantity;
+use memcached_api::validation::{DEFAULT_MEMORY_OVERHEAD, Options};
+use memcached_controller::network_policy::Access;
 use memcached_controller::{crd, render, run};
 
 #[derive(Parser)]
@@ -55,9 +58,25 @@ struct RunArgs {
     /// Name of the Lease.
     #[arg(long, env = "LEASE_NAME", default_value = "memcached-operator")]
     lease_name: String,
-    /// Identity in the Lease (normally the pod name).
+    /// Identity in the Lease: the pod name (downward API), else the host name.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// Memory reserved on top of maxMemoryMB in the container limit; must
+    /// equal the policy's `memoryOverhead` setting so both validate alike.
+    #[arg(long, env = "MEMORY_OVERHEAD", default_value = DEFAULT_MEMORY_OVERHEAD, value_parser = parse_overhead)]
+    memory_overhead: Options,
+    /// Labels of the operator's pods, admitted to port 11211 by every
+    /// Memcached NetworkPolicy (its namespace is POD_NAMESPACE).
+    #[arg(long, env = "OPERATOR_POD_LABELS", value_delimiter = ',', default_value = "app.kubernetes.io/name=memcached-operator", value_parser = parse_label)]
+    operator_pod_labels: Vec<(String, String)>,
+    /// Namespaces admitted to the exporter's metrics port (Prometheus).
+    #[arg(
+        long,
+        env = "METRICS_NAMESPACES",
+        value_delimiter = ',',
+        default_value = "monitoring"
+    )]
+    metrics_namespaces: Vec<String>,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", default_value = "json", value_parser = ["json", "text"])]
     log_format: String,
@@ -69,7 +88,9 @@ fn main() -> anyhow::Result<()> {
             init_logs(&args.log_format);
             let identity = args
                 .identity
-                .unwrap_or_else(|| format!("memcached-operator-{}", std::process::id()));
+                .filter(|i| !i.is_empty())
+                .or_else(hostname)
+                .ok_or_else(|| anyhow::anyhow!("no POD_NAME and no host name: pass --identity"))?;
             let settings = run::Settings {
                 metrics_address: args.metrics_address,
                 health_address: args.health_address,
@@ -79,9 +100,19 @@ fn main() -> anyhow::Result<()> {
                     .filter(|n| !n.is_empty())
                     .collect(),
                 leader_election: args.leader_election,
-                lease_namespace: args.lease_namespace,
+                lease_namespace: args.lease_namespace.clone(),
                 lease_name: args.lease_name,
                 identity,
+                validation: args.memory_overhead,
+                access: Access {
+                    operator_namespace: args.lease_namespace.clone(),
+                    operator_labels: args.operator_pod_labels.into_iter().collect(),
+                    metrics_namespaces: args
+                        .metrics_namespaces
+                        .into_iter()
+                        .filter(|n| !n.is_empty())
+                        .collect(),
+                },
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -104,6 +135,33 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The validation options for a `--memory-overhead` quantity.
+fn parse_overhead(text: &str) -> Result<Options, String> {
+    let quantity = Quantity::parse(text).map_err(|e| format!("{text:?}: {e}"))?;
+    if quantity.is_negative() {
+        return Err(format!("{text:?} is negative"));
+    }
+    Ok(Options {
+        memory_overhead: quantity,
+        memory_overhead_text: text.to_string(),
+    })
+}
+
+/// `key=value`.
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{text:?} is not key=value"))
+}
+
+/// The kernel's host name (in a pod: the pod name).
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
 }
 
 /// Write to stdout; a closed pipe (`| head`) is not an error.

@@ -85,13 +85,14 @@ impl Metrics {
         self.known.lock().map(|mut k| k.insert(instance)).ok();
     }
 
-    /// Forget instances that no longer exist.
-    pub fn retain(&self, exists: impl Fn(&Instance) -> bool) {
+    /// Forget instances of `namespace` (`None`: all) that no longer exist;
+    /// other namespaces' instances are another controller's to judge.
+    pub fn retain(&self, namespace: Option<&str>, exists: impl Fn(&Instance) -> bool) {
         let Ok(mut known) = self.known.lock() else {
             return;
         };
         known.retain(|instance| {
-            let keep = exists(instance);
+            let keep = namespace.is_some_and(|ns| ns != instance.namespace) || exists(instance);
             if !keep {
                 self.desired.remove(instance);
                 self.ready.remove(instance);
@@ -140,7 +141,18 @@ mod tests {
             text.contains(r#"memcached_operator_ready_replicas{namespace="ns",name="c"} 2"#),
             "{text}"
         );
-        m.retain(|_| false);
+        let other = Instance {
+            namespace: "other".into(),
+            name: "d".into(),
+        };
+        m.replicas(other, 1, 1);
+        m.retain(Some("other"), |_| false);
+        assert!(
+            m.encode().contains(r#"name="c""#),
+            "another namespace's instance is kept"
+        );
+        assert!(!m.encode().contains(r#"name="d""#));
+        m.retain(None, |_| false);
         assert!(!m.encode().contains(r#"name="c""#));
     }
 }

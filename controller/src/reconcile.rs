@@ -20,16 +20,18 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 use memcached_api::validation::{self, Options};
 use memcached_api::{Memcached, MemcachedSpec, apply_defaults};
+use ring::hmac;
 use serde_json::json;
-use sha2::{Digest, Sha256};
+use tokio_rustls::rustls::pki_types::ServerName;
 
-use crate::apply::{Outcome, ensure, ensure_from};
+use crate::apply::{Outcome, ensure, ensure_from, hand_over_replicas, is_controlled_by};
 use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::deployment::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 use crate::desired::Desired;
 use crate::labels::{MANAGER, MEMCACHED_PORT};
 use crate::metrics::{Instance, Metrics};
-use crate::stats::{ClusterStats, Credentials, StatsClient};
+use crate::network_policy::Access;
+use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
 use crate::status::{self, Observed};
 use crate::{service_monitor, tls};
 
@@ -48,6 +50,12 @@ pub struct Context {
     pub failures: Mutex<HashMap<String, u32>>,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// Validation options, agreeing with the policy's settings (`memoryOverhead`).
+    pub validation: Options,
+    /// Key of the pod-template Secret hash (see [`crate::hash_key`]).
+    pub hash_key: hmac::Key,
+    /// Who reaches the pods besides a NetworkPolicy's allowed sources.
+    pub access: Access,
 }
 
 /// A reconcile failure; retried with backoff.
@@ -59,6 +67,18 @@ pub enum Error {
     /// The object has no namespace or uid (not from the API server).
     #[error("Memcached has no {0}")]
     Incomplete(&'static str),
+    /// The API server refused an apply; the status says which and why.
+    #[error("apply refused: {0}")]
+    Refused(String),
+}
+
+/// Why a reconcile could not do all it should (the `Degraded` reason and message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// `ApplyFailed`, `ResourceConflict`, `TLSClientUnavailable`.
+    pub reason: &'static str,
+    /// What happened, with the API server's message.
+    pub message: String,
 }
 
 /// Secret data the pods mount: by Secret name, then key.
@@ -67,6 +87,10 @@ pub type SecretData = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
 /// Converge one Memcached.
 #[tracing::instrument(skip_all, fields(namespace = mc.namespace().unwrap_or_default(), name = mc.name_any()))]
 pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // Being deleted: the garbage collector removes the children; applying now would race it.
+    if mc.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
     let ns = mc.namespace().ok_or(Error::Incomplete("namespace"))?;
     let uid = mc.uid().ok_or(Error::Incomplete("uid"))?;
     let name = mc.name_any();
@@ -74,7 +98,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
 
     let mut spec = mc.spec.clone();
     apply_defaults(&mut spec);
-    let errors = validation::validate(&spec, &Options::default());
+    let errors = validation::validate(&spec, &ctx.validation);
     let invalid_spec = (!errors.is_empty()).then(|| {
         errors
             .iter()
@@ -105,54 +129,62 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     if let Some(problem) = auth_file_problem(&spec, &secrets) {
         warn(&ctx, &mc, "InvalidAuthSecret", problem).await;
     }
-    let hash = (!secrets.is_empty()).then(|| secret_hash(&secrets));
-    let desired = Desired::new(&mc, spec.clone(), hash.as_deref());
+    let hash = (!secrets.is_empty()).then(|| secret_hash(&ctx.hash_key, &secrets));
+    let desired = Desired::new(&mc, spec.clone(), hash.as_deref(), &ctx.access);
 
+    let mut applied = Applied::new(&ctx, &mc);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let live = deployments.get_opt(&name).await?;
-    let mut outcomes = Vec::new();
     // A missing Secret would break running pods on rollout: keep them until it exists.
     let deployment = if missing.is_empty() || live.is_none() {
-        let (outcome, after) =
-            ensure_from(&deployments, &name, &uid, Some(&desired.deployment), live).await?;
-        outcomes.push(("Deployment", outcome));
-        after
+        if let Some(live) = live
+            .as_ref()
+            .filter(|l| spec.autoscaling_enabled() && is_controlled_by(*l, &uid))
+        {
+            let handover = hand_over_replicas(&deployments, live).await;
+            applied.check("Deployment", handover).await?;
+        }
+        // Refused: the running Deployment still tells how many pods serve.
+        let before = live.clone();
+        let result = ensure_from(&deployments, &name, &uid, Some(&desired.deployment), live).await;
+        applied
+            .record("Deployment", result)
+            .await?
+            .unwrap_or(before)
     } else {
         live
     };
+    // Someone else's Deployment: its readiness and pods are not this Memcached's.
+    let deployment = deployment.filter(|d| is_controlled_by(d, &uid));
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-    outcomes.push((
-        "Service",
-        ensure(&services, &name, &uid, Some(&desired.service)).await?,
-    ));
+    let service = ensure(&services, &name, &uid, Some(&desired.service)).await;
+    applied.record_outcome("Service", service).await?;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
-    outcomes.push((
-        "PodDisruptionBudget",
-        ensure(&pdbs, &name, &uid, desired.pdb.as_ref()).await?,
-    ));
+    let pdb = ensure(&pdbs, &name, &uid, desired.pdb.as_ref()).await;
+    applied.record_outcome("PodDisruptionBudget", pdb).await?;
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
-    outcomes.push((
-        "HorizontalPodAutoscaler",
-        ensure(&hpas, &name, &uid, desired.hpa.as_ref()).await?,
-    ));
+    let hpa = ensure(&hpas, &name, &uid, desired.hpa.as_ref()).await;
+    applied
+        .record_outcome("HorizontalPodAutoscaler", hpa)
+        .await?;
     let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
-    outcomes.push((
-        "NetworkPolicy",
-        ensure(&policies, &name, &uid, desired.network_policy.as_ref()).await?,
-    ));
+    let policy = ensure(&policies, &name, &uid, desired.network_policy.as_ref()).await;
+    applied.record_outcome("NetworkPolicy", policy).await?;
     let monitors: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &service_monitor::api_resource());
     match ensure(&monitors, &name, &uid, desired.service_monitor.as_ref()).await {
-        Ok(outcome) => outcomes.push(("ServiceMonitor", outcome)),
         // No ServiceMonitor CRD (yet): the next reconcile tries again.
         Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => return Err(e.into()),
+        result => applied.record_outcome("ServiceMonitor", result).await?,
     }
-    for (kind, outcome) in outcomes {
-        report(&ctx, &mc, kind, outcome).await;
-    }
+    let Applied {
+        mut problems,
+        foreign,
+        ..
+    } = applied;
 
-    let observed = observe(&mc, &spec, deployment.as_ref(), missing, invalid_spec);
+    let mut observed = observe(&mc, &spec, deployment.as_ref(), missing, invalid_spec);
+    observed.foreign = foreign;
     let ready = observed.desired > 0 && observed.ready >= observed.desired;
     let instance = Instance {
         namespace: ns.clone(),
@@ -160,9 +192,34 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     };
     ctx.metrics
         .replicas(instance, observed.desired, observed.ready);
-    let addresses = ready_addresses(&Api::namespaced(client.clone(), &ns), &name).await?;
-    let stats = stats_client(&spec, &secrets).collect(&addresses).await;
+    let reader = tls::server_name(&name, &ns).and_then(|n| stats_client(&spec, &secrets, n));
+    let stats = match (&deployment, reader) {
+        (None, _) => ClusterStats::default(),
+        (Some(_), Ok(client)) => {
+            let addresses =
+                ready_addresses(&Api::namespaced(ctx.client.clone(), &ns), &name).await?;
+            client.collect(&addresses).await
+        }
+        (Some(_), Err(e)) => {
+            let message =
+                format!("live stats are not read: TLS is on but its client cannot be set up: {e}");
+            warn(&ctx, &mc, "TLSClientUnavailable", message.clone()).await;
+            problems.push(Problem {
+                reason: "TLSClientUnavailable",
+                message,
+            });
+            ClusterStats::default()
+        }
+    };
+    let refused = problems
+        .iter()
+        .find(|p| p.reason == APPLY_FAILED)
+        .map(|p| p.message.clone());
+    observed.problems = problems;
     write_status(&Api::namespaced(client, &ns), &mc, &observed, &stats).await?;
+    if let Some(message) = refused {
+        return Err(Error::Refused(message));
+    }
 
     ctx.failures.lock().map(|mut f| f.remove(&key(&mc))).ok();
     Ok(Action::requeue(if ready {
@@ -172,7 +229,85 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     }))
 }
 
-/// Requeue a failed reconcile with exponential backoff: 5 s doubling to 5 min.
+/// Degraded reason when the API server refuses an apply.
+pub const APPLY_FAILED: &str = "ApplyFailed";
+
+/// Outcomes of one reconcile's applies, reported as Events as they come;
+/// refusals and conflicts are collected for the status.
+struct Applied<'a> {
+    ctx: &'a Context,
+    mc: &'a Memcached,
+    problems: Vec<Problem>,
+    /// The Deployment or the Service belongs to someone else.
+    foreign: bool,
+}
+
+impl<'a> Applied<'a> {
+    fn new(ctx: &'a Context, mc: &'a Memcached) -> Self {
+        Applied {
+            ctx,
+            mc,
+            problems: Vec::new(),
+            foreign: false,
+        }
+    }
+
+    /// Record the outcome of an apply; a refusal (400, 403, 422) becomes a
+    /// problem, any other error ends the reconcile (retried with backoff).
+    async fn record<T>(
+        &mut self,
+        kind: &str,
+        result: Result<(Outcome, T), kube::Error>,
+    ) -> Result<Option<T>, Error> {
+        match result {
+            Ok((outcome, object)) => {
+                if outcome == Outcome::Conflict {
+                    self.foreign |= kind == "Deployment" || kind == "Service";
+                    self.problems.push(Problem {
+                        reason: "ResourceConflict",
+                        message: format!(
+                            "a {kind} named {} exists and is not controlled by this Memcached: left alone",
+                            self.mc.name_any()
+                        ),
+                    });
+                }
+                report(self.ctx, self.mc, kind, outcome).await;
+                Ok(Some(object))
+            }
+            Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => {
+                let message = format!("{kind}: {} ({})", e.message, e.reason);
+                warn(self.ctx, self.mc, APPLY_FAILED, message.clone()).await;
+                self.problems.push(Problem {
+                    reason: APPLY_FAILED,
+                    message,
+                });
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn record_outcome(
+        &mut self,
+        kind: &str,
+        result: Result<Outcome, kube::Error>,
+    ) -> Result<(), Error> {
+        self.record(kind, result.map(|o| (o, ()))).await.map(drop)
+    }
+
+    /// A preparatory write (no Event of its own): only refusals are recorded.
+    async fn check(&mut self, kind: &str, result: Result<(), kube::Error>) -> Result<(), Error> {
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => self
+                .record(kind, Err::<(Outcome, ()), _>(e))
+                .await
+                .map(drop),
+        }
+    }
+}
+
+/// Requeue a failed reconcile with exponential backoff: 5 s doubling to 160 s.
 pub fn error_policy(mc: Arc<Memcached>, error: &Error, ctx: Arc<Context>) -> Action {
     let failures = ctx
         .failures
@@ -183,10 +318,7 @@ pub fn error_policy(mc: Arc<Memcached>, error: &Error, ctx: Arc<Context>) -> Act
             *n
         })
         .unwrap_or(1);
-    let delay = Duration::from_secs(
-        5u64.saturating_mul(1 << failures.min(6).saturating_sub(1))
-            .min(300),
-    );
+    let delay = Duration::from_secs(5u64.saturating_mul(1 << failures.min(6).saturating_sub(1)));
     tracing::warn!(error = %error, failures, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
@@ -235,19 +367,22 @@ fn auth_file_problem(spec: &MemcachedSpec, secrets: &SecretData) -> Option<Strin
     }
 }
 
-/// A hash of everything the pods read from Secrets: a change rolls them.
-fn secret_hash(secrets: &SecretData) -> String {
-    let mut hasher = Sha256::new();
+/// An HMAC of everything the pods read from Secrets: a change rolls them,
+/// and without the key (which only the controller reads) the annotation
+/// cannot be used to test guesses of the Secret data.
+pub fn secret_hash(key: &hmac::Key, secrets: &SecretData) -> String {
+    let mut context = hmac::Context::with_key(key);
     for (secret, data) in secrets {
-        for (key, value) in data {
-            for part in [secret.as_bytes(), key.as_bytes(), value.as_slice()] {
-                hasher.update((part.len() as u64).to_be_bytes());
-                hasher.update(part);
+        for (name, value) in data {
+            for part in [secret.as_bytes(), name.as_bytes(), value.as_slice()] {
+                context.update(&(part.len() as u64).to_be_bytes());
+                context.update(part);
             }
         }
     }
-    hasher
-        .finalize()
+    context
+        .sign()
+        .as_ref()
         .iter()
         .take(16)
         .map(|b| format!("{b:02x}"))
@@ -286,6 +421,7 @@ fn observe(
         invalid_spec,
         generation: mc.metadata.generation,
         host: format!("{}.{}", mc.name_any(), mc.namespace().unwrap_or_default()),
+        ..Default::default()
     }
 }
 
@@ -311,8 +447,13 @@ async fn ready_addresses(
     Ok(addresses)
 }
 
-/// A stats client that speaks what the pods speak, with what the Secrets hold.
-pub fn stats_client(spec: &MemcachedSpec, secrets: &SecretData) -> StatsClient {
+/// A stats client that speaks what the pods speak, with what the Secrets
+/// hold; an error when TLS is on but cannot be set up (never plain text then).
+pub fn stats_client(
+    spec: &MemcachedSpec,
+    secrets: &SecretData,
+    server_name: ServerName<'static>,
+) -> Result<StatsClient, String> {
     let mounted = |volume: &str, key: &str| {
         secret_mounts(spec)
             .into_iter()
@@ -325,23 +466,23 @@ pub fn stats_client(spec: &MemcachedSpec, secrets: &SecretData) -> StatsClient {
     } else {
         None
     };
-    let tls = spec.tls_enabled().then(|| {
-        let cert = mounted(TLS_VOLUME, TLS_CERT_KEY)?;
+    let tls = if spec.tls_enabled() {
+        let cert = mounted(TLS_VOLUME, TLS_CERT_KEY)
+            .ok_or_else(|| format!("the TLS Secret has no {TLS_CERT_KEY:?}"))?;
         let key = mounted(TLS_VOLUME, TLS_KEY_KEY);
         let ca = mounted(TLS_VOLUME, TLS_CA_KEY);
         let identity = key
             .as_deref()
             .filter(|_| args::client_cert_required(spec))
             .map(|k| (cert.as_slice(), k));
-        tls::client_config(ca.as_deref(), &cert, identity)
-            .inspect_err(|e| tracing::warn!(error = %e, "cannot use the TLS Secret to read stats"))
-            .ok()
-            .map(Arc::new)
-    });
-    StatsClient {
-        tls: tls.flatten(),
-        credentials,
-    }
+        Some(Tls {
+            config: Arc::new(tls::client_config(ca.as_deref(), &cert, identity)?),
+            server_name,
+        })
+    } else {
+        None
+    };
+    Ok(StatsClient { tls, credentials })
 }
 
 async fn write_status(
@@ -381,6 +522,11 @@ async fn report(ctx: &Context, mc: &Memcached, kind: &str, outcome: Outcome) {
             format!("a {kind} of this name exists and is not owned by this Memcached: left alone"),
             EventType::Warning,
         ),
+        Outcome::Terminating => (
+            "Terminating",
+            format!("{kind} is being deleted: applied again once it is gone"),
+            EventType::Normal,
+        ),
     };
     tracing::info!(kind, ?outcome, "managed object");
     publish(ctx, mc, type_, reason, note).await;
@@ -395,11 +541,55 @@ async fn publish(ctx: &Context, mc: &Memcached, type_: EventType, reason: &str, 
     let event = Event {
         type_,
         reason: reason.into(),
-        note: Some(note),
+        note: Some(truncate(note, MAX_NOTE_BYTES)),
         action: "Reconcile".into(),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&event, &mc.object_ref(&())).await {
         tracing::debug!(error = %e, "cannot publish event");
+    }
+}
+
+/// The API server refuses Event notes of 1 KiB or more.
+pub const MAX_NOTE_BYTES: usize = 1000;
+
+/// `text` cut to at most `max` bytes at a character boundary, marked with `…`.
+pub fn truncate(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut cut = max - '…'.len_utf8();
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    text.push('…');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncates_notes_at_a_character_boundary() {
+        assert_eq!(truncate("short".into(), 10), "short");
+        let long = "é".repeat(600);
+        let cut = truncate(long, MAX_NOTE_BYTES);
+        assert!(cut.len() <= MAX_NOTE_BYTES, "{}", cut.len());
+        assert!(cut.ends_with('…'));
+    }
+
+    #[test]
+    fn the_secret_hash_depends_on_the_key() {
+        let data = SecretData::from([(
+            "auth".to_string(),
+            BTreeMap::from([("auth".to_string(), b"u:p\n".to_vec())]),
+        )]);
+        let a = hmac::Key::new(hmac::HMAC_SHA256, b"key-a");
+        let b = hmac::Key::new(hmac::HMAC_SHA256, b"key-b");
+        assert_eq!(secret_hash(&a, &data), secret_hash(&a, &data));
+        assert_ne!(secret_hash(&a, &data), secret_hash(&b, &data));
+        assert_eq!(secret_hash(&a, &data).len(), 32);
     }
 }

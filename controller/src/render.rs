@@ -31,7 +31,7 @@ pub fn render(yaml: &str) -> Result<(String, Vec<String>), String> {
                 .into_iter()
                 .map(|w| format!("{name}: warning: {w}")),
         );
-        let desired = Desired::new(&mc, spec, None);
+        let desired = Desired::new(&mc, spec, None, &Default::default());
         write(&mut out, &desired.deployment)?;
         write(&mut out, &desired.service)?;
         write_optional(&mut out, &desired.pdb)?;

@@ -1,14 +1,21 @@
 //! The long-running controller: watches, leader election, probes, metrics.
+//!
+//! Every replica lists the Memcached objects of every watched namespace and
+//! is ready (`/readyz`) once all of them synced: a standby is ready to take
+//! over. Only the holder of the Lease reconciles; it releases the Lease on
+//! SIGTERM, and stops before the Lease can expire when renewals fail.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::Predicate;
@@ -18,11 +25,20 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use memcached_api::Memcached;
+use memcached_api::validation::Options;
+use tokio::sync::watch;
 
 use crate::deployment::secret_mounts;
 use crate::labels::MANAGER;
 use crate::metrics::Metrics;
+use crate::network_policy::Access;
 use crate::reconcile::{Context, Error, error_policy, reconcile};
+
+/// Lease duration; renewed `LEASE_GRACE` seconds before it ends.
+const LEASE_SECONDS: u64 = 15;
+const LEASE_GRACE: u64 = 5;
+/// Stop reconciling this long before the last seen renewal expires.
+const LEASE_SAFETY: Duration = Duration::from_secs(2);
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -35,12 +51,16 @@ pub struct Settings {
     pub watch_namespaces: Vec<String>,
     /// Hold a Lease before reconciling.
     pub leader_election: bool,
-    /// Namespace of the Lease.
+    /// The controller's namespace: its Lease and its hash-key Secret.
     pub lease_namespace: String,
     /// Name of the Lease.
     pub lease_name: String,
     /// This process's identity in the Lease.
     pub identity: String,
+    /// Validation options (the policy's `memoryOverhead`).
+    pub validation: Options,
+    /// Who a Memcached NetworkPolicy admits besides its allowed sources.
+    pub access: Access,
 }
 
 /// Run until SIGTERM/SIGINT (or until leadership is lost).
@@ -48,48 +68,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let client = Client::try_default().await?;
     let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
-    tokio::spawn(crate::http::serve(
-        settings.health_address,
-        ready.clone(),
-        metrics.clone(),
-    ));
-    if settings.metrics_address != settings.health_address {
-        tokio::spawn(crate::http::serve(
-            settings.metrics_address,
-            ready.clone(),
-            metrics.clone(),
-        ));
-    }
-
-    let mut leadership = None;
-    if settings.leader_election {
-        let manager =
-            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &settings.lease_name)
-                .with_namespace(&settings.lease_namespace)
-                .with_identity(&settings.identity)
-                .with_duration(15)
-                .with_grace(5)
-                .build()
-                .await?;
-        let (mut channel, task) = manager.watch().await;
-        tracing::info!(lease = %settings.lease_name, identity = %settings.identity, "waiting for leadership");
-        while !*channel.borrow_and_update() {
-            channel.changed().await?;
+    for address in [settings.health_address, settings.metrics_address] {
+        tokio::spawn(crate::http::serve(address, ready.clone(), metrics.clone()));
+        if settings.metrics_address == settings.health_address {
+            break;
         }
-        tracing::info!("leading");
-        leadership = Some((channel, task));
     }
-
-    let reporter = Reporter {
-        controller: MANAGER.into(),
-        instance: Some(settings.identity.clone()),
-    };
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        recorder: Recorder::new(client.clone(), reporter),
-        failures: Default::default(),
-        metrics: metrics.clone(),
-    });
+    let shutdown = shutdown_signal();
     let namespaces = if settings.watch_namespaces.is_empty() {
         vec![None]
     } else {
@@ -100,29 +85,231 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             .map(Some)
             .collect()
     };
-    let controllers = futures::future::join_all(namespaces.into_iter().map(|ns| {
-        controller(
+    track_readiness(&client, &namespaces, ready);
+    let hash_key = crate::hash_key::load_or_create(&client, &settings.lease_namespace).await?;
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        recorder: Recorder::new(
             client.clone(),
-            ns,
-            ctx.clone(),
-            metrics.clone(),
-            ready.clone(),
-        )
-    }));
-    match leadership {
-        None => {
-            controllers.await;
-        }
-        Some((mut channel, _task)) => {
-            tokio::select! {
-                _ = controllers => {}
-                _ = async { while channel.changed().await.is_ok() && *channel.borrow() {} } => {
-                    anyhow::bail!("lost leadership: exiting so a new leader takes over");
-                }
+            Reporter {
+                controller: MANAGER.into(),
+                instance: Some(settings.identity.clone()),
+            },
+        ),
+        failures: Default::default(),
+        metrics: metrics.clone(),
+        validation: settings.validation.clone(),
+        hash_key,
+        access: settings.access.clone(),
+    });
+    let controllers = {
+        let shutdown = shutdown.clone();
+        futures::future::join_all(namespaces.into_iter().map(move |ns| {
+            controller(
+                ctx.client.clone(),
+                ns,
+                ctx.clone(),
+                metrics.clone(),
+                wait(shutdown.clone()),
+            )
+        }))
+    };
+    if !settings.leader_election {
+        controllers.await;
+        return Ok(());
+    }
+
+    let lease = watch_lease(client.clone(), &settings);
+    let Some((mut leading, lease_task)) =
+        acquire(&client, &settings, lease.clone(), shutdown.clone()).await?
+    else {
+        tracing::info!("shutting down before leading");
+        return Ok(());
+    };
+    tracing::info!("leading");
+    let outcome = tokio::select! {
+        _ = controllers => Ok(()),
+        _ = leading.wait_for(|l| !*l) => Err(anyhow::anyhow!("lost leadership: exiting so a new leader takes over")),
+        reason = lease_expiring(lease, settings.identity.clone()) => Err(anyhow::anyhow!("{reason}: stopped reconciling before the Lease can expire")),
+    };
+    // Dropping the channel makes the lease manager release the Lease.
+    drop(leading);
+    match tokio::time::timeout(Duration::from_secs(5), lease_task).await {
+        Ok(Ok(Ok(_))) => tracing::info!("released the Lease"),
+        other => tracing::warn!(?other, "could not release the Lease; it expires by itself"),
+    }
+    outcome
+}
+
+/// The lease manager's channel (true while leading) and its task.
+type Leadership = (
+    watch::Receiver<bool>,
+    tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+);
+
+/// Wait until this replica holds the Lease (`None`: shut down first). A
+/// waiting lease manager sleeps until the holder's Lease would expire; when
+/// the holder releases it (SIGTERM), a new manager takes it at once.
+async fn acquire(
+    client: &Client,
+    settings: &Settings,
+    mut lease: watch::Receiver<Option<LeaseView>>,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<Option<Leadership>> {
+    loop {
+        let manager =
+            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &settings.lease_name)
+                .with_namespace(&settings.lease_namespace)
+                .with_identity(&settings.identity)
+                .with_duration(LEASE_SECONDS)
+                .with_grace(LEASE_GRACE)
+                .build()
+                .await?;
+        let (mut leading, task) = manager.watch().await;
+        tracing::info!(lease = %settings.lease_name, identity = %settings.identity, "waiting for leadership");
+        lease.borrow_and_update();
+        let acquired = tokio::select! {
+            r = leading.wait_for(|l| *l) => Some(r.is_ok()),
+            _ = released(&mut lease) => None,
+            _ = wait(shutdown.clone()) => return Ok(None),
+        };
+        match acquired {
+            Some(true) => return Ok(Some((leading, task))),
+            Some(false) => anyhow::bail!("the lease manager stopped"),
+            None => {
+                tracing::info!("the Lease was released: taking it");
+                task.abort();
             }
         }
     }
-    Ok(())
+}
+
+/// The Lease as this replica last saw it.
+#[derive(Clone, Debug)]
+struct LeaseView {
+    holder: Option<String>,
+    /// When the last renewal runs out, on this process's clock.
+    until: Option<Instant>,
+}
+
+/// Watch the Lease (one object) in the background.
+fn watch_lease(client: Client, settings: &Settings) -> watch::Receiver<Option<LeaseView>> {
+    let api: Api<Lease> = Api::namespaced(client, &settings.lease_namespace);
+    let config =
+        watcher::Config::default().fields(&format!("metadata.name={}", settings.lease_name));
+    let (tx, rx) = watch::channel(None);
+    tokio::spawn(
+        watcher(api, config)
+            .default_backoff()
+            .applied_objects()
+            .for_each(move |lease| {
+                if let Ok(lease) = lease {
+                    let spec = lease.spec.unwrap_or_default();
+                    let until = spec.renew_time.zip(spec.lease_duration_seconds).map(
+                        |(renewed, seconds)| {
+                            let ends = renewed.0.as_millisecond() + i64::from(seconds) * 1000;
+                            let left = (ends - Timestamp::now().as_millisecond()).max(0);
+                            Instant::now() + Duration::from_millis(left as u64)
+                        },
+                    );
+                    let holder = spec.holder_identity.filter(|h| !h.is_empty());
+                    let _ = tx.send(Some(LeaseView { holder, until }));
+                }
+                std::future::ready(())
+            }),
+    );
+    rx
+}
+
+/// Resolves when the Lease changes to having no holder.
+async fn released(lease: &mut watch::Receiver<Option<LeaseView>>) {
+    loop {
+        if lease.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        if lease
+            .borrow_and_update()
+            .as_ref()
+            .is_some_and(|v| v.holder.is_none())
+        {
+            return;
+        }
+    }
+}
+
+/// Resolves shortly before the Lease this replica holds runs out when no
+/// renewal was seen (the API server unreachable, renewals failing).
+async fn lease_expiring(lease: watch::Receiver<Option<LeaseView>>, identity: String) -> String {
+    // Just acquired: the Lease runs at least this long.
+    let acquired = Instant::now() + Duration::from_secs(LEASE_SECONDS);
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let renewed = lease
+            .borrow()
+            .as_ref()
+            .filter(|v| v.holder.as_deref() == Some(identity.as_str()))
+            .and_then(|v| v.until);
+        let ends = renewed.map_or(acquired, |r| r.max(acquired));
+        if Instant::now() + LEASE_SAFETY >= ends {
+            return "no Lease renewal seen".to_string();
+        }
+    }
+}
+
+/// A channel that turns true on SIGTERM or SIGINT.
+fn shutdown_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = term => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        tracing::info!("shutdown signal received");
+        let _ = tx.send(true);
+    });
+    rx
+}
+
+async fn wait(mut shutdown: watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|s| *s).await;
+}
+
+/// `/readyz` turns true once the Memcached list of every watched namespace
+/// synced (metadata only). `Store::wait_until_ready` is not used: in
+/// kube-runtime 5 it wakes only the last of several waiters.
+fn track_readiness(client: &Client, namespaces: &[Option<String>], ready: Arc<AtomicBool>) {
+    let synced = Arc::new(AtomicUsize::new(0));
+    let total = namespaces.len();
+    for ns in namespaces {
+        let api = scoped::<PartialObjectMeta<Memcached>>(client, ns.as_deref());
+        let (synced, ready, ns) = (synced.clone(), ready.clone(), ns.clone());
+        tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            let mut counted = false;
+            while let Some(event) = events.next().await {
+                if matches!(event, Ok(watcher::Event::InitDone)) && !counted {
+                    counted = true;
+                    tracing::info!(
+                        namespace = ns.as_deref().unwrap_or("*"),
+                        "Memcached list synced"
+                    );
+                    if synced.fetch_add(1, Ordering::SeqCst) + 1 == total {
+                        ready.store(true, Ordering::SeqCst);
+                    }
+                }
+            }
+        });
+    }
 }
 
 /// Reconcile the Memcached objects of one namespace (or all) until shutdown.
@@ -131,7 +318,7 @@ pub async fn controller(
     namespace: Option<String>,
     ctx: Arc<Context>,
     metrics: Arc<Metrics>,
-    ready: Arc<AtomicBool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (reader, writer) = reflector::store();
     // Status writes change neither generation nor annotations: they do not retrigger reconcile.
@@ -156,14 +343,6 @@ pub async fn controller(
     .touched_objects();
     let mounting = reader.clone();
     let store = reader.clone();
-    tokio::spawn({
-        let (store, ready) = (store.clone(), ready.clone());
-        async move {
-            if store.wait_until_ready().await.is_ok() {
-                ready.store(true, Ordering::Relaxed);
-            }
-        }
-    });
     Controller::for_stream(memcacheds, reader)
         .with_config(ControllerConfig::default().concurrency(8))
         .owns(scoped::<Deployment>(&client, ns), owned.clone())
@@ -171,7 +350,7 @@ pub async fn controller(
         .watches_stream(secrets, move |secret| {
             memcacheds_mounting(&mounting, &secret)
         })
-        .shutdown_on_signal()
+        .graceful_shutdown_on(shutdown)
         .run(
             |mc, ctx: Arc<Context>| {
                 let metrics = metrics.clone();
@@ -187,7 +366,7 @@ pub async fn controller(
         )
         .for_each(|_| {
             let live = store.state();
-            metrics.retain(|i| {
+            metrics.retain(namespace.as_deref(), |i| {
                 live.iter().any(|mc| {
                     mc.name_any() == i.name
                         && mc.namespace().as_deref() == Some(i.namespace.as_str())

@@ -1,5 +1,7 @@
 //! Live statistics from memcached's `stats` command, read from every ready
-//! pod at once: plain TCP or TLS, with ASCII authentication when enabled.
+//! pod at once: plain TCP or TLS (the certificate verified against the
+//! Service's DNS name), with ASCII authentication when the server asks.
+//! Every line and every answer is bounded in bytes.
 //! An unreachable pod is skipped and logged; one collection never waits
 //! longer than about one connect plus one read timeout.
 
@@ -8,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 use tokio_rustls::TlsConnector;
@@ -20,7 +22,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Timeout for authenticating and reading the whole `stats` answer.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(3);
 /// Longest answer accepted from one server.
-const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+/// Longest line accepted (a `STAT` line is under 100 bytes).
+pub const MAX_LINE_BYTES: usize = 1024;
 
 /// Why one server's stats could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -86,12 +90,22 @@ impl Credentials {
     }
 }
 
+/// TLS towards the pods: the client configuration and the name their
+/// certificate must carry (pods are dialled by IP).
+#[derive(Clone)]
+pub struct Tls {
+    /// Trust anchors and client identity.
+    pub config: Arc<ClientConfig>,
+    /// The Service DNS name verified against the certificate.
+    pub server_name: ServerName<'static>,
+}
+
 /// How to reach the servers of one Memcached.
 #[derive(Clone, Default)]
 pub struct StatsClient {
-    /// TLS configuration when memcached serves TLS.
-    pub tls: Option<Arc<ClientConfig>>,
-    /// Credentials when authentication is on.
+    /// TLS when memcached serves TLS.
+    pub tls: Option<Tls>,
+    /// Credentials, sent only to a server that asks for authentication.
     pub credentials: Option<Credentials>,
 }
 
@@ -129,14 +143,12 @@ impl StatsClient {
         let exchange = async {
             match &self.tls {
                 None => self.exchange(tcp).await,
-                Some(config) => {
-                    // The certificate is checked against the CA; pods are dialled by IP.
-                    let name = ServerName::IpAddress(addr.ip().into());
-                    let tls = TlsConnector::from(config.clone())
-                        .connect(name, tcp)
+                Some(tls) => {
+                    let stream = TlsConnector::from(tls.config.clone())
+                        .connect(tls.server_name.clone(), tcp)
                         .await
                         .map_err(|e| StatsError::Tls(e.to_string()))?;
-                    self.exchange(tls).await
+                    self.exchange(stream).await
                 }
             }
         };
@@ -145,43 +157,69 @@ impl StatsClient {
         })?
     }
 
+    /// `stats` first; the credentials go out only when the server answers
+    /// that it requires authentication (an old pod without `-Y` would store
+    /// them as an ordinary item anyone could read).
     async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         stream: S,
     ) -> Result<ServerStats, StatsError> {
-        let io = |e: std::io::Error| StatsError::Protocol(e.to_string());
         let mut stream = BufReader::new(stream);
-        if let Some(c) = &self.credentials {
-            let token = format!("{} {}", c.username, c.password);
-            stream
-                .write_all(format!("set auth 0 0 {}\r\n{token}\r\n", token.len()).as_bytes())
-                .await
-                .map_err(io)?;
-            stream.flush().await.map_err(io)?;
-            let answer = read_line(&mut stream).await?;
-            if answer != "STORED" {
-                return Err(StatsError::Auth(answer));
-            }
+        send(&mut stream, b"stats\r\n").await?;
+        let first = read_line(&mut stream).await?;
+        if first != UNAUTHENTICATED {
+            return read_stats(&mut stream, first).await;
         }
-        stream.write_all(b"stats\r\n").await.map_err(io)?;
-        stream.flush().await.map_err(io)?;
-        let mut stats = ServerStats::default();
-        let mut read = 0;
-        loop {
-            let line = read_line(&mut stream).await?;
-            read += line.len() + 2;
-            if line == "END" {
-                return Ok(stats);
-            }
-            if read > MAX_RESPONSE_BYTES {
-                return Err(StatsError::Protocol("answer too long".into()));
-            }
-            let mut fields = line.split_ascii_whitespace();
-            match (fields.next(), fields.next(), fields.next()) {
-                (Some("STAT"), Some(key), Some(value)) => parse_stat(&mut stats, key, value),
-                _ => return Err(StatsError::Protocol(format!("unexpected line {line:?}"))),
-            }
+        let Some(c) = &self.credentials else {
+            return Err(StatsError::Auth(
+                "the server requires authentication and no credentials are configured".into(),
+            ));
+        };
+        let token = format!("{} {}", c.username, c.password);
+        let auth = format!("set auth 0 0 {}\r\n{token}\r\n", token.len());
+        send(&mut stream, auth.as_bytes()).await?;
+        let answer = read_line(&mut stream).await?;
+        if answer != "STORED" {
+            return Err(StatsError::Auth(answer));
         }
+        send(&mut stream, b"stats\r\n").await?;
+        let first = read_line(&mut stream).await?;
+        read_stats(&mut stream, first).await
+    }
+}
+
+/// memcached's answer to any command before authentication (`-Y`).
+const UNAUTHENTICATED: &str = "CLIENT_ERROR unauthenticated";
+
+async fn send<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> Result<(), StatsError> {
+    let io = |e: std::io::Error| StatsError::Protocol(e.to_string());
+    stream.write_all(bytes).await.map_err(io)?;
+    stream.flush().await.map_err(io)
+}
+
+/// The `STAT` lines up to `END`, `first` already read; at most
+/// [`MAX_RESPONSE_BYTES`] in all.
+async fn read_stats<S: AsyncRead + Unpin>(
+    stream: &mut BufReader<S>,
+    first: String,
+) -> Result<ServerStats, StatsError> {
+    let mut stats = ServerStats::default();
+    let mut read = 0;
+    let mut line = first;
+    loop {
+        read += line.len() + 2;
+        if read > MAX_RESPONSE_BYTES {
+            return Err(StatsError::Protocol("answer too long".into()));
+        }
+        if line == "END" {
+            return Ok(stats);
+        }
+        let mut fields = line.split_ascii_whitespace();
+        match (fields.next(), fields.next(), fields.next()) {
+            (Some("STAT"), Some(key), Some(value)) => parse_stat(&mut stats, key, value),
+            _ => return Err(StatsError::Protocol(format!("unexpected line {line:?}"))),
+        }
+        line = read_line(stream).await?;
     }
 }
 
@@ -195,16 +233,26 @@ fn parse_stat(stats: &mut ServerStats, key: &str, value: &str) {
     }
 }
 
+/// One line without its terminator, at most [`MAX_LINE_BYTES`]: a server
+/// streaming bytes without a newline costs a bounded buffer, not the
+/// whole read timeout's worth of memory.
 async fn read_line<S: AsyncRead + Unpin>(stream: &mut BufReader<S>) -> Result<String, StatsError> {
-    let mut line = String::new();
-    let n = stream
-        .read_line(&mut line)
+    let mut line = Vec::new();
+    let n = (&mut *stream)
+        .take(MAX_LINE_BYTES as u64 + 1)
+        .read_until(b'\n', &mut line)
         .await
         .map_err(|e| StatsError::Protocol(e.to_string()))?;
     if n == 0 {
         return Err(StatsError::Protocol("connection closed".into()));
     }
-    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+    if !line.ends_with(b"\n") {
+        return Err(StatsError::Protocol(format!(
+            "line longer than {MAX_LINE_BYTES} bytes or cut short"
+        )));
+    }
+    let text = String::from_utf8_lossy(&line);
+    Ok(text.trim_end_matches(['\r', '\n']).to_string())
 }
 
 /// `hits / gets` rounded to two decimals, computed in integers.

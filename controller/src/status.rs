@@ -4,6 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use memcached_api::MemcachedStatus;
 
 use crate::labels::MEMCACHED_PORT;
+use crate::reconcile::Problem;
 use crate::stats::ClusterStats;
 
 /// What one reconcile saw.
@@ -25,6 +26,11 @@ pub struct Observed {
     pub generation: Option<i64>,
     /// `<name>.<namespace>`, for the server list.
     pub host: String,
+    /// What kept the reconcile from doing all it should (first one reported).
+    pub problems: Vec<Problem>,
+    /// The Deployment or Service of this name belongs to someone else:
+    /// never Ready, no server list.
+    pub foreign: bool,
 }
 
 /// The new status. `lastTransitionTime` moves only when a condition flips.
@@ -34,7 +40,10 @@ pub fn compute(
     stats: &ClusterStats,
     now: &Time,
 ) -> MemcachedStatus {
-    let ready = seen.desired > 0 && seen.ready >= seen.desired && seen.missing_secrets.is_empty();
+    let ready = seen.desired > 0
+        && seen.ready >= seen.desired
+        && seen.missing_secrets.is_empty()
+        && !seen.foreign;
     let rolling = seen.updated < seen.desired || seen.ready < seen.desired;
     let (degraded, degraded_reason, degraded_message) = if !seen.missing_secrets.is_empty() {
         (
@@ -42,6 +51,8 @@ pub fn compute(
             "SecretNotFound",
             format!("Secret(s) not found: {}", seen.missing_secrets.join(", ")),
         )
+    } else if let Some(problem) = seen.problems.first() {
+        (true, problem.reason, problem.message.clone())
     } else if let Some(errors) = &seen.invalid_spec {
         (true, "InvalidSpec", errors.clone())
     } else if seen.ready < seen.desired {
@@ -197,6 +208,21 @@ mod tests {
         assert_eq!(cond(&s, "Degraded").reason, "SecretNotFound");
         assert!(cond(&s, "Degraded").message.contains("tls"));
         assert_eq!(cond(&s, "Ready").status, "False");
+    }
+
+    #[test]
+    fn a_foreign_deployment_is_never_ready_and_problems_degrade() {
+        let mut o = seen(1, 1);
+        o.foreign = true;
+        o.problems = vec![Problem {
+            reason: "ResourceConflict",
+            message: "a Deployment named c exists".into(),
+        }];
+        let s = compute(None, &o, &ClusterStats::default(), &at(1));
+        assert_eq!(cond(&s, "Ready").status, "False");
+        assert_eq!(s.server_list, None);
+        assert_eq!(cond(&s, "Degraded").status, "True");
+        assert_eq!(cond(&s, "Degraded").reason, "ResourceConflict");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use common::{make_pki, readable_tempdir, start};
 use memcached_api::{MemcachedSpec, apply_defaults};
 use memcached_controller::args::{AUTH_DIR, TLS_DIR, memcached_args};
 use memcached_controller::reconcile::{SecretData, stats_client};
+use memcached_controller::tls::server_name;
 use serde_json::json;
 
 /// Start memcached with the rendered args of `spec`, Secret files in a temp dir.
@@ -32,7 +33,11 @@ async fn serves(spec: serde_json::Value, secrets: SecretData) {
         })
         .collect();
     let server = start(&args);
-    let stats = stats_client(&spec, &secrets).fetch(server.addr).await;
+    let name = server_name("cache", "default").unwrap();
+    let stats = stats_client(&spec, &secrets, name)
+        .unwrap()
+        .fetch(server.addr)
+        .await;
     assert!(
         stats.as_ref().is_ok_and(|s| s.version.starts_with("1.6")),
         "{args:?}: {stats:?}"

@@ -1,7 +1,6 @@
 //! Every builder against the design doc's YAML, with and without each feature.
 
 use memcached_api::{Memcached, apply_defaults};
-use memcached_controller::apply::contains;
 use memcached_controller::desired::Desired;
 use serde_json::{Value, json};
 
@@ -18,7 +17,7 @@ fn desired(spec: Value, secret_hash: Option<&str>) -> Desired {
     let mc = memcached(spec);
     let mut effective = mc.spec.clone();
     apply_defaults(&mut effective);
-    Desired::new(&mc, effective, secret_hash)
+    Desired::new(&mc, effective, secret_hash, &Default::default())
 }
 
 fn yaml(text: &str) -> Value {
@@ -27,6 +26,19 @@ fn yaml(text: &str) -> Value {
 
 fn to_json<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap()
+}
+
+/// True when every field set in `wanted` has the same value in `actual`.
+fn contains(actual: &Value, wanted: &Value) -> bool {
+    match (actual, wanted) {
+        (Value::Object(a), Value::Object(w)) => w
+            .iter()
+            .all(|(k, wv)| a.get(k).is_some_and(|av| contains(av, wv))),
+        (Value::Array(a), Value::Array(w)) => {
+            a.len() == w.len() && a.iter().zip(w).all(|(av, wv)| contains(av, wv))
+        }
+        _ => actual == wanted,
+    }
 }
 
 fn assert_contains(actual: &Value, wanted: &Value) {
@@ -245,8 +257,12 @@ fn pdb_hpa_network_policy_and_service_monitor_follow_their_switches() {
     assert_contains(
         &to_json(&all.network_policy.unwrap()),
         &json!({"spec": {"policyTypes": ["Ingress"], "ingress": [{
-        "from": [{"podSelector": {"matchLabels": {"app": "my-app"}}}, {"namespaceSelector": {"matchLabels": {"team": "backend"}}}],
-        "ports": [{"port": 11211, "protocol": "TCP"}, {"port": 9150, "protocol": "TCP"}]}]}}),
+        "from": [{"podSelector": {"matchLabels": {"app": "my-app"}}}, {"namespaceSelector": {"matchLabels": {"team": "backend"}}},
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "memcached-operator-system"}},
+             "podSelector": {"matchLabels": {"app.kubernetes.io/name": "memcached-operator"}}}],
+        "ports": [{"port": 11211, "protocol": "TCP"}]}, {
+        "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+        "ports": [{"port": 9150, "protocol": "TCP"}]}]}}),
     );
     assert_contains(
         &to_json(&all.service_monitor.unwrap()),

@@ -52,8 +52,136 @@ fn controller_pods_pass_the_restricted_profile() {
     assert!(pod.get("hostNetwork").is_none() && pod.get("volumes").is_none());
 }
 
+/// (kind of role, API group, resource, verbs): what the controller sends.
+const USED: &[(&str, &str, &str, &[&str])] = &[
+    // Controller and readiness watches.
+    (
+        "ClusterRole",
+        "memcached.c5c3.io",
+        "memcacheds",
+        &["list", "watch"],
+    ),
+    // status::write_status: server-side apply.
+    (
+        "ClusterRole",
+        "memcached.c5c3.io",
+        "memcacheds/status",
+        &["patch"],
+    ),
+    // Owner references with blockOwnerDeletion.
+    (
+        "ClusterRole",
+        "memcached.c5c3.io",
+        "memcacheds/finalizers",
+        &["update"],
+    ),
+    // apply::ensure (get, apply = patch/create, delete) and the owned watches.
+    (
+        "ClusterRole",
+        "apps",
+        "deployments",
+        &["get", "list", "watch", "create", "patch", "delete"],
+    ),
+    (
+        "ClusterRole",
+        "",
+        "services",
+        &["get", "list", "watch", "create", "patch", "delete"],
+    ),
+    (
+        "ClusterRole",
+        "policy",
+        "poddisruptionbudgets",
+        &["get", "create", "patch", "delete"],
+    ),
+    (
+        "ClusterRole",
+        "autoscaling",
+        "horizontalpodautoscalers",
+        &["get", "create", "patch", "delete"],
+    ),
+    (
+        "ClusterRole",
+        "networking.k8s.io",
+        "networkpolicies",
+        &["get", "create", "patch", "delete"],
+    ),
+    (
+        "ClusterRole",
+        "monitoring.coreos.com",
+        "servicemonitors",
+        &["get", "create", "patch", "delete"],
+    ),
+    // reconcile::read_secrets (get), the metadata watch (list, watch), hash_key (get).
+    ("ClusterRole", "", "secrets", &["get", "list", "watch"]),
+    // reconcile::ready_addresses.
+    (
+        "ClusterRole",
+        "discovery.k8s.io",
+        "endpointslices",
+        &["list"],
+    ),
+    // The event recorder.
+    (
+        "ClusterRole",
+        "events.k8s.io",
+        "events",
+        &["create", "patch"],
+    ),
+    // kube-lease-manager (get, create, patch) and run::lease_deadline (list, watch).
+    (
+        "Role",
+        "coordination.k8s.io",
+        "leases",
+        &["get", "list", "watch", "create", "patch"],
+    ),
+    // hash_key::load_or_create, in the controller's namespace only.
+    ("Role", "", "secrets", &["create"]),
+];
+
 #[test]
-fn rbac_grants_no_wildcards_and_never_writes_secrets() {
+fn rbac_grants_exactly_the_verbs_the_code_uses() {
+    let mut granted = Vec::new();
+    let docs = documents("rbac.yaml");
+    for doc in docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+    {
+        for rule in doc["rules"].as_array().unwrap() {
+            for group in rule["apiGroups"].as_array().unwrap() {
+                for resource in rule["resources"].as_array().unwrap() {
+                    let verbs: Vec<&str> = rule["verbs"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_str().unwrap())
+                        .collect();
+                    granted.push((
+                        doc["kind"].as_str().unwrap().to_string(),
+                        group.as_str().unwrap().to_string(),
+                        resource.as_str().unwrap().to_string(),
+                        verbs,
+                    ));
+                }
+            }
+        }
+    }
+    let used: Vec<_> = USED
+        .iter()
+        .map(|(kind, group, resource, verbs)| {
+            (
+                kind.to_string(),
+                group.to_string(),
+                resource.to_string(),
+                verbs.to_vec(),
+            )
+        })
+        .collect();
+    assert_eq!(granted, used);
+}
+
+#[test]
+fn rbac_grants_no_wildcards_and_never_writes_secrets_cluster_wide() {
     for doc in documents("rbac.yaml")
         .iter()
         .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
@@ -65,11 +193,12 @@ fn rbac_grants_no_wildcards_and_never_writes_secrets() {
                     "{rule}"
                 );
             }
-            if rule["resources"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|r| r == "secrets")
+            if doc["kind"] == "ClusterRole"
+                && rule["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r == "secrets")
             {
                 assert_eq!(rule["verbs"], serde_json::json!(["get", "list", "watch"]));
             }

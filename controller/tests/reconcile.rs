@@ -8,7 +8,7 @@ use std::sync::Arc;
 use fake_api::{NS, Shared, context, path};
 use kube::runtime::controller::Action;
 use memcached_api::Memcached;
-use memcached_controller::reconcile::{REQUEUE_NOT_READY, reconcile};
+use memcached_controller::reconcile::{Error, REQUEUE_NOT_READY, reconcile};
 use serde_json::{Value, json};
 
 fn cr_path() -> String {
@@ -197,4 +197,75 @@ async fn a_missing_secret_degrades_and_keeps_running_pods() {
     );
     reconcile(changed, context(api.clone())).await.unwrap();
     assert!(!writes(&api).iter().any(|w| w.contains("/deployments/")));
+}
+
+fn condition(api: &Shared, type_: &str) -> Value {
+    api.lock().unwrap().objects[&cr_path()]["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test]
+async fn a_refused_apply_degrades_with_the_api_servers_message() {
+    let api = Shared::default();
+    let message =
+        "Deployment.apps \"c\" is invalid: spec.template.spec.nodeSelector: Invalid value";
+    api.lock().unwrap().refuse.insert(
+        path("apps/v1", "deployments", "c"),
+        (422, "Invalid", message.to_string()),
+    );
+    let result = reconcile(store_cr(&api, json!({})), context(api.clone())).await;
+    assert!(
+        matches!(&result, Err(Error::Refused(m)) if m.contains("nodeSelector")),
+        "{result:?}"
+    );
+    let degraded = condition(&api, "Degraded");
+    assert_eq!(degraded["status"], "True");
+    assert_eq!(degraded["reason"], "ApplyFailed");
+    assert!(
+        degraded["message"].as_str().unwrap().contains(message),
+        "{degraded}"
+    );
+    // The other objects are still applied.
+    assert!(writes(&api).iter().any(|w| w.contains("/services/")),);
+}
+
+#[tokio::test]
+async fn a_foreign_deployment_is_never_reported_as_this_memcacheds() {
+    let api = Shared::default();
+    let foreign = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "c", "namespace": NS, "resourceVersion": "7"},
+        "spec": {"replicas": 1},
+        "status": {"replicas": 1, "readyReplicas": 1, "updatedReplicas": 1,
+            "conditions": [{"type": "Available", "status": "True"}]}});
+    let key = path("apps/v1", "deployments", "c");
+    api.lock()
+        .unwrap()
+        .objects
+        .insert(key.clone(), foreign.clone());
+    reconcile(store_cr(&api, json!({"replicas": 1})), context(api.clone()))
+        .await
+        .unwrap();
+    assert_eq!(api.lock().unwrap().objects[&key], foreign);
+    let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
+    assert_eq!(status["readyReplicas"], 0, "{status}");
+    assert!(status["serverList"].is_null(), "{status}");
+    assert_eq!(condition(&api, "Degraded")["reason"], "ResourceConflict");
+    assert_eq!(condition(&api, "Ready")["status"], "False");
+}
+
+#[tokio::test]
+async fn a_memcached_being_deleted_is_left_to_the_garbage_collector() {
+    let api = Shared::default();
+    let mut mc = (*store_cr(&api, json!({}))).clone();
+    mc.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    let action = reconcile(Arc::new(mc), context(api.clone())).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    assert!(writes(&api).is_empty());
 }

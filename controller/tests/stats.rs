@@ -6,10 +6,11 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use common::{free_port, make_pki, start};
-use memcached_controller::stats::{Credentials, StatsClient, StatsError};
+use memcached_controller::stats::{Credentials, StatsClient, StatsError, Tls};
 use memcached_controller::tls::client_config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
 
 /// Send `text` and wait for `answers` complete answers (each ends in END or STORED).
 async fn command(addr: SocketAddr, text: &str, answers: usize) {
@@ -24,11 +25,21 @@ async fn command(addr: SocketAddr, text: &str, answers: usize) {
     }
 }
 
-/// A TLS stats client trusting `trusted`'s CA, presenting `identity` if given.
+/// A TLS stats client trusting `trusted`'s CA, presenting `identity` if
+/// given, expecting the certificate's name `memcached.test`.
 fn tls_client(
     trusted: &common::Pki,
     server: &common::Pki,
     identity: Option<(&[u8], &[u8])>,
+) -> StatsClient {
+    named_tls_client(trusted, server, identity, "memcached.test")
+}
+
+fn named_tls_client(
+    trusted: &common::Pki,
+    server: &common::Pki,
+    identity: Option<(&[u8], &[u8])>,
+    name: &str,
 ) -> StatsClient {
     let config = client_config(
         Some(trusted.ca.as_bytes()),
@@ -37,7 +48,10 @@ fn tls_client(
     )
     .unwrap();
     StatsClient {
-        tls: Some(Arc::new(config)),
+        tls: Some(Tls {
+            config: Arc::new(config),
+            server_name: ServerName::try_from(name.to_string()).unwrap(),
+        }),
         ..Default::default()
     }
 }
@@ -164,5 +178,70 @@ async fn speaks_tls_and_presents_a_client_certificate_when_required() {
     assert!(
         matches!(untrusting.fetch(tls.addr).await, Err(StatsError::Tls(_))),
         "a server outside the CA is refused"
+    );
+    let other_name = named_tls_client(&pki, &pki, None, "other.default.svc");
+    assert!(
+        matches!(other_name.fetch(tls.addr).await, Err(StatsError::Tls(_))),
+        "a certificate of the same CA for another name is refused"
+    );
+    let no_ca = StatsClient {
+        tls: Some(Tls {
+            config: Arc::new(client_config(None, pki.cert.as_bytes(), None).unwrap()),
+            server_name: ServerName::try_from("other.default.svc").unwrap(),
+        }),
+        ..Default::default()
+    };
+    assert!(
+        matches!(no_ca.fetch(tls.addr).await, Err(StatsError::Tls(_))),
+        "without ca.crt the name is checked too"
+    );
+}
+
+#[tokio::test]
+async fn never_sends_credentials_to_a_server_that_does_not_ask() {
+    let server = start(&[]);
+    let client = StatsClient {
+        credentials: Credentials::from_auth_file("cache:s3cret"),
+        ..Default::default()
+    };
+    assert!(client.fetch(server.addr).await.is_ok());
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(b"get auth\r\n").await.unwrap();
+    let mut answer = [0u8; 64];
+    let n = s.read(&mut answer).await.unwrap();
+    assert_eq!(
+        &answer[..n],
+        b"END\r\n",
+        "the password was stored as an item on a server without -Y"
+    );
+}
+
+/// A server that answers every connection with `chunk`, repeated forever.
+async fn endless_server(chunk: &'static [u8]) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move { while s.write_all(chunk).await.is_ok() {} });
+        }
+    });
+    addr
+}
+
+/// Cut off by the byte bounds (the error says which), not by the read
+/// timeout: memory and time stay bounded.
+#[tokio::test]
+async fn endless_answers_are_cut_off_at_the_byte_bounds() {
+    let no_newline = endless_server(&[b'x'; 4096]).await;
+    let result = StatsClient::default().fetch(no_newline).await;
+    assert!(
+        matches!(&result, Err(StatsError::Protocol(m)) if m.contains("longer than")),
+        "{result:?}"
+    );
+    let endless_stats = endless_server(b"STAT pid 1\r\n").await;
+    let result = StatsClient::default().fetch(endless_stats).await;
+    assert!(
+        matches!(&result, Err(StatsError::Protocol(m)) if m == "answer too long"),
+        "{result:?}"
     );
 }

@@ -608,7 +608,7 @@ fn leader_election(env: &mut Env) -> Result<(), String> {
     touch(env, ns, "cache")?;
     std::thread::sleep(Duration::from_secs(3));
     check(
-        follower.reconciles()? == 0 && !follower.ready(),
+        follower.reconciles()? == 0 && follower.ready(),
         "the follower reconciles while another process leads",
     )?;
 

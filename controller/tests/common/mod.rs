@@ -80,7 +80,8 @@ pub struct Pki {
     pub key: String,
 }
 
-/// Make a CA and a certificate for `memcached.test` signed by it.
+/// Make a CA and a certificate for `memcached.test` and `cache.default.svc`
+/// (the Service DNS name of a Memcached `cache` in `default`) signed by it.
 pub fn make_pki() -> Pki {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
     // Distinct subjects: OpenSSL takes a leaf named like its issuer for self-signed.
@@ -92,7 +93,11 @@ pub fn make_pki() -> Pki {
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec!["memcached.test".to_string()]).unwrap();
+    let mut params = CertificateParams::new(vec![
+        "memcached.test".to_string(),
+        "cache.default.svc".to_string(),
+    ])
+    .unwrap();
     params
         .distinguished_name
         .push(DnType::CommonName, "memcached.test");

@@ -22,8 +22,12 @@ pub const NS: &str = "default";
 pub struct FakeApi {
     /// Objects by path.
     pub objects: BTreeMap<String, Value>,
-    /// `METHOD path` of every write.
+    /// `METHOD path` of every write that changed something (a server-side
+    /// apply that changes nothing keeps the resourceVersion, as the real
+    /// API server does).
     pub writes: Vec<String>,
+    /// Paths whose server-side apply is refused: (HTTP code, reason, message).
+    pub refuse: BTreeMap<String, (u16, &'static str, String)>,
 }
 
 /// The fake, shared with the mock's serving task.
@@ -85,16 +89,45 @@ fn handle(
                 query.contains("fieldManager=memcached-operator") && query.contains("force=true"),
                 "server-side apply: {query}"
             );
-            api.writes.push(format!("PATCH {path}"));
+            if let Some((code, reason, message)) = api.refuse.get(path) {
+                return (
+                    StatusCode::from_u16(*code).unwrap(),
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": message}),
+                );
+            }
             let mut object: Value = serde_json::from_slice(body).unwrap();
             let key = path.trim_end_matches("/status").to_string();
+            let stored = api.objects.get(&key).cloned();
+            let version = stored
+                .as_ref()
+                .and_then(|s| {
+                    s["metadata"]["resourceVersion"]
+                        .as_str()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .unwrap_or(0);
             if path.ends_with("/status") {
-                let mut stored = api.objects.get(&key).cloned().unwrap_or_default();
+                let mut stored = stored.unwrap_or_default();
                 stored["status"] = object["status"].take();
+                api.writes.push(format!("PATCH {path}"));
                 api.objects.insert(key, stored.clone());
                 return (StatusCode::OK, stored);
             }
-            object["metadata"]["resourceVersion"] = json!("1");
+            // The applied fields replace the stored ones; status stays.
+            if let Some(status) = stored
+                .as_ref()
+                .map(|s| s["status"].clone())
+                .filter(|s| !s.is_null())
+            {
+                object["status"] = status;
+            }
+            object["metadata"]["resourceVersion"] = json!(version.to_string());
+            if stored.as_ref() == Some(&object) {
+                return (StatusCode::OK, object);
+            }
+            api.writes.push(format!("PATCH {path}"));
+            object["metadata"]["resourceVersion"] = json!((version + 1).to_string());
             api.objects.insert(key, object.clone());
             (StatusCode::OK, object)
         }
@@ -189,5 +222,8 @@ pub fn context(api: Shared) -> Arc<Context> {
         client,
         failures: Default::default(),
         metrics: Default::default(),
+        validation: Default::default(),
+        hash_key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"test key"),
+        access: Default::default(),
     })
 }

@@ -1,0 +1,167 @@
+//! The controller's cost on a real control plane: API requests per converged
+//! reconcile (from kube-apiserver's `apiserver_request_total`, before and
+//! after a window of periodic reconciles) and the controller's RSS while it
+//! holds 200 and 1,000 Memcached objects. Prints numbers, asserts nothing.
+//!
+//! The objects run zero replicas: the numbers are the controller's, not a
+//! thousand memcached processes'.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use e2e_tests::cluster::{Env, Kubectl, wait_for};
+use serde_json::json;
+
+const NAMESPACE: &str = "bench-controller";
+/// Periodic reconciles in the window: every not-ready object requeues after 10 s.
+const WINDOW: Duration = Duration::from_secs(35);
+/// What the controller reads and writes.
+const RESOURCES: &[&str] = &[
+    "memcacheds",
+    "deployments",
+    "services",
+    "poddisruptionbudgets",
+    "horizontalpodautoscalers",
+    "networkpolicies",
+    "servicemonitors",
+    "secrets",
+    "endpointslices",
+    "events",
+];
+
+fn main() {
+    let workdir = std::env::temp_dir().join("memcached-e2e-controller-bench");
+    let env = match Env::start(&workdir) {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("cannot start the end-to-end environment: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = measure(&env) {
+        eprintln!("controller bench failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn measure(env: &Env) -> Result<(), String> {
+    env.kubectl.apply(
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+            .to_string(),
+    )?;
+    for total in [200, 1000] {
+        create(&env.kubectl, total)?;
+        let started = Instant::now();
+        wait_for(
+            &format!("{total} Memcached objects with a status"),
+            Duration::from_secs(600),
+            || {
+                let seen = with_status(&env.kubectl)?;
+                if seen >= total {
+                    Ok(())
+                } else {
+                    Err(format!("{seen} of {total}"))
+                }
+            },
+        )?;
+        println!(
+            "{total} Memcached objects reconciled {:.1}s after the last apply",
+            started.elapsed().as_secs_f64()
+        );
+        let operator = env.operator()?;
+        // Converged: the creations' own writes are done.
+        std::thread::sleep(Duration::from_secs(5));
+        let requests = request_counts(&env.kubectl)?;
+        let reconciles = operator.reconciles()?;
+        std::thread::sleep(WINDOW);
+        let after = request_counts(&env.kubectl)?;
+        let reconciled = operator.reconciles()? - reconciles;
+        let mut by_kind: BTreeMap<&str, f64> = BTreeMap::new();
+        for (key, count) in &after {
+            let delta = count - requests.get(key).copied().unwrap_or(0.0);
+            if delta > 0.0 {
+                *by_kind.entry(key.as_str()).or_default() += delta;
+            }
+        }
+        let sum: f64 = by_kind.values().sum();
+        println!(
+            "{total} objects: {reconciled} converged reconciles in {}s, {sum:.0} API requests on the controller's resources: {:.1} per reconcile",
+            WINDOW.as_secs(),
+            sum / reconciled.max(1) as f64
+        );
+        for (kind, count) in by_kind {
+            println!(
+                "    {kind}: {:.2} per reconcile",
+                count / reconciled.max(1) as f64
+            );
+        }
+        match operator.rss_kib() {
+            Some(kib) => println!(
+                "controller RSS with {total} objects: {:.1} MiB",
+                kib as f64 / 1024.0
+            ),
+            None => println!("controller RSS with {total} objects: unknown"),
+        }
+    }
+    Ok(())
+}
+
+/// Create `cache-0` .. `cache-<total-1>` (zero replicas) with one kubectl apply.
+fn create(kubectl: &Kubectl, total: usize) -> Result<(), String> {
+    let items: Vec<_> = (0..total)
+        .map(|i| {
+            json!({
+                "apiVersion": "memcached.c5c3.io/v1beta1",
+                "kind": "Memcached",
+                "metadata": {"name": format!("cache-{i}"), "namespace": NAMESPACE},
+                "spec": {"replicas": 0},
+            })
+        })
+        .collect();
+    kubectl
+        .apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
+        .map(drop)
+}
+
+fn with_status(kubectl: &Kubectl) -> Result<usize, String> {
+    let list = kubectl.get(&["memcached", "-n", NAMESPACE])?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["status"]["observedGeneration"] == m["metadata"]["generation"])
+        .count())
+}
+
+/// `apiserver_request_total` by `verb resource`, for the controller's resources.
+fn request_counts(kubectl: &Kubectl) -> Result<BTreeMap<String, f64>, String> {
+    let text = kubectl.ok(&["get", "--raw", "/metrics"])?;
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let resource = label("resource");
+        if !RESOURCES.contains(&resource.as_str()) || label("verb") == "WATCH" {
+            continue;
+        }
+        let subresource = label("subresource");
+        let key = if subresource.is_empty() {
+            format!("{} {resource}", label("verb"))
+        } else {
+            format!("{} {resource}/{subresource}", label("verb"))
+        };
+        *counts.entry(key).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    Ok(counts)
+}

@@ -1,0 +1,515 @@
+//! The controller against the real API server's semantics (`make e2e`):
+//! server-side apply converging both ways, the replica handover to the HPA,
+//! refusals and conflicts in status, readiness of standbys and the Lease
+//! handover after SIGTERM and SIGKILL.
+//!
+//! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
+//! one failed, and the process fails if any did.
+
+use std::io::BufReader;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use e2e_tests::cluster::{Env, OPERATOR_NAMESPACE, Operator, condition, wait_for};
+use serde_json::{Value, json};
+
+type Scenario = fn(&mut Env) -> Result<(), String>;
+
+const SCENARIOS: &[(&str, Scenario)] = &[
+    (
+        "1. fields removed from the spec disappear from the Deployment",
+        removed_fields,
+    ),
+    (
+        "2. quantities the server rewrites cause no writes and no Events",
+        normalised_quantities,
+    ),
+    (
+        "3. autoscaling takes replicas over without a dip",
+        autoscaling_handover,
+    ),
+    (
+        "4. a foreign Deployment degrades the Memcached and is never reported",
+        foreign_deployment,
+    ),
+    (
+        "5. standbys are ready; the Lease hands over after SIGTERM and SIGKILL",
+        readiness_and_handover,
+    ),
+];
+
+/// How long objects get to converge.
+const SETTLE: Duration = Duration::from_secs(90);
+
+fn main() {
+    let workdir = std::env::temp_dir().join("memcached-e2e-controller");
+    let mut env = match Env::start(&workdir) {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("cannot start the end-to-end environment: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!("environment ready, logs in {}", workdir.display());
+    let started = Instant::now();
+    let mut failed = 0;
+    for (name, scenario) in SCENARIOS {
+        let started = Instant::now();
+        match scenario(&mut env) {
+            Ok(()) => println!("ok   {name} ({:.1}s)", started.elapsed().as_secs_f64()),
+            Err(e) => {
+                failed += 1;
+                println!(
+                    "FAIL {name} ({:.1}s)\n     {e}",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+    println!(
+        "{} of {} scenarios passed in {:.0}s",
+        SCENARIOS.len() - failed,
+        SCENARIOS.len(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(env);
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+// ---------------------------------------------------------------- scenarios
+
+fn removed_fields(env: &mut Env) -> Result<(), String> {
+    let ns = "removed";
+    ensure_namespace(env, ns)?;
+    let full = json!({
+        "replicas": 2,
+        "podLabels": {"team": "cache"},
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+        "resources": {"requests": {"cpu": "100m", "memory": "96Mi"}, "limits": {"memory": "128Mi"}},
+        "highAvailability": {
+            "antiAffinityPreset": "soft",
+            "gracefulShutdown": {"enabled": true, "preStopDelaySeconds": 5, "terminationGracePeriodSeconds": 40},
+        },
+    });
+    env.kubectl.apply(&memcached(ns, "cache", full))?;
+    let has = |d: &Value| -> Vec<&'static str> { present_fields(d) };
+    wait_for("every field on the Deployment", SETTLE, || {
+        let found = has(&deployment(env, ns, "cache")?);
+        if found.len() == 6 {
+            Ok(())
+        } else {
+            Err(format!("only {found:?}"))
+        }
+    })?;
+    // `kubectl apply` of a file without them: the stored spec drops them.
+    env.kubectl
+        .apply(&memcached(ns, "cache", json!({"replicas": 2})))?;
+    wait_for(
+        "every removed field gone from the Deployment",
+        SETTLE,
+        || {
+            let found = has(&deployment(env, ns, "cache")?);
+            if found.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("still there: {found:?}"))
+            }
+        },
+    )?;
+    delete_namespace(env, ns)
+}
+
+/// Which of the removable fields the Deployment carries.
+fn present_fields(d: &Value) -> Vec<&'static str> {
+    let pod = &d["spec"]["template"]["spec"];
+    let memcached = &pod["containers"][0];
+    [
+        (
+            "podLabel",
+            !d["spec"]["template"]["metadata"]["labels"]["team"].is_null(),
+        ),
+        ("nodeSelector", !pod["nodeSelector"].is_null()),
+        ("tolerations", !pod["tolerations"].is_null()),
+        (
+            "resources.limits",
+            !memcached["resources"]["limits"].is_null(),
+        ),
+        ("affinity", !pod["affinity"].is_null()),
+        ("preStop", !memcached["lifecycle"]["preStop"].is_null()),
+    ]
+    .into_iter()
+    .filter_map(|(name, there)| there.then_some(name))
+    .collect()
+}
+
+fn normalised_quantities(env: &mut Env) -> Result<(), String> {
+    let ns = "quantities";
+    ensure_namespace(env, ns)?;
+    // Stored by the API server as 1Gi, 500m and 1Gi.
+    let spec = json!({
+        "memcached": {"maxMemoryMB": 512},
+        "resources": {"requests": {"cpu": "0.5", "memory": "1024Mi"}, "limits": {"memory": "1024Mi"}},
+    });
+    env.kubectl.apply(&memcached(ns, "cache", spec))?;
+    wait_ready(env, ns, "cache", 1)?;
+    let stored = deployment(env, ns, "cache")?;
+    let requests = &stored["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"];
+    println!("     the API server stored requests {requests}");
+    // Let the creation settle (rollout status writes are the Deployment controller's).
+    std::thread::sleep(Duration::from_secs(3));
+    let version = deployment(env, ns, "cache")?["metadata"]["resourceVersion"].clone();
+    let events = updated_events(env, ns)?;
+    let operator = env.operator()?;
+    let reconciles = operator.reconciles()?;
+    for _ in 0..20 {
+        touch(env, ns, "cache")?;
+    }
+    wait_for("20 more reconciles", SETTLE, || {
+        let now = operator.reconciles()?;
+        if now >= reconciles + 20 {
+            Ok(())
+        } else {
+            Err(format!("{} reconciles", now - reconciles))
+        }
+    })?;
+    std::thread::sleep(Duration::from_secs(2));
+    let after = deployment(env, ns, "cache")?["metadata"]["resourceVersion"].clone();
+    check(
+        version == after,
+        format!("the Deployment was written: resourceVersion {version} -> {after}"),
+    )?;
+    let later = updated_events(env, ns)?;
+    check(
+        later == events,
+        format!("Updated Events {events} -> {later}"),
+    )?;
+    delete_namespace(env, ns)
+}
+
+/// Number of `Updated` Events in `namespace`.
+fn updated_events(env: &Env, namespace: &str) -> Result<usize, String> {
+    let events = env
+        .kubectl
+        .get(&["events.events.k8s.io", "-n", namespace])?;
+    Ok(events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["reason"] == "Updated")
+        .count())
+}
+
+fn autoscaling_handover(env: &mut Env) -> Result<(), String> {
+    let ns = "handover";
+    ensure_namespace(env, ns)?;
+    let file = json!({"replicas": 5, "resources": {"requests": {"cpu": "100m", "memory": "96Mi"}, "limits": {"memory": "128Mi"}}});
+    env.kubectl.apply(&memcached(ns, "cache", file.clone()))?;
+    wait_ready(env, ns, "cache", 5)?;
+    let watch = ReplicaWatch::start(env, ns, "cache")?;
+    let mut autoscaled = file;
+    autoscaled
+        .as_object_mut()
+        .ok_or("spec is not an object")?
+        .remove("replicas");
+    autoscaled["autoscaling"] = json!({"enabled": true, "minReplicas": 2, "maxReplicas": 10});
+    env.kubectl.apply(&memcached(ns, "cache", autoscaled))?;
+    wait_for("the HPA", SETTLE, || {
+        env.kubectl
+            .get(&["horizontalpodautoscaler", "cache", "-n", ns])
+            .map(drop)
+    })?;
+    wait_for("the controller to stop applying replicas", SETTLE, || {
+        let d = deployment(env, ns, "cache")?;
+        let ours = d["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|m| {
+                m["manager"] == "memcached-operator"
+                    && !m["fieldsV1"]["f:spec"]["f:replicas"].is_null()
+            });
+        if ours {
+            Err("memcached-operator still owns spec.replicas".into())
+        } else {
+            Ok(())
+        }
+    })?;
+    // The Deployment controller and the HPA get a few seconds to react.
+    std::thread::sleep(Duration::from_secs(10));
+    let seen = watch.stop();
+    println!("     spec.replicas seen during the switch: {seen:?}");
+    check(!seen.is_empty(), "the watch saw no Deployment")?;
+    check(
+        seen.iter().all(|r| *r >= 5),
+        format!("spec.replicas dipped below 5: {seen:?}"),
+    )?;
+    delete_namespace(env, ns)
+}
+
+/// `kubectl get -w` on one Deployment, recording every `spec.replicas`.
+struct ReplicaWatch {
+    child: std::process::Child,
+    seen: Arc<Mutex<Vec<i64>>>,
+}
+
+impl ReplicaWatch {
+    fn start(env: &Env, namespace: &str, name: &str) -> Result<Self, String> {
+        let mut child = Command::new(&env.binaries.kubectl)
+            .arg("--kubeconfig")
+            .arg(&env.cluster.kubeconfig)
+            .args([
+                "get",
+                "deployment",
+                name,
+                "-n",
+                namespace,
+                "-w",
+                "-o",
+                "json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            let objects = serde_json::Deserializer::from_reader(BufReader::new(stdout));
+            for object in objects.into_iter::<Value>().map_while(Result::ok) {
+                if let (Some(r), Ok(mut seen)) =
+                    (object["spec"]["replicas"].as_i64(), record.lock())
+                {
+                    seen.push(r);
+                }
+            }
+        });
+        // The first object arrives once the watch is established.
+        wait_for("the Deployment watch", Duration::from_secs(10), || {
+            if seen.lock().map_err(|e| e.to_string())?.is_empty() {
+                Err("nothing yet".into())
+            } else {
+                Ok(())
+            }
+        })?;
+        Ok(ReplicaWatch { child, seen })
+    }
+
+    fn stop(mut self) -> Vec<i64> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+fn foreign_deployment(env: &mut Env) -> Result<(), String> {
+    let ns = "foreign";
+    ensure_namespace(env, ns)?;
+    let foreign = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "cache", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "someone-else"}},
+            "template": {
+                "metadata": {"labels": {"app": "someone-else"}},
+                "spec": {"containers": [{"name": "memcached", "image": "memcached:1.6"}]},
+            },
+        },
+    });
+    env.kubectl.apply(&foreign.to_string())?;
+    wait_for("the foreign Deployment ready", SETTLE, || {
+        let d = deployment(env, ns, "cache")?;
+        if d["status"]["readyReplicas"] == 1 {
+            Ok(())
+        } else {
+            Err(d["status"].to_string())
+        }
+    })?;
+    env.kubectl.apply(&memcached(ns, "cache", json!({})))?;
+    let mc = wait_for("Degraded ResourceConflict", SETTLE, || {
+        let mc = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
+        match condition(&mc, "Degraded") {
+            Some(c) if c["status"] == "True" && c["reason"] == "ResourceConflict" => Ok(mc.clone()),
+            other => Err(format!("Degraded {other:?}")),
+        }
+    })?;
+    let status = &mc["status"];
+    check(
+        status["readyReplicas"] == 0 && status["serverList"].is_null(),
+        format!("the foreign Deployment is reported: {status}"),
+    )?;
+    check(
+        condition(&mc, "Ready").is_some_and(|c| c["status"] == "False"),
+        "Ready while the Deployment is someone else's",
+    )?;
+    let d = deployment(env, ns, "cache")?;
+    check(
+        d["metadata"]["ownerReferences"].is_null()
+            && d["spec"]["selector"]["matchLabels"]["app"] == "someone-else",
+        "the foreign Deployment was changed",
+    )?;
+    let warnings = env.kubectl.get(&["events.events.k8s.io", "-n", ns])?;
+    check(
+        warnings["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["reason"] == "ResourceConflict" && e["type"] == "Warning"),
+        "no ResourceConflict Warning Event",
+    )?;
+    delete_namespace(env, ns)
+}
+
+fn readiness_and_handover(env: &mut Env) -> Result<(), String> {
+    let first = env.operator.take().ok_or("no controller running")?;
+    let second = env.start_operator("operator-standby")?;
+    wait_for("both replicas ready", SETTLE, || {
+        match (first.ready(), second.ready()) {
+            (true, true) => Ok(()),
+            other => Err(format!("ready: {other:?}")),
+        }
+    })?;
+    let (leader, standby) = if lease_holder(env)? == first.name {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    check(
+        standby.reconciles()? == 0,
+        "the standby reconciles while another process leads",
+    )?;
+
+    let sigterm = hand_over(env, leader, &standby, Operator::stop)?;
+    let next = env.start_operator("operator-next")?;
+    wait_for("the new standby ready", SETTLE, || {
+        next.ready().then_some(()).ok_or_else(|| "not ready".into())
+    })?;
+    let sigkill = hand_over(env, standby, &next, Operator::kill)?;
+    println!(
+        "     Lease handover: {:.1}s after SIGTERM, {:.1}s after SIGKILL (Lease 15s)",
+        sigterm.as_secs_f64(),
+        sigkill.as_secs_f64()
+    );
+    // The new leader reconciles.
+    let ns = "leader";
+    ensure_namespace(env, ns)?;
+    env.kubectl.apply(&memcached(ns, "cache", json!({})))?;
+    wait_ready(env, ns, "cache", 1)?;
+    check(next.reconciles()? > 0, "the new leader did not reconcile")?;
+    env.operator = Some(next);
+    check(
+        sigterm < Duration::from_secs(5),
+        format!("the Lease was not released on SIGTERM: {sigterm:?}"),
+    )?;
+    delete_namespace(env, ns)
+}
+
+/// End `leader` with `end`; the time until `successor` holds the Lease.
+fn hand_over(
+    env: &Env,
+    leader: Operator,
+    successor: &Operator,
+    end: fn(Operator),
+) -> Result<Duration, String> {
+    let started = Instant::now();
+    end(leader);
+    wait_for("the successor to take the Lease", SETTLE, || {
+        let holder = lease_holder(env)?;
+        if holder == successor.name {
+            Ok(())
+        } else {
+            Err(holder)
+        }
+    })?;
+    Ok(started.elapsed())
+}
+
+// ---------------------------------------------------------------- helpers
+
+fn check(condition: bool, message: impl Into<String>) -> Result<(), String> {
+    if condition {
+        Ok(())
+    } else {
+        Err(message.into())
+    }
+}
+
+fn memcached(namespace: &str, name: &str, spec: Value) -> String {
+    json!({
+        "apiVersion": "memcached.c5c3.io/v1beta1",
+        "kind": "Memcached",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    })
+    .to_string()
+}
+
+fn ensure_namespace(env: &Env, namespace: &str) -> Result<(), String> {
+    env.kubectl
+        .apply(
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+                .to_string(),
+        )
+        .map(drop)
+}
+
+fn delete_namespace(env: &Env, namespace: &str) -> Result<(), String> {
+    env.kubectl
+        .ok(&["delete", "namespace", namespace, "--wait=false"])
+        .map(drop)
+}
+
+fn deployment(env: &Env, namespace: &str, name: &str) -> Result<Value, String> {
+    env.kubectl.get(&["deployment", name, "-n", namespace])
+}
+
+/// Change an annotation: the controller reconciles on annotation changes.
+fn touch(env: &Env, namespace: &str, name: &str) -> Result<(), String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    env.kubectl
+        .ok(&[
+            "annotate",
+            "memcached",
+            name,
+            "-n",
+            namespace,
+            "--overwrite",
+            &format!("e2e.c5c3.io/touched={now}"),
+        ])
+        .map(drop)
+}
+
+/// Wait for status Ready with `replicas` ready and the current generation observed.
+fn wait_ready(env: &Env, namespace: &str, name: &str, replicas: i64) -> Result<Value, String> {
+    wait_for(
+        &format!("{namespace}/{name} Ready with {replicas} replicas"),
+        SETTLE,
+        || {
+            let mc = env.kubectl.get(&["memcached", name, "-n", namespace])?;
+            let status = &mc["status"];
+            let ready = condition(&mc, "Ready").is_some_and(|c| c["status"] == "True")
+                && status["readyReplicas"] == replicas
+                && status["observedGeneration"] == mc["metadata"]["generation"];
+            if ready {
+                Ok(mc.clone())
+            } else {
+                Err(status.to_string())
+            }
+        },
+    )
+}
+
+fn lease_holder(env: &Env) -> Result<String, String> {
+    let lease = env
+        .kubectl
+        .get(&["lease", "memcached-operator", "-n", OPERATOR_NAMESPACE])?;
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| "the Lease has no holder".to_string())
+}
