@@ -25,6 +25,8 @@ pub struct Observed {
     pub generation: Option<i64>,
     /// `<name>.<namespace>`, for the server list.
     pub host: String,
+    /// The pods' label selector as a string (`status.selector`).
+    pub selector: String,
 }
 
 /// The new status. `lastTransitionTime` moves only when a condition flips.
@@ -56,6 +58,18 @@ pub fn compute(
             "AllReplicasReady",
             "All replicas are ready".to_string(),
         )
+    };
+    let ready_reason = if ready {
+        "MemcachedReady"
+    } else if seen.desired == 0 {
+        "ScaledToZero"
+    } else {
+        "MemcachedNotReady"
+    };
+    let state = if degraded && degraded_reason != "ReplicasNotReady" {
+        format!("Degraded: {degraded_reason}")
+    } else {
+        ready_reason.to_string()
     };
     let wanted = [
         condition(
@@ -89,13 +103,7 @@ pub fn compute(
         condition(
             "Ready",
             ready,
-            if ready {
-                "MemcachedReady"
-            } else if seen.desired == 0 {
-                "ScaledToZero"
-            } else {
-                "MemcachedNotReady"
-            },
+            ready_reason,
             &if ready {
                 format!("{} replicas serving", seen.ready)
             } else {
@@ -120,6 +128,9 @@ pub fn compute(
     MemcachedStatus {
         replicas: Some(seen.desired),
         ready_replicas: Some(seen.ready),
+        ready: Some(format!("{}/{}", seen.ready, seen.desired)),
+        state: Some(state),
+        selector: Some(seen.selector.clone()).filter(|s| !s.is_empty()),
         memcached_version: stats.version.clone(),
         current_connections: Some(stats.current_connections),
         hit_ratio: Some(if stats.hit_ratio.is_empty() {
@@ -178,11 +189,19 @@ mod tests {
         let s = compute(None, &seen(3, 3), &ClusterStats::default(), &at(1));
         assert_eq!(cond(&s, "Ready").status, "True");
         assert_eq!(cond(&s, "Ready").reason, "MemcachedReady");
+        assert_eq!(
+            (s.ready.as_deref(), s.state.as_deref()),
+            (Some("3/3"), Some("MemcachedReady"))
+        );
         assert_eq!(s.server_list, Some(vec!["c.ns:11211".to_string()]));
         assert_eq!(s.hit_ratio.as_deref(), Some("0.00"));
         let s = compute(None, &seen(3, 2), &ClusterStats::default(), &at(1));
         assert_eq!(cond(&s, "Ready").status, "False");
         assert_eq!(cond(&s, "Degraded").reason, "ReplicasNotReady");
+        assert_eq!(
+            (s.ready.as_deref(), s.state.as_deref()),
+            (Some("2/3"), Some("MemcachedNotReady"))
+        );
         assert_eq!(s.server_list, None);
         let s = compute(None, &seen(0, 0), &ClusterStats::default(), &at(1));
         assert_eq!(cond(&s, "Ready").reason, "ScaledToZero");
@@ -197,6 +216,7 @@ mod tests {
         assert_eq!(cond(&s, "Degraded").reason, "SecretNotFound");
         assert!(cond(&s, "Degraded").message.contains("tls"));
         assert_eq!(cond(&s, "Ready").status, "False");
+        assert_eq!(s.state.as_deref(), Some("Degraded: SecretNotFound"));
     }
 
     #[test]
