@@ -6,6 +6,7 @@ templated CRD is deploy/crd.yaml, and every option lands where it belongs.
 
 usage: check_chart.py HELM"""
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -73,7 +74,8 @@ def check_defaults(helm):
     assert one(objects, "PodDisruptionBudget")["spec"] == {
         "minAvailable": 1, "selector": deployment["spec"]["selector"]}
     assert one(objects, "Service")["spec"]["ports"][0]["targetPort"] == "metrics"
-    assert not kinds(objects, "ServiceMonitor") and not kinds(objects, "CustomResourceDefinition")
+    for kind in ("ServiceMonitor", "PrometheusRule", "ConfigMap", "CustomResourceDefinition"):
+        assert not kinds(objects, kind), f"{kind} is opt-in"
 
 
 def check_all_values(helm):
@@ -106,6 +108,12 @@ def check_all_values(helm):
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["endpoints"][0]["interval"] == "15s"
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+    rule = one(objects, "PrometheusRule")
+    assert rule["spec"] == load("prometheus/memcached-operator-rules.yaml")[0]["spec"]
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    dashboard = one(objects, "ConfigMap")
+    assert json.loads(dashboard["data"]["memcached.json"]) == json.loads((DEPLOY / "grafana/memcached.json").read_text())
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     crd = one(objects, "CustomResourceDefinition")
     source = load("crd.yaml")[0]
     assert crd["spec"] == source["spec"], "the templated CRD must be deploy/crd.yaml"
