@@ -61,8 +61,8 @@ const FOREIGN_KINDS: [(&str, &str, &str, &str); 3] = [
     ),
 ];
 
-/// Namespaces the manifests and the chart's values name.
-const NAMESPACES: [&str; 4] = ["ops", "team-a", "team-b", "kubectl-ux"];
+/// Namespaces the examples (`production`), the chart's values and scenario 4 use.
+const NAMESPACES: [&str; 5] = ["production", "ops", "team-a", "team-b", "kubectl-ux"];
 
 fn main() {
     let workdir = std::env::temp_dir().join("memcached-e2e-manifests");
@@ -327,12 +327,18 @@ fn kubectl_ux(env: &mut Env) -> Result<(), String> {
         format!("kubectl get all: {all}"),
     )?;
 
-    let explained = kubectl.ok(&["explain", "memcached"])?;
+    // kubectl explain wraps descriptions: compare word by word.
+    let explain = |path: &str| {
+        kubectl
+            .ok(&["explain", path])
+            .map(|text| text.split_whitespace().collect::<Vec<_>>().join(" "))
+    };
+    let explained = explain("memcached")?;
     check(
-        explained.contains("A Memcached cluster"),
+        explained.contains("A Memcached cluster: a Deployment"),
         format!("explain: {explained}"),
     )?;
-    let field = kubectl.ok(&["explain", "memcached.spec.memcached.maxMemoryMB"])?;
+    let field = explain("memcached.spec.memcached.maxMemoryMB")?;
     check(
         field.contains("16-65536; default 64"),
         format!("explain: {field}"),
