@@ -103,9 +103,11 @@ e2e: policy.wasm $(E2E_BIN)/cluster
 
 ## e2e-manifests: every file of deploy/ and the chart rendered with default and all values, applied with
 ## --dry-run=server to the e2e control plane (its schemas, admission and RBAC checks).
-e2e-manifests: $(E2E_BIN)/cluster $(HELM)
+e2e-manifests: policy.wasm $(E2E_BIN)/cluster $(HELM)
+	$(CARGO) build --locked -p memcached-controller --bin memcached-controller
 	$(CARGO) test --locked --no-run -p e2e-tests --features cluster --test manifests
-	HELM=$(abspath $(HELM)) $(NETNS) $(CARGO) test --locked --offline -q -p e2e-tests --features cluster --test manifests
+	HELM=$(abspath $(HELM)) MEMCACHED_CONTROLLER=$(TARGET_DIR)/debug/memcached-controller \
+		$(NETNS) $(CARGO) test --locked --offline -q -p e2e-tests --features cluster --test manifests
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl when installed).
 e2e-tests: policy.wasm
