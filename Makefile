@@ -5,6 +5,7 @@ CARGO ?= cargo
 WASM_TARGET := wasm32-wasip1
 # Cargo's target directory (honours CARGO_TARGET_DIR).
 TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))
+TMPDIR_OR_TMP := $(or $(TMPDIR),/tmp)
 WASM_BUILD := $(TARGET_DIR)/$(WASM_TARGET)/release/memcached_policy.wasm
 POLICY_SOURCES := $(shell find api/src policy-wasm/src -name '*.rs') api/Cargo.toml policy-wasm/Cargo.toml Cargo.toml Cargo.lock
 
@@ -12,6 +13,9 @@ E2E_BIN := target/e2e
 CLUSTER_SOURCES := $(wildcard e2e-tests/cluster/*.go e2e-tests/cluster/cmd/kubectl/*.go) e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
 REGISTRY_SOURCES := e2e-tests/registry/main.go e2e-tests/registry/go.mod e2e-tests/registry/go.sum
 NETNS := e2e-tests/netns.sh
+# helm, built from its Go module at the version e2e-tests/tools/go.mod pins.
+HELM := target/tools/helm
+CHART := deploy/helm/memcached-operator
 
 # Kubewarden's engines: on PATH, or through KWCTL / POLICY_SERVER, else ../shared/bin (what CI uses).
 SHARED_BIN := $(abspath ../shared/bin)
@@ -19,9 +23,9 @@ KWCTL ?= $(or $(shell command -v kwctl),$(wildcard $(SHARED_BIN)/kwctl))
 POLICY_SERVER ?= $(or $(shell command -v policy-server),$(wildcard $(SHARED_BIN)/policy-server))
 export KWCTL POLICY_SERVER
 # Debian packages the tests and the demo need, by the command that shows each is there.
-DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go
+DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus
 
-.PHONY: all deps demo test unit-tests kwctl-tests e2e e2e-tests bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
+.PHONY: all deps demo test unit-tests kwctl-tests e2e e2e-tests e2e-manifests helm-test prometheus-test bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -83,6 +87,27 @@ push: annotated-policy.wasm
 	"$(KWCTL)" push -o json annotated-policy.wasm registry://$(REGISTRY)/policies/memcached:v$(POLICY_VERSION)
 	@echo
 
+## target/tools/helm: helm from its Go module, version pinned by e2e-tests/tools/go.mod (Go caches the build).
+$(HELM): e2e-tests/tools/go.mod e2e-tests/tools/go.sum
+	cd e2e-tests/tools && go build -trimpath -o ../../$@ \
+		-ldflags="-s -X helm.sh/helm/v3/internal/version.version=$$(go list -m -f '{{.Version}}' helm.sh/helm/v3)" \
+		helm.sh/helm/v3/cmd/helm
+
+## helm-test: helm lint (default values and ci/all-values.yaml), then helm template checked against deploy/
+## (the controller's rules are deploy/rbac.yaml's, the templated CRD is deploy/crd.yaml, every option lands).
+helm-test: $(HELM)
+	$(HELM) lint --strict $(CHART) 2> >(grep -v 'found symbolic link' >&2)
+	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/all-values.yaml 2> >(grep -v 'found symbolic link' >&2)
+	python3 deploy/helm/check_chart.py $(HELM) 2> >(grep -v 'found symbolic link' >&2)
+
+## prometheus-test: promtool checks the alerts and the Grafana dashboard's queries, and unit-tests the alerts.
+prometheus-test:
+	@rm -rf "$(TMPDIR_OR_TMP)/prometheus-test"
+	python3 deploy/prometheus/promtool_inputs.py "$(TMPDIR_OR_TMP)/prometheus-test"
+	promtool check rules "$(TMPDIR_OR_TMP)"/prometheus-test/*.rules.yaml
+	cp deploy/prometheus/memcached-operator-rules.test.yaml "$(TMPDIR_OR_TMP)/prometheus-test/"
+	cd "$(TMPDIR_OR_TMP)/prometheus-test" && promtool test rules memcached-operator-rules.test.yaml
+
 ## test: every test: unit, policy through wasmtime, controller against real memcached and a mocked API server,
 ## packaging, kwctl suite, then the end-to-end scenarios on a real control plane.
 test: deps unit-tests kwctl-tests e2e
@@ -101,6 +126,14 @@ e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
 	$(CARGO) build --locked -p memcached-controller --bin memcached-controller
 	$(CARGO) test --locked --no-run -p e2e-tests --features cluster --test cluster
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/debug/memcached-controller $(NETNS) $(CARGO) test --locked --offline -q -p e2e-tests --features cluster --test cluster
+
+## e2e-manifests: every file of deploy/ and the chart rendered with default and all values, applied with
+## --dry-run=server to the e2e control plane (its schemas, admission and RBAC checks).
+e2e-manifests: policy.wasm $(E2E_BIN)/cluster $(HELM)
+	$(CARGO) build --locked -p memcached-controller --bin memcached-controller
+	$(CARGO) test --locked --no-run -p e2e-tests --features cluster --test manifests
+	HELM=$(abspath $(HELM)) MEMCACHED_CONTROLLER=$(TARGET_DIR)/debug/memcached-controller \
+		$(NETNS) $(CARGO) test --locked --offline -q -p e2e-tests --features cluster --test manifests
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl).
 e2e-tests: policy.wasm kwctl-tests

@@ -53,69 +53,127 @@ pub const SECTIONS: [&str; 12] = [
         kind = "Memcached",
         plural = "memcacheds",
         shortname = "mc",
+        category = "memcached",
+        category = "all",
         namespaced,
+        doc = "A Memcached cluster: a Deployment of memcached pods behind a headless Service, with optional exporter sidecar and ServiceMonitor, PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy, SASL and TLS. The controller fills status with the rollout state and live stats; the Kubewarden policy defaults and validates the spec.",
         status = "MemcachedStatus",
-        scale = r#"{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas"}"#,
-        printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicas"}"#,
-        printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas"}"#,
-        printcolumn = r#"{"name":"Hit Ratio","type":"string","jsonPath":".status.hitRatio"}"#,
-        printcolumn = r#"{"name":"Connections","type":"integer","jsonPath":".status.currentConnections"}"#,
-        printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+        scale(
+            spec_replicas_path = ".spec.replicas",
+            status_replicas_path = ".status.replicas",
+            label_selector_path = ".status.selector"
+        ),
+        printcolumn(
+            name = "Replicas",
+            type_ = "integer",
+            json_path = ".status.replicas",
+            description = "Replicas the Deployment should run"
+        ),
+        printcolumn(
+            name = "Ready",
+            type_ = "string",
+            json_path = ".status.ready",
+            description = "Ready replicas / desired replicas"
+        ),
+        printcolumn(
+            name = "Status",
+            type_ = "string",
+            json_path = ".status.state",
+            description = "The Ready condition's reason, or Degraded: <reason>"
+        ),
+        printcolumn(
+            name = "Hit Ratio",
+            type_ = "string",
+            json_path = ".status.hitRatio",
+            description = "get_hits / (get_hits + get_misses) over the ready pods"
+        ),
+        printcolumn(
+            name = "Age",
+            type_ = "date",
+            json_path = ".metadata.creationTimestamp"
+        ),
+        printcolumn(
+            name = "Image",
+            type_ = "string",
+            json_path = ".spec.image",
+            priority = 1,
+            description = "Memcached container image"
+        ),
+        printcolumn(
+            name = "Version",
+            type_ = "string",
+            json_path = ".status.memcachedVersion",
+            priority = 1,
+            description = "Version memcached reports"
+        ),
+        printcolumn(
+            name = "Connections",
+            type_ = "integer",
+            json_path = ".status.currentConnections",
+            priority = 1,
+            description = "Open client connections over the ready pods"
+        )
     )
 )]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedSpec {
-    /// Number of pods (0-64); must be absent while autoscaling is enabled.
+    /// Number of memcached pods, 0-64; default 1. Must be absent while
+    /// autoscaling is enabled (the HorizontalPodAutoscaler owns it then).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 64)))]
     pub replicas: Option<i32>,
-    /// Memcached container image.
+    /// Memcached container image, non-empty; default `memcached:1.6`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_IMAGE_LENGTH)))]
     pub image: Option<String>,
-    /// Requests and limits of the memcached container.
+    /// Requests and limits of the memcached container; default none. A memory
+    /// limit must be at least maxMemoryMB plus the policy's overhead (32Mi by
+    /// default), and each request at most its limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
-    /// Memcached runtime parameters.
+    /// Memcached runtime parameters; defaulted field by field.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memcached: Option<MemcachedConfig>,
-    /// Anti-affinity, topology spread, disruption budget and graceful shutdown.
+    /// Anti-affinity, topology spread, disruption budget and graceful
+    /// shutdown; default none (no affinity, no budget, no preStop hook).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub high_availability: Option<HighAvailabilitySpec>,
-    /// Horizontal pod autoscaling of the Deployment.
+    /// Horizontal pod autoscaling of the Deployment; default disabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
-    /// Prometheus exporter sidecar and ServiceMonitor.
+    /// Prometheus exporter sidecar and ServiceMonitor; default disabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub monitoring: Option<MonitoringSpec>,
-    /// Security contexts, SASL and TLS.
+    /// Security contexts, SASL and TLS; default the `restricted` Pod Security
+    /// contexts, SASL and TLS off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security: Option<SecuritySpec>,
-    /// NetworkPolicy generation.
+    /// NetworkPolicy generation; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<NetworkPolicySpec>,
-    /// Headless Service settings.
+    /// Headless Service settings; default no extra annotations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service: Option<ServiceSpec>,
-    /// Extra labels on the pods (not the operator's `app.kubernetes.io/` ones).
+    /// Extra labels on the pods; default none. Cannot override the selector
+    /// labels (`app.kubernetes.io/name`, `instance`, `managed-by`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_LABELS)))]
     pub pod_labels: Option<BTreeMap<String, String>>,
-    /// Extra annotations on the pods.
+    /// Extra annotations on the pods; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_ANNOTATIONS)))]
     pub pod_annotations: Option<BTreeMap<String, String>>,
-    /// Node selector of the pods.
+    /// Node selector of the pods; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_LABELS)))]
     pub node_selector: Option<BTreeMap<String, String>>,
-    /// Tolerations of the pods.
+    /// Tolerations of the pods; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_TOLERATIONS)))]
     pub tolerations: Option<Vec<Toleration>>,
-    /// Pull secrets for the images.
+    /// Pull secrets for the memcached and exporter images; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_IMAGE_PULL_SECRETS)))]
     pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
@@ -126,28 +184,30 @@ pub struct MemcachedSpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedConfig {
-    /// Cache size in megabytes (`-m`, 16-65536).
+    /// Cache size in megabytes (`-m`), 16-65536; default 64.
     #[serde(rename = "maxMemoryMB", skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 16, max = 65536)))]
     pub max_memory_mb: Option<i32>,
-    /// Maximum simultaneous connections (`-c`, 1-65536).
+    /// Maximum simultaneous connections (`-c`), 1-65536; default 1024.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65536)))]
     pub max_connections: Option<i32>,
-    /// Worker threads (`-t`, 1-128).
+    /// Worker threads (`-t`), 1-128; default 4.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 128)))]
     pub threads: Option<i32>,
-    /// Maximum item size (`-I`): a multiple of 512k such as `512k`, `1m` or `1536k`.
+    /// Maximum item size (`-I`): a multiple of 512k such as `512k`, `1m` or
+    /// `1536k`, at most 1024m and at most half of maxMemoryMB; default `1m`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9]+(k|m)$")))]
     pub max_item_size: Option<String>,
-    /// 0 = quiet, 1 = `-v`, 2 = `-vv`.
+    /// Log verbosity, 0-2: 0 quiet, 1 `-v`, 2 `-vv`; default 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 2)))]
     pub verbosity: Option<i32>,
-    /// Extra raw arguments, appended after the managed ones; flags the operator
-    /// manages and flags that stop memcached from serving are refused.
+    /// Extra raw arguments appended after the managed ones; default none.
+    /// Flags the operator manages (`-m`, `-c`, `-t`, `-I`, ...) and flags that
+    /// stop memcached from serving are refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "schema",
@@ -161,18 +221,19 @@ pub struct MemcachedConfig {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HighAvailabilitySpec {
-    /// `soft` (preferred) or `hard` (required) pod anti-affinity.
+    /// Pod anti-affinity across nodes: `soft` (preferred) or `hard`
+    /// (required); default `soft` when highAvailability is set.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("enum" = ["soft", "hard"])))]
     pub anti_affinity_preset: Option<String>,
-    /// Passed through to the pod spec.
+    /// Passed through to the pod spec; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_TOPOLOGY_SPREAD_CONSTRAINTS)))]
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
-    /// PodDisruptionBudget settings.
+    /// PodDisruptionBudget settings; default no budget.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod_disruption_budget: Option<PdbSpec>,
-    /// preStop delay and termination grace period.
+    /// preStop delay and termination grace period; default disabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graceful_shutdown: Option<GracefulShutdownSpec>,
 }
@@ -182,13 +243,16 @@ pub struct HighAvailabilitySpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PdbSpec {
-    /// Create the PodDisruptionBudget.
+    /// Create the PodDisruptionBudget; default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Minimum available pods (integer or percentage).
+    /// Minimum available pods, an integer >= 0 below replicas or a percentage
+    /// 0%-100%; no default: exactly one of minAvailable and maxUnavailable
+    /// when enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_available: Option<IntOrString>,
-    /// Maximum unavailable pods (integer or percentage).
+    /// Maximum unavailable pods, an integer >= 0 or a percentage 0%-100%; no
+    /// default: exactly one of minAvailable and maxUnavailable when enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_unavailable: Option<IntOrString>,
 }
@@ -198,14 +262,15 @@ pub struct PdbSpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct GracefulShutdownSpec {
-    /// Add the preStop sleep and the grace period.
+    /// Add the preStop sleep and the grace period; default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Seconds the preStop hook sleeps (1-300).
+    /// Seconds the preStop hook sleeps, 1-300; default 10.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 300)))]
     pub pre_stop_delay_seconds: Option<i32>,
-    /// Pod termination grace period (1-600), longer than the preStop delay.
+    /// Pod termination grace period in seconds, 1-600 and longer than the
+    /// preStop delay; default 30.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 600)))]
     pub termination_grace_period_seconds: Option<i32>,
@@ -216,22 +281,25 @@ pub struct GracefulShutdownSpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AutoscalingSpec {
-    /// Create a HorizontalPodAutoscaler; `spec.replicas` must then be absent.
+    /// Create a HorizontalPodAutoscaler; default false. `spec.replicas` must
+    /// then be absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Lower bound of the replica count (>= 1).
+    /// Lower bound of the replica count, >= 1 and <= maxReplicas; default 1 (the HPA's).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub min_replicas: Option<i32>,
-    /// Upper bound of the replica count (>= 1), required when enabled.
+    /// Upper bound of the replica count, >= 1; no default, required when enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_replicas: Option<i32>,
-    /// autoscaling/v2 metrics.
+    /// autoscaling/v2 metrics; default 80% average CPU utilization. Utilization
+    /// metrics need the matching resource requests.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_METRICS)))]
     pub metrics: Option<Vec<MetricSpec>>,
-    /// autoscaling/v2 scaling behavior.
+    /// autoscaling/v2 scaling behavior; default a 300 s scale-down
+    /// stabilization window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub behavior: Option<HorizontalPodAutoscalerBehavior>,
 }
@@ -241,17 +309,19 @@ pub struct AutoscalingSpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MonitoringSpec {
-    /// Add the exporter sidecar (and a ServiceMonitor when its CRD exists).
+    /// Add the exporter sidecar (and a ServiceMonitor when its CRD exists);
+    /// default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Exporter sidecar image.
+    /// Exporter sidecar image, non-empty; default `prom/memcached-exporter:v0.15.4`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_IMAGE_LENGTH)))]
     pub exporter_image: Option<String>,
-    /// Requests and limits of the exporter sidecar.
+    /// Requests and limits of the exporter sidecar, each request at most its
+    /// limit; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exporter_resources: Option<ResourceRequirements>,
-    /// ServiceMonitor settings.
+    /// ServiceMonitor settings; default interval 30s, timeout 10s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_monitor: Option<ServiceMonitorSpec>,
 }
@@ -261,14 +331,15 @@ pub struct MonitoringSpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceMonitorSpec {
-    /// Extra labels on the ServiceMonitor (e.g. `release: prometheus`).
+    /// Extra labels on the ServiceMonitor (e.g. `release: prometheus`); default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_LABELS)))]
     pub additional_labels: Option<BTreeMap<String, String>>,
-    /// Prometheus scrape interval.
+    /// Prometheus scrape interval, a Prometheus duration; default `30s`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
-    /// Prometheus scrape timeout, at most the interval.
+    /// Prometheus scrape timeout, a Prometheus duration at most the interval;
+    /// default `10s`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scrape_timeout: Option<String>,
 }
@@ -278,16 +349,18 @@ pub struct ServiceMonitorSpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SecuritySpec {
-    /// Pod-level security context.
+    /// Pod-level security context; default `restricted`: non-root, UID/GID/fsGroup
+    /// 11211, RuntimeDefault seccomp.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod_security_context: Option<PodSecurityContext>,
-    /// Container-level security context.
+    /// Container-level security context; default `restricted`: no privilege
+    /// escalation, read-only root filesystem, all capabilities dropped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container_security_context: Option<SecurityContext>,
-    /// SASL authentication.
+    /// SASL authentication; default off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sasl: Option<SaslSpec>,
-    /// TLS encryption.
+    /// TLS encryption; default off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
 }
@@ -297,10 +370,11 @@ pub struct SecuritySpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SaslSpec {
-    /// Require clients to authenticate.
+    /// Require clients to authenticate; default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Secret holding the credentials.
+    /// Secret holding the credentials (key `auth`, `user:password` lines);
+    /// no default, required when enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials_secret_ref: Option<LocalObjectReference>,
 }
@@ -310,13 +384,14 @@ pub struct SaslSpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TlsSpec {
-    /// Serve TLS.
+    /// Serve TLS; default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Secret with `tls.crt`, `tls.key` and optionally `ca.crt`.
+    /// Secret with `tls.crt`, `tls.key` and optionally `ca.crt`; no default,
+    /// required when enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certificate_secret_ref: Option<LocalObjectReference>,
-    /// Require and verify client certificates against `ca.crt`.
+    /// Require and verify client certificates against `ca.crt`; default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_client_cert: Option<bool>,
 }
@@ -326,11 +401,11 @@ pub struct TlsSpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkPolicySpec {
-    /// Create the NetworkPolicy.
+    /// Create the NetworkPolicy; default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Peers allowed to reach memcached; none (or an empty list) allows every
-    /// source, which the policy warns about.
+    /// Peers allowed to reach memcached (and the exporter port); default
+    /// absent, which allows every source on those ports (the policy warns).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_ALLOWED_SOURCES)))]
     pub allowed_sources: Option<Vec<NetworkPolicyPeer>>,
@@ -341,7 +416,7 @@ pub struct NetworkPolicySpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceSpec {
-    /// Extra annotations on the Service.
+    /// Extra annotations on the Service; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_ANNOTATIONS)))]
     pub annotations: Option<BTreeMap<String, String>>,
@@ -358,6 +433,17 @@ pub struct MemcachedStatus {
     /// Ready replicas.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ready_replicas: Option<i32>,
+    /// Ready over desired replicas, `"2/3"` (the Ready column of `kubectl get`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// The Ready condition's reason, or `Degraded: <reason>` when something
+    /// other than pods still starting degrades the instance (the Status column).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Label selector of the pods as a string (the scale subresource's
+    /// `labelSelectorPath`, for `kubectl scale` and HorizontalPodAutoscalers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
     /// Version reported by memcached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memcached_version: Option<String>,

@@ -39,6 +39,15 @@ pub fn selector(mc: &Memcached) -> LabelSelector {
     }
 }
 
+/// [`selector_labels`] as a label selector string (`status.selector`).
+pub fn selector_string(mc: &Memcached) -> String {
+    selector_labels(mc)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The CR's name.
 pub fn name(mc: &Memcached) -> &str {
     mc.metadata.name.as_deref().unwrap_or_default()

@@ -421,6 +421,7 @@ fn observe(
         invalid_spec,
         generation: mc.metadata.generation,
         host: format!("{}.{}", mc.name_any(), mc.namespace().unwrap_or_default()),
+        selector: crate::labels::selector_string(mc),
         ..Default::default()
     }
 }

@@ -31,6 +31,8 @@ pub struct Observed {
     /// The Deployment or Service of this name belongs to someone else:
     /// never Ready, no server list.
     pub foreign: bool,
+    /// The pods' label selector as a string (`status.selector`).
+    pub selector: String,
 }
 
 /// The new status. `lastTransitionTime` moves only when a condition flips.
@@ -68,6 +70,18 @@ pub fn compute(
             "All replicas are ready".to_string(),
         )
     };
+    let ready_reason = if ready {
+        "MemcachedReady"
+    } else if seen.desired == 0 {
+        "ScaledToZero"
+    } else {
+        "MemcachedNotReady"
+    };
+    let state = if degraded && degraded_reason != "ReplicasNotReady" {
+        format!("Degraded: {degraded_reason}")
+    } else {
+        ready_reason.to_string()
+    };
     let wanted = [
         condition(
             "Available",
@@ -100,13 +114,7 @@ pub fn compute(
         condition(
             "Ready",
             ready,
-            if ready {
-                "MemcachedReady"
-            } else if seen.desired == 0 {
-                "ScaledToZero"
-            } else {
-                "MemcachedNotReady"
-            },
+            ready_reason,
             &if ready {
                 format!("{} replicas serving", seen.ready)
             } else {
@@ -131,6 +139,9 @@ pub fn compute(
     MemcachedStatus {
         replicas: Some(seen.desired),
         ready_replicas: Some(seen.ready),
+        ready: Some(format!("{}/{}", seen.ready, seen.desired)),
+        state: Some(state),
+        selector: Some(seen.selector.clone()).filter(|s| !s.is_empty()),
         memcached_version: stats.version.clone(),
         current_connections: Some(stats.current_connections),
         hit_ratio: Some(if stats.hit_ratio.is_empty() {
@@ -189,11 +200,19 @@ mod tests {
         let s = compute(None, &seen(3, 3), &ClusterStats::default(), &at(1));
         assert_eq!(cond(&s, "Ready").status, "True");
         assert_eq!(cond(&s, "Ready").reason, "MemcachedReady");
+        assert_eq!(
+            (s.ready.as_deref(), s.state.as_deref()),
+            (Some("3/3"), Some("MemcachedReady"))
+        );
         assert_eq!(s.server_list, Some(vec!["c.ns:11211".to_string()]));
         assert_eq!(s.hit_ratio.as_deref(), Some("0.00"));
         let s = compute(None, &seen(3, 2), &ClusterStats::default(), &at(1));
         assert_eq!(cond(&s, "Ready").status, "False");
         assert_eq!(cond(&s, "Degraded").reason, "ReplicasNotReady");
+        assert_eq!(
+            (s.ready.as_deref(), s.state.as_deref()),
+            (Some("2/3"), Some("MemcachedNotReady"))
+        );
         assert_eq!(s.server_list, None);
         let s = compute(None, &seen(0, 0), &ClusterStats::default(), &at(1));
         assert_eq!(cond(&s, "Ready").reason, "ScaledToZero");
@@ -208,6 +227,7 @@ mod tests {
         assert_eq!(cond(&s, "Degraded").reason, "SecretNotFound");
         assert!(cond(&s, "Degraded").message.contains("tls"));
         assert_eq!(cond(&s, "Ready").status, "False");
+        assert_eq!(s.state.as_deref(), Some("Degraded: SecretNotFound"));
     }
 
     #[test]

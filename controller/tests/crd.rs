@@ -1,6 +1,9 @@
-//! The CRD: generated file in step, both versions, bounds and no defaults.
+//! The CRD: generated file in step, both versions, bounds and no defaults,
+//! and what kubectl shows (columns, categories, descriptions, deprecation).
 
-use memcached_controller::crd::{crd, crd_yaml};
+use memcached_api::SECTIONS;
+use memcached_controller::crd::{V1ALPHA1_DEPRECATION, crd, crd_yaml};
+use serde_json::Value;
 
 #[test]
 fn deploy_crd_yaml_is_the_generated_crd() {
@@ -29,21 +32,127 @@ fn serves_both_versions_with_one_schema_and_stores_v1beta1() {
     for v in &crd.spec.versions {
         let sub = v.subresources.as_ref().unwrap();
         assert!(sub.status.is_some());
+        let scale = sub.scale.as_ref().unwrap();
         assert_eq!(
-            sub.scale.as_ref().unwrap().spec_replicas_path,
-            ".spec.replicas"
+            (
+                scale.spec_replicas_path.as_str(),
+                scale.status_replicas_path.as_str(),
+                scale.label_selector_path.as_deref()
+            ),
+            (
+                ".spec.replicas",
+                ".status.replicas",
+                Some(".status.selector")
+            )
         );
-        let columns: Vec<&str> = v
+        let columns: Vec<(&str, &str, i32)> = v
             .additional_printer_columns
             .iter()
             .flatten()
-            .map(|c| c.name.as_str())
+            .map(|c| {
+                (
+                    c.name.as_str(),
+                    c.json_path.as_str(),
+                    c.priority.unwrap_or(0),
+                )
+            })
             .collect();
         assert_eq!(
             columns,
-            ["Replicas", "Ready", "Hit Ratio", "Connections", "Age"]
+            [
+                ("Replicas", ".status.replicas", 0),
+                ("Ready", ".status.ready", 0),
+                ("Status", ".status.state", 0),
+                ("Hit Ratio", ".status.hitRatio", 0),
+                ("Age", ".metadata.creationTimestamp", 0),
+                ("Image", ".spec.image", 1),
+                ("Version", ".status.memcachedVersion", 1),
+                ("Connections", ".status.currentConnections", 1),
+            ]
         );
     }
+}
+
+#[test]
+fn v1alpha1_is_deprecated_in_favour_of_v1beta1() {
+    let crd = crd();
+    let (alpha, beta) = (&crd.spec.versions[0], &crd.spec.versions[1]);
+    assert_eq!(alpha.deprecated, Some(true));
+    assert!(V1ALPHA1_DEPRECATION.contains("memcached.c5c3.io/v1beta1"));
+    assert_eq!(
+        alpha.deprecation_warning.as_deref(),
+        Some(V1ALPHA1_DEPRECATION)
+    );
+    assert_eq!(
+        (beta.deprecated, beta.deprecation_warning.as_ref()),
+        (None, None)
+    );
+}
+
+#[test]
+fn listed_in_its_category_and_all() {
+    let names = crd().spec.names;
+    assert_eq!(
+        names.categories,
+        Some(vec!["memcached".to_string(), "all".to_string()])
+    );
+    assert_eq!(names.short_names, Some(vec!["mc".to_string()]));
+}
+
+fn schema() -> Value {
+    serde_json::to_value(&crd().spec.versions[1].schema).unwrap()["openAPIV3Schema"].clone()
+}
+
+#[test]
+fn conditions_are_a_map_keyed_by_type() {
+    let conditions = &schema()["properties"]["status"]["properties"]["conditions"];
+    assert_eq!(conditions["x-kubernetes-list-type"], "map");
+    assert_eq!(
+        conditions["x-kubernetes-list-map-keys"],
+        serde_json::json!(["type"])
+    );
+    assert!(
+        conditions["items"]["required"]
+            .as_array()
+            .unwrap()
+            .contains(&"type".into()),
+        "a map key must be required"
+    );
+}
+
+/// `kubectl explain memcached` and every field of the API's own sections:
+/// a real description, each stating the field's default (or that it has none).
+#[test]
+fn every_field_explains_itself_and_its_default() {
+    let root = schema();
+    let description = root["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("A Memcached cluster") && !description.contains("Auto-generated"),
+        "{description}"
+    );
+    let spec = &root["properties"]["spec"];
+    let mut sections = vec![("spec".to_string(), spec)];
+    for path in SECTIONS {
+        let mut node = spec;
+        for part in path.split('.') {
+            node = &node["properties"][part];
+        }
+        sections.push((format!("spec.{path}"), node));
+    }
+    let mut missing = Vec::new();
+    for (path, section) in sections {
+        for (name, field) in section["properties"].as_object().unwrap() {
+            let text = field["description"].as_str().unwrap_or_default();
+            if !text.contains("default") {
+                missing.push(format!("{path}.{name}: {text:?}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "fields without their default:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Render the chart with real helm and check what it must never lose: the
+controller's rules are exactly deploy/rbac.yaml's (cluster-wide, or per watched
+namespace), the aggregated roles are deploy/rbac-user-roles.yaml's, the
+templated CRD is deploy/crd.yaml, and every option lands where it belongs.
+
+usage: check_chart.py HELM"""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import yaml
+
+DEPLOY = pathlib.Path(__file__).resolve().parent.parent
+CHART = DEPLOY / "helm/memcached-operator"
+ALL_VALUES = CHART / "ci/all-values.yaml"
+
+
+def render(helm, *args, fail=False):
+    run = subprocess.run(
+        [helm, "template", "rel", str(CHART), "--namespace", "ops", *args],
+        capture_output=True, text=True,
+    )
+    if fail:
+        assert run.returncode != 0, f"helm template {args} should fail"
+        return run.stderr
+    assert run.returncode == 0, run.stderr
+    return [d for d in yaml.safe_load_all(run.stdout) if d]
+
+
+def load(path):
+    return [d for d in yaml.safe_load_all((DEPLOY / path).read_text()) if d]
+
+
+def one(objects, kind, name=None):
+    found = [o for o in objects if o["kind"] == kind and name in (None, o["metadata"]["name"])]
+    assert len(found) == 1, f"{len(found)} {kind} {name or ''} in {[o['kind'] for o in objects]}"
+    return found[0]
+
+
+def kinds(objects, kind):
+    return [o for o in objects if o["kind"] == kind]
+
+
+def check_defaults(helm):
+    objects = render(helm)
+    rbac = load("rbac.yaml")
+    assert one(objects, "ClusterRole", "rel-memcached-operator")["rules"] == one(rbac, "ClusterRole")["rules"], \
+        "the chart's ClusterRole drifted from deploy/rbac.yaml"
+    leader = one(objects, "Role", "rel-memcached-operator-leader-election")
+    assert leader["rules"] == one(rbac, "Role")["rules"]
+    assert leader["metadata"]["namespace"] == "ops"
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel-memcached-operator", "namespace": "ops"}]
+    user_roles = {o["metadata"]["name"]: o for o in load("rbac-user-roles.yaml")}
+    for name, role in user_roles.items():
+        rendered = one(objects, "ClusterRole", name.replace("memcached-operator", "rel-memcached-operator"))
+        assert rendered["rules"] == role["rules"], name
+        assert role["metadata"]["labels"].items() <= rendered["metadata"]["labels"].items(), name
+    deployment = one(objects, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == "ghcr.io/c5c3/memcached-operator:v0.1.0", "tag defaults to appVersion"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["MEMORY_OVERHEAD"]["value"] == "32Mi"
+    assert "--leader-election" in container["args"]
+    labels = deployment["metadata"]["labels"]
+    for key in ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance",
+                "app.kubernetes.io/version", "app.kubernetes.io/managed-by"):
+        assert key in labels, key
+    assert one(objects, "PodDisruptionBudget")["spec"] == {
+        "minAvailable": 1, "selector": deployment["spec"]["selector"]}
+    assert one(objects, "Service")["spec"]["ports"][0]["targetPort"] == "metrics"
+    for kind in ("ServiceMonitor", "PrometheusRule", "ConfigMap", "CustomResourceDefinition"):
+        assert not kinds(objects, kind), f"{kind} is opt-in"
+
+
+def check_all_values(helm):
+    objects = render(helm, "-f", str(ALL_VALUES))
+    values = yaml.safe_load(ALL_VALUES.read_text())
+    rules = one(load("rbac.yaml"), "ClusterRole")["rules"]
+    assert [o["metadata"]["name"] for o in kinds(objects, "ClusterRole")] == \
+        ["cache-operator-view", "cache-operator-edit"], "watchNamespaces must not grant cluster-wide access"
+    assert not kinds(objects, "ClusterRoleBinding")
+    for namespace in values["watchNamespaces"]:
+        role = [o for o in kinds(objects, "Role") if o["metadata"]["namespace"] == namespace]
+        assert len(role) == 1 and role[0]["rules"] == rules, namespace
+    assert len(kinds(objects, "RoleBinding")) == len(values["watchNamespaces"]) + 1
+    deployment = one(objects, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == f"{values['image']['repository']}@{values['image']['digest']}"
+    assert "--watch-namespaces=team-a,team-b" in container["args"]
+    assert container["args"][-1] == "--log-format=json", "extraArgs come last"
+    for key in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priorityClassName"):
+        assert pod[key] == values[key], key
+    assert pod["imagePullSecrets"] == values["imagePullSecrets"]
+    assert pod["serviceAccountName"] == "cache-operator-sa"
+    assert container["resources"] == values["resources"]
+    template_meta = deployment["spec"]["template"]["metadata"]
+    assert template_meta["annotations"] == values["podAnnotations"]
+    assert template_meta["labels"]["tier"] == "control" and template_meta["labels"]["team"] == "platform"
+    assert one(objects, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    monitor = one(objects, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["endpoints"][0]["interval"] == "15s"
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+    rule = one(objects, "PrometheusRule")
+    assert rule["spec"] == load("prometheus/memcached-operator-rules.yaml")[0]["spec"]
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    dashboard = one(objects, "ConfigMap")
+    assert json.loads(dashboard["data"]["memcached.json"]) == json.loads((DEPLOY / "grafana/memcached.json").read_text())
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    crd = one(objects, "CustomResourceDefinition")
+    source = load("crd.yaml")[0]
+    assert crd["spec"] == source["spec"], "the templated CRD must be deploy/crd.yaml"
+    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+
+
+def check_switches(helm):
+    single = render(helm, "--set", "replicaCount=1,rbac.create=false,rbac.aggregateToDefaultRoles=false,"
+                    "serviceAccount.create=false,metrics.service.enabled=false")
+    assert [o["kind"] for o in single] == ["Deployment"], [o["kind"] for o in single]
+    assert single[0]["spec"]["template"]["spec"]["serviceAccountName"] == "default"
+    assert "leaderElection.enabled" in render(
+        helm, "--set", "replicaCount=2,leaderElection.enabled=false", fail=True)
+    assert "additional properties" in render(helm, "--set", "replicas=2", fail=True), \
+        "values.schema.json must refuse unknown keys"
+    assert "logFormat" in render(helm, "--set", "logFormat=xml", fail=True)
+
+
+def main(helm):
+    for check in (check_defaults, check_all_values, check_switches):
+        check(helm)
+        print(f"ok {check.__name__}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Write what promtool checks into DIR: the PrometheusRule's rule groups
+(memcached-operator.rules.yaml, what the unit tests load) and every query of the
+Grafana dashboard as a recording rule (dashboard.rules.yaml), so promtool parses
+the dashboard's PromQL too. Grafana's variables become what they stand for.
+
+Every metric the alerts and the dashboard name must exist: the controller's are
+read from controller/src/metrics.rs, the exporter's are those of
+prom/memcached-exporter v0.15 (pkg/exporter/exporter.go) that they use."""
+
+import json
+import pathlib
+import re
+import sys
+
+import yaml
+
+DEPLOY = pathlib.Path(__file__).resolve().parent.parent
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$namespace": ".*", "$memcached": ".*"}
+EXPORTER_METRICS = {
+    "memcached_up", "memcached_uptime_seconds", "memcached_commands_total",
+    "memcached_current_connections", "memcached_max_connections", "memcached_current_bytes",
+    "memcached_limit_bytes", "memcached_current_items", "memcached_items_evicted_total",
+    "memcached_read_bytes_total", "memcached_written_bytes_total",
+}
+# OpenMetrics suffixes prometheus-client adds to a registered name.
+SUFFIXES = ("_total", "_bucket", "_sum", "_count", "")
+
+
+def rule_groups():
+    rule = yaml.safe_load((DEPLOY / "prometheus/memcached-operator-rules.yaml").read_text())
+    assert rule["kind"] == "PrometheusRule", rule["kind"]
+    return rule["spec"]
+
+
+def dashboard_queries():
+    dashboard = json.loads((DEPLOY / "grafana/memcached.json").read_text())
+    rules = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for variable, value in GRAFANA_VARIABLES.items():
+                expr = expr.replace(variable, value)
+            assert "$" not in expr, f"unknown Grafana variable in {panel['title']!r}: {expr}"
+            rules.append({"record": f"dashboard:panel_{panel['id']}:{target['refId']}", "expr": expr})
+    assert rules, "the dashboard has no queries"
+    return {"groups": [{"name": "dashboard", "rules": rules}]}
+
+
+def controller_metrics():
+    source = (DEPLOY.parent / "controller/src/metrics.rs").read_text()
+    prefix = re.search(r'Registry::with_prefix\("(\w+)"\)', source).group(1)
+    names = re.findall(r'register\(\s*"(\w+)"', source)
+    assert names, "no metric registered in controller/src/metrics.rs"
+    return {f"{prefix}_{name}{suffix}" for name in names for suffix in SUFFIXES}
+
+
+def check_metric_names(groups):
+    exprs = [rule["expr"] for group in groups for rule in group["rules"]]
+    used = {name for expr in exprs for name in re.findall(r"\bmemcached_\w+", expr)}
+    unknown = sorted(used - EXPORTER_METRICS - controller_metrics())
+    assert not unknown, f"metrics no exporter or controller serves: {unknown}"
+
+
+def main(out):
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rules, dashboard = rule_groups(), dashboard_queries()
+    check_metric_names(rules["groups"] + dashboard["groups"])
+    (out / "memcached-operator.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
+    (out / "dashboard.rules.yaml").write_text(yaml.safe_dump(dashboard, sort_keys=False))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,390 @@
+//! The shipped manifests against a real API server (`make e2e-manifests`):
+//! every file of `deploy/` and the Helm chart rendered by real helm (default
+//! values and `ci/all-values.yaml`) pass `kubectl apply --dry-run=server`
+//! (schemas, defaulting, admission including the policy webhook, RBAC
+//! escalation checks), and `kubectl` shows a live Memcached as documented.
+//!
+//! Kinds of other projects (the Prometheus Operator's ServiceMonitor and
+//! PrometheusRule, Kubewarden's ClusterAdmissionPolicy) get stand-in CRDs that
+//! accept any spec: their apiVersion, kind and metadata are checked, their
+//! spec is not. Runs inside `e2e-tests/netns.sh`; `$HELM` is the helm binary
+//! (default `target/tools/helm`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use e2e_tests::cluster::{Env, condition_status, wait_for};
+use e2e_tests::workspace_root;
+use serde_json::{Value, json};
+
+type Scenario = fn(&mut Env) -> Result<(), String>;
+
+const SCENARIOS: &[(&str, Scenario)] = &[
+    (
+        "1. every file of deploy/ passes a server-side dry run",
+        deploy_files,
+    ),
+    (
+        "2. the Helm chart with default values passes a server-side dry run",
+        chart_defaults,
+    ),
+    (
+        "3. the Helm chart with every value set passes a server-side dry run",
+        chart_all_values,
+    ),
+    (
+        "4. kubectl get, -o wide, get all, explain, scale and the v1alpha1 warning",
+        kubectl_ux,
+    ),
+];
+
+/// Stand-in CRDs for the foreign kinds: (group, kind, plural, scope).
+const FOREIGN_KINDS: [(&str, &str, &str, &str); 3] = [
+    (
+        "monitoring.coreos.com",
+        "ServiceMonitor",
+        "servicemonitors",
+        "Namespaced",
+    ),
+    (
+        "monitoring.coreos.com",
+        "PrometheusRule",
+        "prometheusrules",
+        "Namespaced",
+    ),
+    (
+        "policies.kubewarden.io",
+        "ClusterAdmissionPolicy",
+        "clusteradmissionpolicies",
+        "Cluster",
+    ),
+];
+
+/// Namespaces the examples (`production`), the chart's values and scenario 4 use.
+const NAMESPACES: [&str; 5] = ["production", "ops", "team-a", "team-b", "kubectl-ux"];
+
+fn main() {
+    let workdir = std::env::temp_dir().join("memcached-e2e-manifests");
+    let started = Instant::now();
+    let mut env = match Env::start(&workdir).and_then(|env| prepare(&env).map(|()| env)) {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("cannot start the end-to-end environment: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!(
+        "environment ready in {:.1}s, logs in {}",
+        started.elapsed().as_secs_f64(),
+        workdir.display()
+    );
+    let mut failed = 0;
+    for (name, scenario) in SCENARIOS {
+        let started = Instant::now();
+        match scenario(&mut env) {
+            Ok(()) => println!("ok   {name} ({:.1}s)", started.elapsed().as_secs_f64()),
+            Err(e) => {
+                failed += 1;
+                println!(
+                    "FAIL {name} ({:.1}s)\n     {e}",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+    println!(
+        "{} of {} scenarios passed",
+        SCENARIOS.len() - failed,
+        SCENARIOS.len()
+    );
+    drop(env);
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+/// The namespaces and the stand-in CRDs.
+fn prepare(env: &Env) -> Result<(), String> {
+    for ns in NAMESPACES {
+        env.kubectl.ok(&["create", "namespace", ns])?;
+    }
+    for (group, kind, plural, scope) in FOREIGN_KINDS {
+        println!("     {kind}.{group}: stand-in CRD, its spec is not validated here");
+        let name = format!("{plural}.{group}");
+        env.kubectl
+            .apply(&stand_in_crd(group, kind, plural, scope).to_string())?;
+        env.kubectl.ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{name}"),
+        ])?;
+    }
+    Ok(())
+}
+
+fn stand_in_crd(group: &str, kind: &str, plural: &str, scope: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase()},
+            "versions": [{
+                "name": "v1",
+                "served": true,
+                "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true,
+                }},
+            }],
+        },
+    })
+}
+
+/// `kubectl apply --dry-run=server` of a manifest stream; the error names `what`.
+fn dry_run(env: &Env, what: &str, manifest: &str) -> Result<String, String> {
+    let outcome = env
+        .kubectl
+        .run(&["apply", "--dry-run=server", "-f", "-"], Some(manifest));
+    if outcome.success {
+        Ok(outcome.stdout)
+    } else {
+        Err(format!("{what}: {}", outcome.stderr.trim()))
+    }
+}
+
+/// The YAML files of `dir`, sorted.
+fn yaml_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn deploy_files(env: &mut Env) -> Result<(), String> {
+    let deploy = workspace_root().join("deploy");
+    let crd = deploy.join("crd.yaml");
+    let mut files = vec![crd.clone()];
+    for dir in ["", "examples", "prometheus"] {
+        for file in yaml_files(&deploy.join(dir))? {
+            // promtool's unit tests sit next to the PrometheusRule; they are no manifest.
+            if file != crd && !file.to_string_lossy().ends_with(".test.yaml") {
+                files.push(file);
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let name = file
+            .strip_prefix(&deploy)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        match dry_run(env, &name, &text) {
+            Ok(out) => println!("     {name}: {} objects", out.lines().count()),
+            Err(e) => problems.push(e),
+        }
+    }
+    check(problems.is_empty(), problems.join("\n     "))
+}
+
+/// `helm template` of the chart into namespace `ops`.
+fn helm_template(args: &[&str]) -> Result<String, String> {
+    let root = workspace_root();
+    let helm =
+        std::env::var_os("HELM").map_or_else(|| root.join("target/tools/helm"), PathBuf::from);
+    let output = Command::new(&helm)
+        .args(["template", "rel"])
+        .arg(root.join("deploy/helm/memcached-operator"))
+        .args(["--namespace", "ops"])
+        .args(args)
+        .output()
+        .map_err(|e| {
+            format!(
+                "cannot run {} ({e}); build it with `make target/tools/helm`",
+                helm.display()
+            )
+        })?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "helm template {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+/// Dry-run a rendered chart; every document must come back.
+fn dry_run_chart(env: &Env, what: &str, rendered: &str) -> Result<(), String> {
+    let documents = rendered
+        .split("\n---")
+        .filter(|doc| doc.contains("\nkind: "))
+        .count();
+    let out = dry_run(env, what, rendered)?;
+    print!(
+        "{}",
+        out.lines()
+            .map(|l| format!("     {l}\n"))
+            .collect::<String>()
+    );
+    check(
+        out.lines().count() == documents,
+        format!(
+            "{what}: {documents} documents rendered, {} applied",
+            out.lines().count()
+        ),
+    )
+}
+
+fn chart_defaults(env: &mut Env) -> Result<(), String> {
+    let rendered = helm_template(&["--include-crds"])?;
+    dry_run_chart(env, "chart, default values", &rendered)
+}
+
+fn chart_all_values(env: &mut Env) -> Result<(), String> {
+    let values = workspace_root().join("deploy/helm/memcached-operator/ci/all-values.yaml");
+    let rendered = helm_template(&["-f", &values.to_string_lossy()])?;
+    dry_run_chart(env, "chart, ci/all-values.yaml", &rendered)
+}
+
+fn kubectl_ux(env: &mut Env) -> Result<(), String> {
+    let ns = "kubectl-ux";
+    let kubectl = &env.kubectl;
+    kubectl.apply(
+        &json!({
+            "apiVersion": "memcached.c5c3.io/v1beta1",
+            "kind": "Memcached",
+            "metadata": {"name": "cache", "namespace": ns},
+            "spec": {"replicas": 2},
+        })
+        .to_string(),
+    )?;
+    let ready = |replicas: i64| {
+        wait_for(
+            "a Ready Memcached with its version",
+            Duration::from_secs(120),
+            || {
+                let mc = kubectl.get(&["memcached", "cache", "-n", ns])?;
+                let done = condition_status(&mc, "Ready") == Some("True")
+                    && mc["status"]["readyReplicas"] == replicas
+                    && mc["status"]["memcachedVersion"].is_string();
+                if done {
+                    Ok(mc)
+                } else {
+                    Err(mc["status"].to_string())
+                }
+            },
+        )
+    };
+    let mc = ready(2)?;
+    let get = kubectl.ok(&["get", "memcached", "-n", ns])?;
+    let wide = kubectl.ok(&["get", "memcached", "-n", ns, "-o", "wide"])?;
+    println!("     $ kubectl get memcached -n {ns}\n{}", indent(&get));
+    println!(
+        "     $ kubectl get memcached -n {ns} -o wide\n{}",
+        indent(&wide)
+    );
+    let header = |text: &str| {
+        text.lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    check(
+        header(&get) == "NAME REPLICAS READY STATUS HIT RATIO AGE",
+        format!("columns: {}", header(&get)),
+    )?;
+    check(
+        header(&wide) == "NAME REPLICAS READY STATUS HIT RATIO AGE IMAGE VERSION CONNECTIONS",
+        format!("wide columns: {}", header(&wide)),
+    )?;
+    let version = mc["status"]["memcachedVersion"]
+        .as_str()
+        .unwrap_or_default();
+    let row = wide.lines().nth(1).unwrap_or_default();
+    check(
+        row.starts_with("cache ")
+            && row.contains(" 2/2 ")
+            && row.contains(" MemcachedReady ")
+            && row.contains(&format!(" {version} ")),
+        format!("row: {row}"),
+    )?;
+
+    let all = kubectl.ok(&["get", "all", "-n", ns])?;
+    check(
+        all.contains("memcached.memcached.c5c3.io/cache"),
+        format!("kubectl get all: {all}"),
+    )?;
+
+    // kubectl explain wraps descriptions: compare word by word.
+    let explain = |path: &str| {
+        kubectl
+            .ok(&["explain", path])
+            .map(|text| text.split_whitespace().collect::<Vec<_>>().join(" "))
+    };
+    let explained = explain("memcached")?;
+    check(
+        explained.contains("A Memcached cluster: a Deployment"),
+        format!("explain: {explained}"),
+    )?;
+    let field = explain("memcached.spec.memcached.maxMemoryMB")?;
+    check(
+        field.contains("16-65536; default 64"),
+        format!("explain: {field}"),
+    )?;
+
+    let alpha = kubectl.run(
+        &["get", "memcacheds.v1alpha1.memcached.c5c3.io", "-n", ns],
+        None,
+    );
+    check(
+        alpha.success
+            && alpha
+                .stderr
+                .contains("deprecated; use memcached.c5c3.io/v1beta1"),
+        format!("v1alpha1 warning: {}", alpha.stderr),
+    )?;
+
+    // The scale subresource carries the selector the controller writes.
+    kubectl.ok(&["scale", "memcached/cache", "-n", ns, "--replicas=3"])?;
+    let mc = ready(3)?;
+    let scale = kubectl.ok(&[
+        "get",
+        "--raw",
+        &format!("/apis/memcached.c5c3.io/v1beta1/namespaces/{ns}/memcacheds/cache/scale"),
+    ])?;
+    let scale: Value = serde_json::from_str(&scale).map_err(|e| e.to_string())?;
+    let selector = scale["status"]["selector"].as_str().unwrap_or_default();
+    check(
+        selector.contains("app.kubernetes.io/instance=cache") && scale["spec"]["replicas"] == 3,
+        format!("scale: {scale}"),
+    )?;
+    let pods = kubectl.ok(&["get", "pods", "-n", ns, "-l", selector, "-o", "name"])?;
+    check(
+        pods.lines().count() == 3,
+        format!("pods the selector matches: {pods}"),
+    )?;
+    check(
+        mc["status"]["ready"] == "3/3",
+        format!("status.ready {}", mc["status"]["ready"]),
+    )
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("       {l}\n")).collect()
+}
+
+fn check(ok: bool, problem: impl Into<String>) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(problem.into()) }
+}
