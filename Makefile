@@ -25,7 +25,7 @@ export KWCTL POLICY_SERVER
 # Debian packages the tests and the demo need, by the command that shows each is there.
 DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus
 
-.PHONY: all deps demo test unit-tests kwctl-tests e2e e2e-tests e2e-manifests helm-test prometheus-test bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
+.PHONY: all deps demo test unit-tests kwctl-tests e2e e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -65,9 +65,9 @@ deps:
 ## (kubectl apply through policy-server, which pulls the policy from a local OCI registry; the controller,
 ## live status); DEMO_KEEP=1 keeps the cluster.
 demo: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
-	$(CARGO) run --locked -q -p e2e-tests --bin demo
-	$(CARGO) build --locked -q -p memcached-controller -p e2e-tests --features e2e-tests/cluster --bin memcached-controller --bin cluster-demo
-	MEMCACHED_CONTROLLER=$(TARGET_DIR)/debug/memcached-controller $(NETNS) $(TARGET_DIR)/debug/cluster-demo
+	$(CARGO) build --locked -q --workspace --features e2e-tests/cluster --bins
+	$(TARGET_DIR)/debug/demo
+	$(NETNS) $(TARGET_DIR)/debug/cluster-demo
 
 ## target/e2e/{cluster,kubectl}: the Go control plane and kubectl, from upstream Kubernetes modules (Go caches the build).
 $(E2E_BIN)/cluster: $(CLUSTER_SOURCES)
@@ -108,11 +108,18 @@ prometheus-test:
 	cp deploy/prometheus/memcached-operator-rules.test.yaml "$(TMPDIR_OR_TMP)/prometheus-test/"
 	cd "$(TMPDIR_OR_TMP)/prometheus-test" && promtool test rules memcached-operator-rules.test.yaml
 
-## test: every test: unit, policy through wasmtime, controller against real memcached and a mocked API server,
-## packaging, kwctl suite, then the end-to-end scenarios on a real control plane.
-test: deps unit-tests kwctl-tests e2e
+## test: every test from one build of the workspace (`cargo test --workspace --features e2e-tests/cluster`): unit
+## tests, the policy through wasmtime, the controller against real memcached, the end-to-end suites on a real
+## control plane (each enters its own network namespace; admission through policy-server), then the policy on
+## kwctl, the Helm chart with helm and the alerts with promtool.
+test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
+	$(CARGO) test --locked --workspace --features e2e-tests/cluster
+	python3 e2e-tests/check_metadata.py
+	bats e2e-tests/e2e.bats
+	$(MAKE) --no-print-directory helm-test prometheus-test
 
-unit-tests: policy.wasm
+## unit-tests: the tests that need no control plane (policy.wasm and memcached are still used).
+unit-tests: deps policy.wasm
 	$(CARGO) test --locked --workspace
 	python3 e2e-tests/check_metadata.py
 
@@ -120,20 +127,10 @@ unit-tests: policy.wasm
 kwctl-tests: annotated-policy.wasm
 	bats e2e-tests/e2e.bats
 
-## e2e: the scenarios of e2e-tests/tests/cluster.rs on a real control plane, in a private network namespace,
-## admission through Kubewarden's policy-server loading the policy from a local OCI registry.
-e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
-	$(CARGO) build --locked -p memcached-controller --bin memcached-controller
-	$(CARGO) test --locked --no-run -p e2e-tests --features cluster --test cluster
-	MEMCACHED_CONTROLLER=$(TARGET_DIR)/debug/memcached-controller $(NETNS) $(CARGO) test --locked --offline -q -p e2e-tests --features cluster --test cluster
-
-## e2e-manifests: every file of deploy/ and the chart rendered with default and all values, applied with
-## --dry-run=server to the e2e control plane (its schemas, admission and RBAC checks).
-e2e-manifests: policy.wasm $(E2E_BIN)/cluster $(HELM)
-	$(CARGO) build --locked -p memcached-controller --bin memcached-controller
-	$(CARGO) test --locked --no-run -p e2e-tests --features cluster --test manifests
-	HELM=$(abspath $(HELM)) MEMCACHED_CONTROLLER=$(TARGET_DIR)/debug/memcached-controller \
-		$(NETNS) $(CARGO) test --locked --offline -q -p e2e-tests --features cluster --test manifests
+## e2e: the end-to-end suites alone: tests/cluster.rs (the product), tests/controller.rs (the controller on the API
+## server's semantics), tests/manifests.rs (deploy/ and the chart, server-side dry-run), same build as `make test`.
+e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
+	$(CARGO) test --locked --workspace --features e2e-tests/cluster --test cluster --test controller --test manifests
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl).
 e2e-tests: policy.wasm kwctl-tests

@@ -32,7 +32,8 @@ const RESOURCES: &[&str] = &[
 fn main() {
     let workdir = std::env::temp_dir().join("memcached-e2e-controller-bench");
     let env = match Env::start(&workdir) {
-        Ok(env) => env,
+        Ok(Some(env)) => env,
+        Ok(None) => return,
         Err(e) => {
             eprintln!("cannot start the end-to-end environment: {e}");
             std::process::exit(1);

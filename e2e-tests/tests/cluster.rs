@@ -55,6 +55,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
 const SETTLE: Duration = Duration::from_secs(90);
 
 fn main() {
+    e2e_tests::cluster::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e");
     let started = Instant::now();
     let mut env = match Env::start(&workdir) {

@@ -43,9 +43,11 @@ const SCENARIOS: &[(&str, Scenario)] = &[
 const SETTLE: Duration = Duration::from_secs(90);
 
 fn main() {
+    e2e_tests::cluster::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e-controller");
     let mut env = match Env::start(&workdir) {
-        Ok(env) => env,
+        Ok(Some(env)) => env,
+        Ok(None) => return,
         Err(e) => {
             eprintln!("cannot start the end-to-end environment: {e}");
             std::process::exit(1);

@@ -65,10 +65,16 @@ const FOREIGN_KINDS: [(&str, &str, &str, &str); 3] = [
 const NAMESPACES: [&str; 5] = ["production", "ops", "team-a", "team-b", "kubectl-ux"];
 
 fn main() {
+    e2e_tests::cluster::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e-manifests");
     let started = Instant::now();
-    let mut env = match Env::start(&workdir).and_then(|env| prepare(&env).map(|()| env)) {
-        Ok(env) => env,
+    let env = Env::start(&workdir).and_then(|env| match env {
+        Some(env) => prepare(&env).map(|()| Some(env)),
+        None => Ok(None),
+    });
+    let mut env = match env {
+        Ok(Some(env)) => env,
+        Ok(None) => return,
         Err(e) => {
             eprintln!("cannot start the end-to-end environment: {e}");
             std::process::exit(1);

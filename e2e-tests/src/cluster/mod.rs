@@ -87,13 +87,45 @@ impl Binaries {
             registry: pick("E2E_REGISTRY", target.join("e2e/registry")),
             controller: pick(
                 "MEMCACHED_CONTROLLER",
-                target.join("debug/memcached-controller"),
+                cargo_build_dir().join("memcached-controller"),
             ),
             memcached: pick("MEMCACHED", PathBuf::from("memcached")),
             kwctl,
             policy_server,
         }))
     }
+}
+
+/// The Cargo build directory this program was built into (`target/debug`):
+/// the controller built by the same `cargo test` or `cargo build` is there.
+fn cargo_build_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    if dir.ends_with("deps") {
+        dir.parent().unwrap_or(dir).to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+/// Run this program again inside `e2e-tests/netns.sh` (a private network
+/// namespace where the pod range is local) unless it already runs there, so
+/// plain `cargo test` can start the end-to-end suites.
+pub fn enter_network_namespace() {
+    use std::os::unix::process::CommandExt;
+    if std::env::var_os("E2E_IN_NETNS").is_some() {
+        return;
+    }
+    let script = workspace_root().join("e2e-tests/netns.sh");
+    let error = match std::env::current_exe() {
+        Ok(exe) => Command::new(&script)
+            .arg(exe)
+            .args(std::env::args_os().skip(1))
+            .exec(),
+        Err(e) => e,
+    };
+    eprintln!("cannot enter the network namespace with {}: {error}", script.display());
+    std::process::exit(1);
 }
 
 /// `$var` when set and not empty, else `name` on PATH, else `shared/name`.
