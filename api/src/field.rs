@@ -7,6 +7,9 @@ use std::fmt;
 const MAX_SHOWN_VALUE: usize = 256;
 /// Most distinct errors rendered in one message; the rest are counted.
 pub const MAX_RENDERED_ERRORS: usize = 100;
+/// A list's validator stops walking its items once it has found this many
+/// errors: more could never be shown, and building them costs time.
+pub const MAX_ERRORS_PER_LIST: usize = MAX_RENDERED_ERRORS;
 
 /// A field path such as `spec.memcached.extraArgs[2]`.
 #[derive(Clone, Debug, PartialEq, Eq)]

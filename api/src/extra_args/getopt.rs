@@ -148,7 +148,9 @@ fn short_cluster<'a>(
 mod tests {
     use super::*;
 
-    fn run(args: &[&str]) -> (Vec<(usize, char, Option<String>)>, Option<String>) {
+    type Opt = (usize, char, Option<String>);
+
+    fn run(args: &[&str]) -> (Vec<Opt>, Option<String>) {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let (parsed, error) = parse(&args);
         (
@@ -160,7 +162,7 @@ mod tests {
         )
     }
 
-    fn opt(index: usize, short: char, value: Option<&str>) -> (usize, char, Option<String>) {
+    fn opt(index: usize, short: char, value: Option<&str>) -> Opt {
         (index, short, value.map(str::to_string))
     }
 

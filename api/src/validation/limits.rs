@@ -82,7 +82,8 @@ pub fn validate_sizes(spec: &MemcachedSpec, path: &Path) -> ErrorList {
             .map(Vec::len),
         MAX_METRICS,
     );
-    let maps: [(Path, Option<&BTreeMap<String, String>>, usize); 5] = [
+    type Bounded<'a> = (Path, Option<&'a BTreeMap<String, String>>, usize);
+    let maps: [Bounded<'_>; 5] = [
         (
             path.child("podLabels"),
             spec.pod_labels.as_ref(),

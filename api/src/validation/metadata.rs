@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::names::{is_dns1035_label, is_qualified_name, is_valid_label_value};
-use crate::field::{ErrorList, FieldError, Path};
+use crate::field::{ErrorList, FieldError, MAX_ERRORS_PER_LIST, Path};
 
 /// `TotalAnnotationSizeLimitB`: keys and values of one object together.
 pub const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
@@ -47,6 +47,9 @@ fn floor_boundary(s: &str, at: usize) -> usize {
 pub fn validate_labels(labels: &BTreeMap<String, String>, path: &Path) -> ErrorList {
     let mut errors = ErrorList::new();
     for (key, value) in labels {
+        if errors.len() >= MAX_ERRORS_PER_LIST {
+            break;
+        }
         errors.extend(validate_label_name(key, path));
         for m in is_valid_label_value(value) {
             errors.push(FieldError::invalid(path.clone(), value.as_str(), m));
@@ -68,8 +71,10 @@ pub fn validate_annotations(annotations: &BTreeMap<String, String>, path: &Path)
     let mut errors = ErrorList::new();
     let mut total = 0usize;
     for (key, value) in annotations {
-        for m in is_qualified_name(&key.to_lowercase()) {
-            errors.push(FieldError::invalid(path.clone(), key.as_str(), m));
+        if errors.len() < MAX_ERRORS_PER_LIST {
+            for m in is_qualified_name(&key.to_lowercase()) {
+                errors.push(FieldError::invalid(path.clone(), key.as_str(), m));
+            }
         }
         total = total.saturating_add(key.len()).saturating_add(value.len());
     }

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use k8s_openapi::api::networking::v1::{IPBlock, NetworkPolicyPeer};
 
 use super::selector::validate_label_selector;
-use crate::field::{ErrorList, FieldError, Path};
+use crate::field::{ErrorList, FieldError, MAX_ERRORS_PER_LIST, Path};
 
 const CIDR_DETAIL: &str = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
 
@@ -14,6 +14,9 @@ const CIDR_DETAIL: &str = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001
 pub fn validate_peers(peers: &[NetworkPolicyPeer], path: &Path) -> ErrorList {
     let mut errors = ErrorList::new();
     for (i, peer) in peers.iter().enumerate() {
+        if errors.len() >= MAX_ERRORS_PER_LIST {
+            break;
+        }
         let path = path.index(i);
         let mut count = 0;
         if let Some(selector) = &peer.pod_selector {
@@ -60,6 +63,9 @@ fn validate_ip_block(block: &IPBlock, path: &Path) -> ErrorList {
     };
     let mut errors = ErrorList::new();
     for (i, text) in block.except.iter().flatten().enumerate() {
+        if errors.len() >= MAX_ERRORS_PER_LIST {
+            break;
+        }
         let path = path.child("except").index(i);
         match Cidr::parse(text) {
             None => errors.push(FieldError::invalid(path, text.as_str(), CIDR_DETAIL)),

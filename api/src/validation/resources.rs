@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
 use super::names::is_qualified_name;
-use crate::field::{ErrorList, FieldError, Path};
+use crate::field::{ErrorList, FieldError, MAX_ERRORS_PER_LIST, Path};
 use crate::quantity::Quantity;
 
 /// Resource names a container may request without a domain prefix
@@ -71,6 +71,9 @@ pub(super) fn validate_resource_names(resources: &ResourceRequirements, path: &P
         ("requests", &resources.requests),
     ] {
         for name in list.iter().flat_map(BTreeMap::keys) {
+            if errors.len() >= MAX_ERRORS_PER_LIST {
+                break;
+            }
             errors.extend(resource_name(name, &path.child(field).key(name)));
         }
     }

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Toleration, TopologySpreadConstraint};
 use super::metadata::validate_label_name;
 use super::names::is_valid_label_value;
 use super::selector::validate_label_selector;
-use crate::field::{ErrorList, FieldError, Path};
+use crate::field::{ErrorList, FieldError, MAX_ERRORS_PER_LIST, Path};
 
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 const TOLERATION_OPERATORS: [&str; 2] = ["Equal", "Exists"];
@@ -19,6 +19,9 @@ const NODE_INCLUSION_POLICIES: [&str; 2] = ["Honor", "Ignore"];
 pub fn validate_tolerations(tolerations: &[Toleration], path: &Path) -> ErrorList {
     let mut errors = ErrorList::new();
     for (i, t) in tolerations.iter().enumerate() {
+        if errors.len() >= MAX_ERRORS_PER_LIST {
+            break;
+        }
         let path = path.index(i);
         let key = t.key.as_deref().unwrap_or_default();
         let operator = t.operator.as_deref().unwrap_or_default();
@@ -90,6 +93,9 @@ pub fn validate_topology_spread(
             .or_default() += 1;
     }
     for (i, c) in constraints.iter().enumerate() {
+        if errors.len() >= MAX_ERRORS_PER_LIST {
+            break;
+        }
         let path = path.index(i);
         if c.max_skew <= 0 {
             errors.push(FieldError::invalid(
@@ -169,7 +175,7 @@ pub fn validate_topology_spread(
                 "must not be specified when labelSelector is not set",
             ));
         }
-        for (k, key) in keys.iter().enumerate() {
+        for (k, key) in keys.iter().enumerate().take(MAX_ERRORS_PER_LIST) {
             errors.extend(validate_label_name(
                 key,
                 &path.child("matchLabelKeys").index(k),

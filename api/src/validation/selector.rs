@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 
 use super::metadata::{validate_label_name, validate_labels};
 use super::names::is_valid_label_value;
-use crate::field::{ErrorList, FieldError, Path};
+use crate::field::{ErrorList, FieldError, MAX_ERRORS_PER_LIST, Path};
 
 /// Every error of a label selector.
 pub fn validate_label_selector(selector: &LabelSelector, path: &Path) -> ErrorList {
@@ -13,6 +13,9 @@ pub fn validate_label_selector(selector: &LabelSelector, path: &Path) -> ErrorLi
         errors.extend(validate_labels(labels, &path.child("matchLabels")));
     }
     for (i, requirement) in selector.match_expressions.iter().flatten().enumerate() {
+        if errors.len() >= MAX_ERRORS_PER_LIST {
+            break;
+        }
         errors.extend(validate_requirement(
             requirement,
             &path.child("matchExpressions").index(i),
@@ -43,6 +46,9 @@ fn validate_requirement(requirement: &LabelSelectorRequirement, path: &Path) -> 
     }
     errors.extend(validate_label_name(&requirement.key, &path.child("key")));
     for (i, value) in values.iter().enumerate() {
+        if errors.len() >= MAX_ERRORS_PER_LIST {
+            break;
+        }
         for m in is_valid_label_value(value) {
             errors.push(FieldError::invalid(
                 path.child("values").index(i),
@@ -108,6 +114,14 @@ mod tests {
         assert!(got[0].starts_with(r#"s.matchLabels: Invalid value: "b c""#));
         assert!(got[1].starts_with(r#"s.matchExpressions[0].key: Invalid value: "-a""#));
         assert!(got[2].starts_with(r#"s.matchExpressions[0].values[1]: Invalid value: "no way""#));
+    }
+
+    #[test]
+    fn stops_walking_after_a_hundred_errors() {
+        let values = vec!["bad value"; 1000];
+        let got =
+            check(json!({"matchExpressions": [{"key": "a", "operator": "In", "values": values}]}));
+        assert_eq!(got.len(), crate::field::MAX_ERRORS_PER_LIST);
     }
 
     #[test]
