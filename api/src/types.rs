@@ -63,56 +63,14 @@ pub const SECTIONS: [&str; 12] = [
             status_replicas_path = ".status.replicas",
             label_selector_path = ".status.selector"
         ),
-        printcolumn(
-            name = "Replicas",
-            type_ = "integer",
-            json_path = ".status.replicas",
-            description = "Replicas the Deployment should run"
-        ),
-        printcolumn(
-            name = "Ready",
-            type_ = "string",
-            json_path = ".status.ready",
-            description = "Ready replicas / desired replicas"
-        ),
-        printcolumn(
-            name = "Status",
-            type_ = "string",
-            json_path = ".status.state",
-            description = "The Ready condition's reason, or Degraded: <reason>"
-        ),
-        printcolumn(
-            name = "Hit Ratio",
-            type_ = "string",
-            json_path = ".status.hitRatio",
-            description = "get_hits / (get_hits + get_misses) over the ready pods"
-        ),
-        printcolumn(
-            name = "Age",
-            type_ = "date",
-            json_path = ".metadata.creationTimestamp"
-        ),
-        printcolumn(
-            name = "Image",
-            type_ = "string",
-            json_path = ".spec.image",
-            priority = 1,
-            description = "Memcached container image"
-        ),
-        printcolumn(
-            name = "Version",
-            type_ = "string",
-            json_path = ".status.memcachedVersion",
-            priority = 1,
-            description = "Version memcached reports"
-        ),
-        printcolumn(
-            name = "Connections",
-            type_ = "integer",
-            json_path = ".status.currentConnections",
-            priority = 1,
-            description = "Open client connections over the ready pods"
-        )
+        printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicas","description":"Replicas the Deployment should run"}"#,
+        printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.ready","description":"Ready replicas / desired replicas"}"#,
+        printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.state","description":"The Ready condition's reason, or Degraded: <reason>"}"#,
+        printcolumn = r#"{"name":"Hit Ratio","type":"string","jsonPath":".status.hitRatio","description":"get_hits / (get_hits + get_misses) over the ready pods"}"#,
+        printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+        printcolumn = r#"{"name":"Image","type":"string","jsonPath":".spec.image","priority":1,"description":"Memcached container image"}"#,
+        printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.memcachedVersion","priority":1,"description":"Version memcached reports"}"#,
+        printcolumn = r#"{"name":"Connections","type":"integer","jsonPath":".status.currentConnections","priority":1,"description":"Open client connections over the ready pods"}"#
     )
 )]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
