@@ -17,6 +17,10 @@ NETNS := e2e-tests/netns.sh
 HELM := target/tools/helm
 CHART := deploy/helm/memcached-operator
 
+# The one feature set every build uses: the end-to-end suites and the tests that need memcached or policy.wasm
+# (plain `cargo test` runs only the tests that need no external tool).
+FEATURES := e2e-tests/cluster,memcached-controller/external-tools
+
 # Kubewarden's engines: on PATH, or through KWCTL / POLICY_SERVER, else ../shared/bin (what CI uses).
 SHARED_BIN := $(abspath ../shared/bin)
 KWCTL ?= $(or $(shell command -v kwctl),$(wildcard $(SHARED_BIN)/kwctl))
@@ -65,7 +69,7 @@ deps:
 ## (kubectl apply through policy-server, which pulls the policy from a local OCI registry; the controller,
 ## live status); DEMO_KEEP=1 keeps the cluster.
 demo: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
-	$(CARGO) build --locked -q --workspace --features e2e-tests/cluster --bins
+	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(TARGET_DIR)/debug/demo
 	$(NETNS) $(TARGET_DIR)/debug/cluster-demo
 
@@ -108,19 +112,20 @@ prometheus-test:
 	cp deploy/prometheus/memcached-operator-rules.test.yaml "$(TMPDIR_OR_TMP)/prometheus-test/"
 	cd "$(TMPDIR_OR_TMP)/prometheus-test" && promtool test rules memcached-operator-rules.test.yaml
 
-## test: every test from one build of the workspace (`cargo test --workspace --features e2e-tests/cluster`): unit
+## test: every test from one build of the workspace (`cargo test --workspace --features $(FEATURES)`): unit
 ## tests, the policy through wasmtime, the controller against real memcached, the end-to-end suites on a real
 ## control plane (each enters its own network namespace; admission through policy-server), then the policy on
 ## kwctl, the Helm chart with helm and the alerts with promtool.
 test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
-	$(CARGO) test --locked --workspace --features e2e-tests/cluster
+	$(CARGO) test --locked --workspace --features $(FEATURES)
 	python3 e2e-tests/check_metadata.py
 	bats e2e-tests/e2e.bats
 	$(MAKE) --no-print-directory helm-test prometheus-test
 
-## unit-tests: the tests that need no control plane (policy.wasm and memcached are still used).
+## unit-tests: the tests that need no control plane (policy.wasm and memcached are still used; a plain
+## `cargo test` runs only those that need neither).
 unit-tests: deps policy.wasm
-	$(CARGO) test --locked --workspace
+	$(CARGO) test --locked --workspace --features e2e-tests/external-tools,memcached-controller/external-tools
 	python3 e2e-tests/check_metadata.py
 
 ## kwctl-tests: the policy on Kubewarden's kwctl (e2e-tests/e2e.bats): fixtures, settings, deploy/ manifests, packaging.
@@ -130,11 +135,11 @@ kwctl-tests: annotated-policy.wasm
 ## e2e: the end-to-end suites alone: tests/cluster.rs (the product), tests/controller.rs (the controller on the API
 ## server's semantics), tests/manifests.rs (deploy/ and the chart, server-side dry-run), same build as `make test`.
 e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
-	$(CARGO) test --locked --workspace --features e2e-tests/cluster --test cluster --test controller --test manifests
+	$(CARGO) test --locked --workspace --features $(FEATURES) --test cluster --test controller --test manifests
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl).
 e2e-tests: policy.wasm kwctl-tests
-	$(CARGO) test --locked -p e2e-tests
+	$(CARGO) test --locked -p e2e-tests --features external-tools
 
 ## bench: policy size and latency (wasm against native), the worst request under 3 MiB against the full-featured CR;
 ## controller binary size and stats collection.
@@ -171,7 +176,7 @@ fixtures:
 
 lint:
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --locked --workspace --all-targets --features e2e-tests/cluster -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets --features $(FEATURES) -- -D warnings
 	cd e2e-tests/cluster && test -z "$$(gofmt -l .)" && go vet ./...
 
 fmt:
