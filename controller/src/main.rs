@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Reconcile Memcached resources (the default in the container image).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinition (both versions) as YAML.
     Crd,
     /// Print every object the controller would apply for the CRs in a file, without a cluster.

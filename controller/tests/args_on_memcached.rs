@@ -362,7 +362,9 @@ fn refused_flags_would_override_the_operator_or_stop_memcached() {
     }
     let dir = writable_tempdir();
     let socket = dir.path().join("m.sock").display().to_string();
-    let stops: [(Vec<String>, fn(&Outcome) -> bool); 6] = [
+    /// Arguments and what memcached does with them.
+    type Stop = (Vec<String>, fn(&Outcome) -> bool);
+    let stops: [Stop; 6] = [
         // Binary only: the ASCII `stats` of the probes and the operator gets no answer.
         (
             strings(&["-B", "binary"]),

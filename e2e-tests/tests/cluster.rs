@@ -11,11 +11,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{Env, OPERATOR_NAMESPACE, condition, condition_status, pki, wait_for};
+use e2e_tests::cluster::{
+    Env, OPERATOR_NAMESPACE, Scenario, condition, condition_status, pki, run_scenarios, wait_for,
+};
 use e2e_tests::fixtures;
 use serde_json::{Value, json};
-
-type Scenario = fn(&mut Env) -> Result<(), String>;
 
 const SCENARIOS: &[(&str, Scenario)] = &[
     (
@@ -58,7 +58,7 @@ fn main() {
     e2e_tests::cluster::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e");
     let started = Instant::now();
-    let mut env = match Env::start(&workdir) {
+    let env = match Env::start(&workdir) {
         Ok(Some(env)) => env,
         Ok(None) => return,
         Err(e) => {
@@ -79,28 +79,7 @@ fn main() {
         env.artifact.reference,
         env.artifact.digest
     );
-    let mut failed = 0;
-    for (name, scenario) in SCENARIOS {
-        let started = Instant::now();
-        match scenario(&mut env) {
-            Ok(()) => println!("ok   {name} ({:.1}s)", started.elapsed().as_secs_f64()),
-            Err(e) => {
-                failed += 1;
-                println!(
-                    "FAIL {name} ({:.1}s)\n     {e}",
-                    started.elapsed().as_secs_f64()
-                );
-            }
-        }
-    }
-    println!(
-        "{} of {} scenarios passed in {:.0}s",
-        SCENARIOS.len() - failed,
-        SCENARIOS.len(),
-        started.elapsed().as_secs_f64()
-    );
-    drop(env);
-    std::process::exit(if failed == 0 { 0 } else { 1 });
+    run_scenarios(env, SCENARIOS);
 }
 
 // ---------------------------------------------------------------- scenarios

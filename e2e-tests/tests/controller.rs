@@ -11,10 +11,10 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{Env, OPERATOR_NAMESPACE, Operator, condition, wait_for};
+use e2e_tests::cluster::{
+    Env, OPERATOR_NAMESPACE, Operator, Scenario, condition, run_scenarios, wait_for,
+};
 use serde_json::{Value, json};
-
-type Scenario = fn(&mut Env) -> Result<(), String>;
 
 const SCENARIOS: &[(&str, Scenario)] = &[
     (
@@ -45,7 +45,7 @@ const SETTLE: Duration = Duration::from_secs(90);
 fn main() {
     e2e_tests::cluster::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e-controller");
-    let mut env = match Env::start(&workdir) {
+    let env = match Env::start(&workdir) {
         Ok(Some(env)) => env,
         Ok(None) => return,
         Err(e) => {
@@ -54,29 +54,7 @@ fn main() {
         }
     };
     println!("environment ready, logs in {}", workdir.display());
-    let started = Instant::now();
-    let mut failed = 0;
-    for (name, scenario) in SCENARIOS {
-        let started = Instant::now();
-        match scenario(&mut env) {
-            Ok(()) => println!("ok   {name} ({:.1}s)", started.elapsed().as_secs_f64()),
-            Err(e) => {
-                failed += 1;
-                println!(
-                    "FAIL {name} ({:.1}s)\n     {e}",
-                    started.elapsed().as_secs_f64()
-                );
-            }
-        }
-    }
-    println!(
-        "{} of {} scenarios passed in {:.0}s",
-        SCENARIOS.len() - failed,
-        SCENARIOS.len(),
-        started.elapsed().as_secs_f64()
-    );
-    drop(env);
-    std::process::exit(if failed == 0 { 0 } else { 1 });
+    run_scenarios(env, SCENARIOS);
 }
 
 // ---------------------------------------------------------------- scenarios

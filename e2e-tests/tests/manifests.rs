@@ -14,11 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{Env, condition_status, wait_for};
+use e2e_tests::cluster::{Env, Scenario, condition_status, run_scenarios, wait_for};
 use e2e_tests::workspace_root;
 use serde_json::{Value, json};
-
-type Scenario = fn(&mut Env) -> Result<(), String>;
 
 const SCENARIOS: &[(&str, Scenario)] = &[
     (
@@ -72,7 +70,7 @@ fn main() {
         Some(env) => prepare(&env).map(|()| Some(env)),
         None => Ok(None),
     });
-    let mut env = match env {
+    let env = match env {
         Ok(Some(env)) => env,
         Ok(None) => return,
         Err(e) => {
@@ -85,27 +83,7 @@ fn main() {
         started.elapsed().as_secs_f64(),
         workdir.display()
     );
-    let mut failed = 0;
-    for (name, scenario) in SCENARIOS {
-        let started = Instant::now();
-        match scenario(&mut env) {
-            Ok(()) => println!("ok   {name} ({:.1}s)", started.elapsed().as_secs_f64()),
-            Err(e) => {
-                failed += 1;
-                println!(
-                    "FAIL {name} ({:.1}s)\n     {e}",
-                    started.elapsed().as_secs_f64()
-                );
-            }
-        }
-    }
-    println!(
-        "{} of {} scenarios passed",
-        SCENARIOS.len() - failed,
-        SCENARIOS.len()
-    );
-    drop(env);
-    std::process::exit(if failed == 0 { 0 } else { 1 });
+    run_scenarios(env, SCENARIOS);
 }
 
 /// The namespaces and the stand-in CRDs.
