@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{Env, Kubectl, wait_for};
+use e2e_tests::cluster::{Env, Kubectl, scenario, wait_for};
 use serde_json::json;
 
 const NAMESPACE: &str = "bench-controller";
@@ -31,13 +31,8 @@ const RESOURCES: &[&str] = &[
 
 fn main() {
     let workdir = std::env::temp_dir().join("memcached-e2e-controller-bench");
-    let env = match Env::start(&workdir) {
-        Ok(Some(env)) => env,
-        Ok(None) => return,
-        Err(e) => {
-            eprintln!("cannot start the end-to-end environment: {e}");
-            std::process::exit(1);
-        }
+    let Some(env) = scenario::start(&workdir) else {
+        return;
     };
     if let Err(e) = measure(&env) {
         eprintln!("controller bench failed: {e}");

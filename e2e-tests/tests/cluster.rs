@@ -11,9 +11,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{
-    Env, OPERATOR_NAMESPACE, Scenario, condition, condition_status, pki, run_scenarios, wait_for,
+use e2e_tests::cluster::scenario::{
+    self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, run_scenarios, touch,
+    wait_ready,
 };
+use e2e_tests::cluster::{Env, condition, condition_status, pki, wait_for};
 use e2e_tests::fixtures;
 use serde_json::{Value, json};
 
@@ -51,20 +53,12 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ),
 ];
 
-/// How long objects get to converge.
-const SETTLE: Duration = Duration::from_secs(90);
-
 fn main() {
     e2e_tests::cluster::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e");
     let started = Instant::now();
-    let env = match Env::start(&workdir) {
-        Ok(Some(env)) => env,
-        Ok(None) => return,
-        Err(e) => {
-            eprintln!("cannot start the end-to-end environment: {e}");
-            std::process::exit(1);
-        }
+    let Some(env) = scenario::start(&workdir) else {
+        return;
     };
     println!(
         "control plane ready in {:.1}s (environment {:.1}s), logs in {}",
@@ -752,24 +746,6 @@ fn audited(env: &Env, ns: &str) -> Result<(), String> {
 
 // ---------------------------------------------------------------- helpers
 
-fn check(condition: bool, message: impl Into<String>) -> Result<(), String> {
-    if condition {
-        Ok(())
-    } else {
-        Err(message.into())
-    }
-}
-
-fn memcached(namespace: &str, name: &str, spec: Value) -> String {
-    json!({
-        "apiVersion": "memcached.c5c3.io/v1beta1",
-        "kind": "Memcached",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    })
-    .to_string()
-}
-
 fn auth_secret(namespace: &str, name: &str, lines: &str) -> String {
     json!({
         "apiVersion": "v1", "kind": "Secret",
@@ -777,15 +753,6 @@ fn auth_secret(namespace: &str, name: &str, lines: &str) -> String {
         "stringData": {"auth": lines},
     })
     .to_string()
-}
-
-fn ensure_namespace(env: &Env, namespace: &str) -> Result<(), String> {
-    env.kubectl
-        .apply(
-            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-                .to_string(),
-        )
-        .map(drop)
 }
 
 fn get(env: &Env, namespace: &str, name: &str) -> Result<Value, String> {
@@ -808,44 +775,7 @@ fn patch(env: &Env, namespace: &str, name: &str, merge: Value) -> Result<(), Str
 }
 
 /// Change an annotation: the controller reconciles on annotation changes.
-fn touch(env: &Env, namespace: &str, name: &str) -> Result<(), String> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let annotation = format!("e2e.c5c3.io/touched={now}");
-    env.kubectl
-        .ok(&[
-            "annotate",
-            "memcached",
-            name,
-            "-n",
-            namespace,
-            "--overwrite",
-            &annotation,
-        ])
-        .map(drop)
-}
-
 /// Wait for status Ready with `replicas` ready and the current generation observed.
-fn wait_ready(env: &Env, namespace: &str, name: &str, replicas: i64) -> Result<Value, String> {
-    wait_for(
-        &format!("{namespace}/{name} Ready with {replicas} replicas"),
-        SETTLE,
-        || {
-            let mc = get(env, namespace, name)?;
-            let status = &mc["status"];
-            let ready = condition_status(&mc, "Ready") == Some("True")
-                && status["readyReplicas"] == replicas
-                && status["observedGeneration"] == mc["metadata"]["generation"];
-            if ready {
-                Ok(mc.clone())
-            } else {
-                Err(status.to_string())
-            }
-        },
-    )
-}
-
 fn wait_exists(
     env: &Env,
     namespace: &str,
@@ -988,16 +918,6 @@ fn changed(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) 
         .map(|k| format!("{k}: {:?} -> {:?}", before.get(k), after.get(k)))
         .collect();
     format!("objects written: {}", diffs.join(", "))
-}
-
-fn lease_holder(env: &Env) -> Result<String, String> {
-    let lease = env
-        .kubectl
-        .get(&["lease", "memcached-operator", "-n", OPERATOR_NAMESPACE])?;
-    lease["spec"]["holderIdentity"]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| "the Lease has no holder".to_string())
 }
 
 /// A plain text-protocol session with one pod's memcached.

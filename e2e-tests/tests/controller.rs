@@ -11,9 +11,11 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{
-    Env, OPERATOR_NAMESPACE, Operator, Scenario, condition, run_scenarios, wait_for,
+use e2e_tests::cluster::scenario::{
+    self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, run_scenarios, touch,
+    wait_ready,
 };
+use e2e_tests::cluster::{Env, Operator, condition, wait_for};
 use serde_json::{Value, json};
 
 const SCENARIOS: &[(&str, Scenario)] = &[
@@ -39,19 +41,11 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ),
 ];
 
-/// How long objects get to converge.
-const SETTLE: Duration = Duration::from_secs(90);
-
 fn main() {
     e2e_tests::cluster::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e-controller");
-    let env = match Env::start(&workdir) {
-        Ok(Some(env)) => env,
-        Ok(None) => return,
-        Err(e) => {
-            eprintln!("cannot start the end-to-end environment: {e}");
-            std::process::exit(1);
-        }
+    let Some(env) = scenario::start(&workdir) else {
+        return;
     };
     println!("environment ready, logs in {}", workdir.display());
     run_scenarios(env, SCENARIOS);
@@ -409,33 +403,6 @@ fn hand_over(
 
 // ---------------------------------------------------------------- helpers
 
-fn check(condition: bool, message: impl Into<String>) -> Result<(), String> {
-    if condition {
-        Ok(())
-    } else {
-        Err(message.into())
-    }
-}
-
-fn memcached(namespace: &str, name: &str, spec: Value) -> String {
-    json!({
-        "apiVersion": "memcached.c5c3.io/v1beta1",
-        "kind": "Memcached",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    })
-    .to_string()
-}
-
-fn ensure_namespace(env: &Env, namespace: &str) -> Result<(), String> {
-    env.kubectl
-        .apply(
-            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-                .to_string(),
-        )
-        .map(drop)
-}
-
 fn delete_namespace(env: &Env, namespace: &str) -> Result<(), String> {
     env.kubectl
         .ok(&["delete", "namespace", namespace, "--wait=false"])
@@ -444,52 +411,4 @@ fn delete_namespace(env: &Env, namespace: &str) -> Result<(), String> {
 
 fn deployment(env: &Env, namespace: &str, name: &str) -> Result<Value, String> {
     env.kubectl.get(&["deployment", name, "-n", namespace])
-}
-
-/// Change an annotation: the controller reconciles on annotation changes.
-fn touch(env: &Env, namespace: &str, name: &str) -> Result<(), String> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    env.kubectl
-        .ok(&[
-            "annotate",
-            "memcached",
-            name,
-            "-n",
-            namespace,
-            "--overwrite",
-            &format!("e2e.c5c3.io/touched={now}"),
-        ])
-        .map(drop)
-}
-
-/// Wait for status Ready with `replicas` ready and the current generation observed.
-fn wait_ready(env: &Env, namespace: &str, name: &str, replicas: i64) -> Result<Value, String> {
-    wait_for(
-        &format!("{namespace}/{name} Ready with {replicas} replicas"),
-        SETTLE,
-        || {
-            let mc = env.kubectl.get(&["memcached", name, "-n", namespace])?;
-            let status = &mc["status"];
-            let ready = condition(&mc, "Ready").is_some_and(|c| c["status"] == "True")
-                && status["readyReplicas"] == replicas
-                && status["observedGeneration"] == mc["metadata"]["generation"];
-            if ready {
-                Ok(mc.clone())
-            } else {
-                Err(status.to_string())
-            }
-        },
-    )
-}
-
-fn lease_holder(env: &Env) -> Result<String, String> {
-    let lease = env
-        .kubectl
-        .get(&["lease", "memcached-operator", "-n", OPERATOR_NAMESPACE])?;
-    lease["spec"]["holderIdentity"]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| "the Lease has no holder".to_string())
 }

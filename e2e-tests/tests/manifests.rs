@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{Env, Scenario, condition_status, run_scenarios, wait_for};
+use e2e_tests::cluster::scenario::{self, Scenario, check, run_scenarios};
+use e2e_tests::cluster::{Env, condition_status, wait_for};
 use e2e_tests::workspace_root;
 use serde_json::{Value, json};
 
@@ -66,18 +67,13 @@ fn main() {
     e2e_tests::cluster::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e-manifests");
     let started = Instant::now();
-    let env = Env::start(&workdir).and_then(|env| match env {
-        Some(env) => prepare(&env).map(|()| Some(env)),
-        None => Ok(None),
-    });
-    let env = match env {
-        Ok(Some(env)) => env,
-        Ok(None) => return,
-        Err(e) => {
-            eprintln!("cannot start the end-to-end environment: {e}");
-            std::process::exit(1);
-        }
+    let Some(env) = scenario::start(&workdir) else {
+        return;
     };
+    if let Err(e) = prepare(&env) {
+        eprintln!("cannot prepare the end-to-end environment: {e}");
+        std::process::exit(1);
+    }
     println!(
         "environment ready in {:.1}s, logs in {}",
         started.elapsed().as_secs_f64(),
@@ -367,8 +363,4 @@ fn kubectl_ux(env: &mut Env) -> Result<(), String> {
 
 fn indent(text: &str) -> String {
     text.lines().map(|l| format!("       {l}\n")).collect()
-}
-
-fn check(ok: bool, problem: impl Into<String>) -> Result<(), String> {
-    if ok { Ok(()) } else { Err(problem.into()) }
 }

@@ -16,6 +16,7 @@ mod operator;
 pub mod pki;
 pub mod policy_server;
 pub mod registry;
+pub mod scenario;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -106,38 +107,6 @@ fn cargo_build_dir() -> PathBuf {
     } else {
         dir.to_path_buf()
     }
-}
-
-/// An end-to-end scenario: a check against the running environment.
-pub type Scenario = fn(&mut Env) -> Result<(), String>;
-
-/// Run every scenario, even after one failed, printing each outcome with its
-/// time and a summary line; then stop the environment and exit, non-zero when
-/// any scenario failed.
-pub fn run_scenarios(mut env: Env, scenarios: &[(&str, Scenario)]) -> ! {
-    let started = Instant::now();
-    let mut failed = 0;
-    for (name, scenario) in scenarios {
-        let began = Instant::now();
-        match scenario(&mut env) {
-            Ok(()) => println!("ok   {name} ({:.1}s)", began.elapsed().as_secs_f64()),
-            Err(e) => {
-                failed += 1;
-                println!(
-                    "FAIL {name} ({:.1}s)\n     {e}",
-                    began.elapsed().as_secs_f64()
-                );
-            }
-        }
-    }
-    println!(
-        "{} of {} scenarios passed in {:.0}s",
-        scenarios.len() - failed,
-        scenarios.len(),
-        started.elapsed().as_secs_f64()
-    );
-    drop(env);
-    std::process::exit(if failed == 0 { 0 } else { 1 });
 }
 
 /// Run this program again inside `e2e-tests/netns.sh` (a private network

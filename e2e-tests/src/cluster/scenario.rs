@@ -1,0 +1,134 @@
+//! Running end-to-end scenarios, and the steps several suites share.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{Env, OPERATOR_NAMESPACE, condition, wait_for};
+
+/// How long objects get to converge.
+pub const SETTLE: Duration = Duration::from_secs(90);
+
+/// Start the environment in `workdir`: `None` when the suite must skip
+/// (Kubewarden's engines absent and no `../shared/bin`); exits on failure.
+pub fn start(workdir: &Path) -> Option<Env> {
+    match Env::start(workdir) {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("cannot start the end-to-end environment: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// An end-to-end scenario: a check against the running environment.
+pub type Scenario = fn(&mut Env) -> Result<(), String>;
+
+/// Run every scenario, even after one failed, printing each outcome with its
+/// time and a summary line; then stop the environment and exit, non-zero when
+/// any scenario failed.
+pub fn run_scenarios(mut env: Env, scenarios: &[(&str, Scenario)]) -> ! {
+    let started = Instant::now();
+    let mut failed = 0;
+    for (name, scenario) in scenarios {
+        let began = Instant::now();
+        match scenario(&mut env) {
+            Ok(()) => println!("ok   {name} ({:.1}s)", began.elapsed().as_secs_f64()),
+            Err(e) => {
+                failed += 1;
+                println!(
+                    "FAIL {name} ({:.1}s)\n     {e}",
+                    began.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+    println!(
+        "{} of {} scenarios passed in {:.0}s",
+        scenarios.len() - failed,
+        scenarios.len(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(env);
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+/// `Ok` when `condition` holds, else the `message` as the error.
+pub fn check(condition: bool, message: impl Into<String>) -> Result<(), String> {
+    if condition {
+        Ok(())
+    } else {
+        Err(message.into())
+    }
+}
+
+/// A v1beta1 Memcached manifest.
+pub fn memcached(namespace: &str, name: &str, spec: Value) -> String {
+    json!({
+        "apiVersion": "memcached.c5c3.io/v1beta1",
+        "kind": "Memcached",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    })
+    .to_string()
+}
+
+/// Create `namespace` unless it exists.
+pub fn ensure_namespace(env: &Env, namespace: &str) -> Result<(), String> {
+    env.kubectl
+        .apply(
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+                .to_string(),
+        )
+        .map(drop)
+}
+
+/// Annotate a Memcached so it is reconciled again (nothing else changes).
+pub fn touch(env: &Env, namespace: &str, name: &str) -> Result<(), String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    env.kubectl
+        .ok(&[
+            "annotate",
+            "memcached",
+            name,
+            "-n",
+            namespace,
+            "--overwrite",
+            &format!("e2e.c5c3.io/touched={now}"),
+        ])
+        .map(drop)
+}
+
+/// Wait until a Memcached is Ready with `replicas` ready and its generation observed.
+pub fn wait_ready(env: &Env, namespace: &str, name: &str, replicas: i64) -> Result<Value, String> {
+    wait_for(
+        &format!("{namespace}/{name} Ready with {replicas} replicas"),
+        SETTLE,
+        || {
+            let mc = env.kubectl.get(&["memcached", name, "-n", namespace])?;
+            let status = &mc["status"];
+            let ready = condition(&mc, "Ready").is_some_and(|c| c["status"] == "True")
+                && status["readyReplicas"] == replicas
+                && status["observedGeneration"] == mc["metadata"]["generation"];
+            if ready {
+                Ok(mc.clone())
+            } else {
+                Err(status.to_string())
+            }
+        },
+    )
+}
+
+/// Who holds the controller's leader-election Lease.
+pub fn lease_holder(env: &Env) -> Result<String, String> {
+    let lease = env
+        .kubectl
+        .get(&["lease", "memcached-operator", "-n", OPERATOR_NAMESPACE])?;
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| "the Lease has no holder".to_string())
+}
