@@ -199,6 +199,9 @@ fn seed_examples(env: &mut Env) -> Result<(), String> {
                 &name,
                 "-n",
                 &namespace,
+                // Wait for the children too: the garbage collector must not still be
+                // deleting them when scenario 7 counts writes.
+                "--cascade=foreground",
                 "--wait=true",
             ],
             None,
