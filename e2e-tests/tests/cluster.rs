@@ -886,7 +886,19 @@ fn served_by(env: &Env, namespace: &str, service: &str) -> Result<Vec<String>, S
 }
 
 /// resourceVersion of every object the operator owns or reads, by kind/namespace/name.
+/// Namespaces being deleted (earlier scenarios clean up without waiting) are left out:
+/// the namespace controller, not the operator, removes what is in them.
 fn resource_versions(env: &Env) -> Result<BTreeMap<String, String>, String> {
+    let namespaces = env.kubectl.get(&["namespaces"])?;
+    let terminating: Vec<&str> = namespaces["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| {
+            n["status"]["phase"] == "Terminating" || !n["metadata"]["deletionTimestamp"].is_null()
+        })
+        .filter_map(|n| n["metadata"]["name"].as_str())
+        .collect();
     let list = env.kubectl.get(&[
         "memcacheds,deployments,services,poddisruptionbudgets,horizontalpodautoscalers,networkpolicies,servicemonitors.monitoring.coreos.com",
         "-A",
@@ -896,6 +908,7 @@ fn resource_versions(env: &Env) -> Result<BTreeMap<String, String>, String> {
         .into_iter()
         .flatten()
         .filter(|o| o["metadata"]["namespace"] != "default" || o["kind"] != "Service")
+        .filter(|o| !terminating.contains(&o["metadata"]["namespace"].as_str().unwrap_or("")))
         .map(|o| {
             (
                 format!(
