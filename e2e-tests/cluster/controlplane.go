@@ -27,11 +27,13 @@ import (
 )
 
 // kcmControllers are the kube-controller-manager controllers the operator's
-// objects need: Deployments roll out ReplicaSets and Pods, EndpointSlices
-// give the Service its ready addresses, the garbage collector follows owner
-// references, disruption fills PodDisruptionBudget status, and namespaces get
-// their default ServiceAccount and are cleaned up when deleted.
-const kcmControllers = "deployment,replicaset,garbagecollector,disruption,endpointslice,serviceaccount,namespace"
+// objects need: Deployments roll out ReplicaSets and Pods, StatefulSets
+// create their pods `<name>-<ordinal>` one name each (StatefulSet mode),
+// EndpointSlices give the Service its ready addresses (with each StatefulSet
+// pod's hostname), the garbage collector follows owner references,
+// disruption fills PodDisruptionBudget status, and namespaces get their
+// default ServiceAccount and are cleaned up when deleted.
+const kcmControllers = "deployment,replicaset,statefulset,garbagecollector,disruption,endpointslice,serviceaccount,namespace"
 
 // controlPlane is the running etcd, API server, controller manager and scheduler.
 type controlPlane struct {
