@@ -39,7 +39,13 @@ type podRuntime struct {
 	root      string
 
 	mu      sync.Mutex
-	running map[types.UID]*exec.Cmd
+	running map[types.UID]*process
+}
+
+// process is one pod's memcached; exited is closed once it has been reaped.
+type process struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 func startPodRuntime(ctx context.Context, client kubernetes.Interface, memcached, root string) error {
@@ -47,7 +53,7 @@ func startPodRuntime(ctx context.Context, client kubernetes.Interface, memcached
 	if err != nil {
 		return err
 	}
-	r := &podRuntime{client: client, memcached: memcached, root: root, running: map[types.UID]*exec.Cmd{}}
+	r := &podRuntime{client: client, memcached: memcached, root: root, running: map[types.UID]*process{}}
 	// The periodic resync retries pods whose Secrets were missing, as the
 	// kubelet keeps retrying volume mounts.
 	factory := informers.NewSharedInformerFactory(client, 10*time.Second)
@@ -131,13 +137,15 @@ func (r *podRuntime) start(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 	klog.InfoS("memcached started", "pod", klog.KObj(pod), "ip", pod.Status.PodIP, "args", args)
+	proc := &process{cmd: cmd, exited: make(chan struct{})}
 	r.mu.Lock()
-	r.running[pod.UID] = cmd
+	r.running[pod.UID] = proc
 	r.mu.Unlock()
 	go r.markReadyWhenListening(ctx, pod, memcachedPort(container))
 	go func() {
 		err := cmd.Wait()
 		log.Close()
+		close(proc.exited)
 		klog.InfoS("memcached exited", "pod", klog.KObj(pod), "err", err)
 	}()
 	return nil
@@ -238,22 +246,39 @@ func (r *podRuntime) writeVolumes(ctx context.Context, pod *corev1.Pod, containe
 	return mounts, nil
 }
 
+// stop kills a pod's memcached and waits until it is gone. Pod events are
+// handled one at a time, so a pod recreated under the same name (a
+// StatefulSet pod, new UID) that kwok gives the address just freed starts
+// its memcached only after the old one released the address: otherwise the
+// readiness check could see the old process listening and the new one fail
+// to bind.
 func (r *podRuntime) stop(uid types.UID) {
 	r.mu.Lock()
-	cmd, ok := r.running[uid]
+	proc, ok := r.running[uid]
 	delete(r.running, uid)
 	r.mu.Unlock()
 	if ok {
-		_ = cmd.Process.Kill()
+		proc.kill()
 	}
 }
 
 func (r *podRuntime) stopAll() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for uid, cmd := range r.running {
-		_ = cmd.Process.Kill()
-		delete(r.running, uid)
+	procs := r.running
+	r.running = map[types.UID]*process{}
+	r.mu.Unlock()
+	for _, proc := range procs {
+		proc.kill()
+	}
+}
+
+// kill sends SIGKILL and waits (up to 10 s) for the process to be reaped.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		klog.InfoS("memcached did not exit within 10s of SIGKILL", "pid", p.cmd.Process.Pid)
 	}
 }
 
