@@ -54,7 +54,8 @@ artifacthub-pkg.yml: metadata.yml questions-ui.yml
 	@test -n "$(KWCTL)" || { echo "kwctl not found: put it on PATH or set KWCTL"; exit 1; }
 	"$(KWCTL)" scaffold artifacthub -m metadata.yml -q questions-ui.yml -o $@
 
-## deps: the Debian packages the tests need (installed when root, else the apt-get line to run), and PyYAML.
+## deps: the Debian packages the tests need (installed when root, else the apt-get line to run), PyYAML, and
+## pymemcache (the sharding bench's client).
 deps:
 	@missing=(); for tool in $(DEPS); do command -v "$${tool%%:*}" >/dev/null || missing+=("$${tool##*:}"); done; \
 	if [ $${#missing[@]} -gt 0 ]; then \
@@ -63,7 +64,7 @@ deps:
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get update -qq && apt-get install -y -qq --no-install-recommends "$${missing[@]}" >/dev/null; \
 	fi
-	@python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
+	@python3 -c 'import yaml, pymemcache' 2>/dev/null || python3 -m pip install --quiet pyyaml pymemcache
 
 ## demo: the policy judging every seed example, then the whole product on a local control plane
 ## (kubectl apply through policy-server, which pulls the policy from a local OCI registry; the controller,

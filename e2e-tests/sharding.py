@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Shard keys over memcached servers the way OpenStack does: pymemcache's `HashClient`.
+
+oslo.cache's `dogpile.cache.pymemcache` backend hands `[cache] memcache_servers`
+to pymemcache's HashClient, which places each key on one server by rendezvous
+hashing over the configured `host:port` strings. `make bench-e2e` (benches/sharding.rs)
+runs this script to measure how many keys survive scaling, pod restarts and
+rollouts with the client configured from the operator's server list.
+
+Usage:
+  sharding.py store --servers H:P,... [--hosts NAME=IP,...] [--keys N]
+  sharding.py check --servers H:P,... [--hosts NAME=IP,...] [--keys N]
+
+`store` empties every server (`flush_all`), then writes keys `key-0` ...
+`key-<N-1>`: a full cache holding each key exactly where the client puts it,
+and no stale copy elsewhere that a later placement could hit by luck. `check`
+reads them back; a hit is a key whose value is the one stored. Both print one
+JSON object: `keys`, `stored` or `hits`, `placement` (keys per server) and
+`unreachable` (servers that did not answer `version`; their keys count as
+misses).
+
+`--hosts` stands in for cluster DNS: the e2e cluster has none, so the caller
+passes what CoreDNS would answer for `<pod>.<service>.<namespace>.svc` (each
+ready endpoint's hostname and address in the headless Service's
+EndpointSlices). Names are resolved through that map only; a name it lacks does
+not resolve (NXDOMAIN, as for a pod that is not ready), and IP addresses are
+used as they are. The hash ring stays keyed by the configured `host:port`
+strings, so a pod that comes back with a new address under the same name
+keeps its keys.
+"""
+
+import argparse
+import ipaddress
+import json
+import socket
+import sys
+import types
+
+from pymemcache.client.base import Client, normalize_server_spec
+from pymemcache.client.hash import HashClient
+
+BATCH = 1000
+TIMEOUT = 5
+
+
+class Resolver(types.ModuleType):
+    """The socket module, with getaddrinfo answering from a fixed name map."""
+
+    def __init__(self, hosts):
+        super().__init__("socket")
+        self.hosts = hosts
+
+    def __getattr__(self, name):
+        return getattr(socket, name)
+
+    def getaddrinfo(self, host, port, *args, **kwargs):
+        if host in self.hosts:
+            host = self.hosts[host]
+        else:
+            try:
+                ipaddress.ip_address(host)
+            except ValueError:
+                raise socket.gaierror(socket.EAI_NONAME, f"{host}: not in --hosts") from None
+        return socket.getaddrinfo(host, port, *args, **kwargs)
+
+
+def parse_hosts(text):
+    hosts = {}
+    for pair in filter(None, text.split(",")):
+        name, sep, address = pair.partition("=")
+        if not sep or not name or not address:
+            raise argparse.ArgumentTypeError(f"--hosts entry {pair!r} is not NAME=IP")
+        ipaddress.ip_address(address)
+        hosts[name] = address
+    return hosts
+
+
+def parse_servers(text):
+    servers = [s for s in text.split(",") if s]
+    if not servers:
+        raise argparse.ArgumentTypeError("--servers is empty")
+    return servers
+
+
+def keys(count):
+    return [f"key-{i}" for i in range(count)]
+
+
+def value(key):
+    return f"value-of-{key}".encode()
+
+
+def reachable(server, resolver):
+    """A plain client for `server` if it answers `version`, else None."""
+    client = Client(
+        normalize_server_spec(server),
+        connect_timeout=TIMEOUT,
+        timeout=TIMEOUT,
+        socket_module=resolver,
+    )
+    try:
+        client.version()
+        return client
+    except Exception:
+        client.close()
+        return None
+
+
+def run(command, servers, hosts, count):
+    resolver = Resolver(hosts)
+    clients = {server: reachable(server, resolver) for server in servers}
+    client = HashClient(
+        servers,
+        connect_timeout=TIMEOUT,
+        timeout=TIMEOUT,
+        socket_module=resolver,
+        ignore_exc=True,
+    )
+    names = keys(count)
+    # The ring's nodes are the configured "host:port" strings.
+    placement = {node: 0 for node in client.hasher.nodes}
+    for key in names:
+        placement[client.hasher.get_node(key)] += 1
+    report = {
+        "keys": count,
+        "placement": placement,
+        "unreachable": [s for s, c in clients.items() if c is None],
+    }
+    if command == "store":
+        for direct in clients.values():
+            if direct is not None:
+                direct.flush_all(noreply=False)
+        failed = 0
+        for start in range(0, count, BATCH):
+            batch = {key: value(key) for key in names[start : start + BATCH]}
+            failed += len(client.set_many(batch, noreply=False))
+        report["stored"] = count - failed
+    else:
+        hits = 0
+        for start in range(0, count, BATCH):
+            batch = names[start : start + BATCH]
+            found = client.get_many(batch)
+            hits += sum(1 for key in batch if found.get(key) == value(key))
+        report["hits"] = hits
+    client.close()
+    for direct in filter(None, clients.values()):
+        direct.close()
+    return report
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["store", "check"])
+    parser.add_argument("--servers", type=parse_servers, required=True, help="H:P,... in the client's order")
+    parser.add_argument("--hosts", type=parse_hosts, default={}, help="NAME=IP,...: the DNS answers")
+    parser.add_argument("--keys", type=int, default=20000)
+    args = parser.parse_args(argv)
+    print(json.dumps(run(args.command, args.servers, args.hosts, args.keys), sort_keys=True))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
