@@ -376,6 +376,8 @@ fn without_equal_fields(
     }
     drop_equal!(
         replicas,
+        workload,
+        server_list_config_map,
         image,
         resources,
         memcached,

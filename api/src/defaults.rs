@@ -48,6 +48,8 @@ pub fn apply_defaults(spec: &mut MemcachedSpec) {
     if spec.replicas.is_none() && !spec.autoscaling_enabled() {
         spec.replicas = Some(REPLICAS);
     }
+    spec.workload
+        .get_or_insert_with(|| crate::validation::DEPLOYMENT.to_string());
     spec.image.get_or_insert_with(|| IMAGE.to_string());
 
     let config = spec.memcached.get_or_insert_default();

@@ -56,14 +56,14 @@ pub const SECTIONS: [&str; 12] = [
         category = "memcached",
         category = "all",
         namespaced,
-        doc = "A Memcached cluster: a Deployment of memcached pods behind a headless Service, with optional exporter sidecar and ServiceMonitor, PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy, SASL and TLS. The controller fills status with the rollout state and live stats; the Kubewarden policy defaults and validates the spec.",
+        doc = "A Memcached cluster: a Deployment (or a StatefulSet, for stable per-pod names) of memcached pods behind a headless Service, with optional exporter sidecar and ServiceMonitor, PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy, SASL and TLS. The controller fills status with the rollout state and live stats; the Kubewarden policy defaults and validates the spec.",
         status = "MemcachedStatus",
         scale(
             spec_replicas_path = ".spec.replicas",
             status_replicas_path = ".status.replicas",
             label_selector_path = ".status.selector"
         ),
-        printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicas","description":"Replicas the Deployment should run"}"#,
+        printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicas","description":"Replicas the workload should run"}"#,
         printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.ready","description":"Ready replicas / desired replicas"}"#,
         printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.state","description":"The Ready condition's reason, or Degraded: <reason>"}"#,
         printcolumn = r#"{"name":"Hit Ratio","type":"string","jsonPath":".status.hitRatio","description":"get_hits / (get_hits + get_misses) over the ready pods"}"#,
@@ -82,6 +82,24 @@ pub struct MemcachedSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 64)))]
     pub replicas: Option<i32>,
+    /// What runs the pods: `Deployment` (default: pods get new names and
+    /// addresses on every rollout; clients use the Service name) or
+    /// `StatefulSet` (pods `<name>-0` ... `<name>-N` with stable DNS names
+    /// `<name>-<i>.<name>.<namespace>.svc`, for clients that hash keys over a
+    /// server list; the name must then be at most 52 characters). Changing it
+    /// moves traffic without an outage: the new workload is Ready before the
+    /// old one is deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = crate::validation::WORKLOADS)))]
+    pub workload: Option<String>,
+    /// Name of a ConfigMap the controller keeps `status.serverList` in, for
+    /// clients to read their configuration from: key `memcache_servers` holds
+    /// the list comma-separated (oslo.cache's `memcache_servers`), key
+    /// `servers` one `host:port` per line. Owned by the Memcached; a ConfigMap
+    /// of that name owned by someone else is left alone; default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253)))]
+    pub server_list_config_map: Option<String>,
     /// Memcached container image, non-empty; default `memcached:1.6`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_IMAGE_LENGTH)))]
@@ -415,7 +433,10 @@ pub struct MemcachedStatus {
     /// Generation the status describes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `["<name>.<namespace>:11211"]` while Ready.
+    /// Where clients connect. Deployment: `["<name>.<namespace>:11211"]`
+    /// while Ready. StatefulSet: `<name>-<i>.<name>.<namespace>.svc:11211` for
+    /// every desired ordinal, in ordinal order, whether or not the pod is
+    /// ready, so clients are configured once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_list: Option<Vec<String>>,
     /// Available, Progressing, Degraded and Ready.
@@ -424,6 +445,11 @@ pub struct MemcachedStatus {
 }
 
 impl MemcachedSpec {
+    /// True when `spec.workload` is `StatefulSet`.
+    pub fn stateful_set(&self) -> bool {
+        self.workload.as_deref() == Some(crate::validation::STATEFUL_SET)
+    }
+
     /// True when `spec.autoscaling.enabled` is true.
     pub fn autoscaling_enabled(&self) -> bool {
         self.autoscaling

@@ -11,6 +11,7 @@ fn fills_an_empty_spec() {
         to_value(&s).unwrap(),
         json!({
             "replicas": 1,
+            "workload": "Deployment",
             "image": "memcached:1.6",
             "memcached": {"maxMemoryMB": 64, "maxConnections": 1024, "threads": 4, "maxItemSize": "1m", "verbosity": 0},
             "security": {
@@ -26,7 +27,7 @@ fn fills_an_empty_spec() {
 #[test]
 fn keeps_every_value_the_user_set_including_zero_replicas() {
     let user = json!({
-        "replicas": 0, "image": "memcached:1.6.28",
+        "replicas": 0, "workload": "StatefulSet", "image": "memcached:1.6.28",
         "memcached": {"maxMemoryMB": 256, "maxConnections": 10, "threads": 1, "maxItemSize": "2m", "verbosity": 2},
         "highAvailability": {"antiAffinityPreset": "hard", "gracefulShutdown": {"enabled": true, "preStopDelaySeconds": 1, "terminationGracePeriodSeconds": 2}},
         "monitoring": {"enabled": false, "exporterImage": "x:1", "serviceMonitor": {"interval": "1m", "scrapeTimeout": "5s"}},

@@ -32,6 +32,8 @@ pub enum Outcome {
     Updated,
     /// Deleted because its feature was turned off.
     Deleted,
+    /// Deleted because the workload of the other kind replaced it.
+    Replaced,
     /// An object of that name exists but belongs to someone else: left alone.
     Conflict,
     /// The object is being deleted: left alone until it is gone.

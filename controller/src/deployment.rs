@@ -1,74 +1,22 @@
-//! The Deployment running memcached (and the exporter sidecar).
+//! The Deployment running the pods (the default workload): pods get new
+//! names and addresses on every rollout, which surges one pod at a time.
 
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
-use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, ExecAction, Lifecycle, LifecycleHandler, PodAffinityTerm,
-    PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, SecretVolumeSource, TCPSocketAction,
-    TopologySpreadConstraint, Volume, VolumeMount, WeightedPodAffinityTerm,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use memcached_api::{Memcached, MemcachedSpec, defaults};
+use memcached_api::{Memcached, MemcachedSpec};
 
-use crate::args::{self, AUTH_DIR, TLS_DIR};
-use crate::labels::{self, MEMCACHED_PORT, METRICS_PORT};
-
-/// Pod-template annotation with a hash of the referenced Secrets' data.
-pub const SECRET_HASH_ANNOTATION: &str = "memcached.c5c3.io/secret-hash";
-/// CR annotation copied to the pod template to force a rollout.
-pub const RESTART_TRIGGER_ANNOTATION: &str = "memcached.c5c3.io/restart-trigger";
-/// Volume of the authentication Secret.
-pub const AUTH_VOLUME: &str = "auth";
-/// Volume of the TLS Secret.
-pub const TLS_VOLUME: &str = "tls";
+use crate::labels;
+use crate::pod_template::{self, Template};
 
 /// The Deployment for `mc`, whose effective (defaulted) spec is `spec`.
 pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) -> Deployment {
-    let mut meta = labels::object_meta(mc);
-    let image = spec
-        .image
-        .clone()
-        .unwrap_or_else(|| defaults::IMAGE.to_string());
-    let version = version_label(labels::image_tag(&image));
-    meta.labels
-        .get_or_insert_default()
-        .insert("app.kubernetes.io/version".into(), version.clone());
-
-    let mut pod_labels = spec.pod_labels.clone().unwrap_or_default();
-    pod_labels.extend(labels::selector_labels(mc));
-    pod_labels.insert("app.kubernetes.io/version".into(), version);
-
-    let mut annotations = spec.pod_annotations.clone().unwrap_or_default();
-    if let Some(hash) = secret_hash {
-        annotations.insert(SECRET_HASH_ANNOTATION.into(), hash.into());
-    }
-    if let Some(trigger) = mc
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(RESTART_TRIGGER_ANNOTATION))
-    {
-        annotations.insert(RESTART_TRIGGER_ANNOTATION.into(), trigger.clone());
-    }
-
-    let graceful = spec.enabled_graceful_shutdown();
-    let mut containers = vec![memcached_container(spec, image)];
-    if spec.monitoring_enabled() {
-        containers.push(exporter_container(spec));
-    }
-    let ha = spec.high_availability.as_ref();
-    let security = spec.security.as_ref();
-
+    let Template { metadata, pod } = pod_template::build(mc, spec, secret_hash);
     Deployment {
-        metadata: meta,
+        metadata,
         spec: Some(DeploymentSpec {
-            replicas: if spec.autoscaling_enabled() {
-                None
-            } else {
-                spec.replicas
-            },
+            replicas: pod_template::replicas(spec),
             selector: labels::selector(mc),
             strategy: Some(DeploymentStrategy {
                 type_: Some("RollingUpdate".into()),
@@ -77,239 +25,9 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) ->
                     max_unavailable: Some(IntOrString::Int(0)),
                 }),
             }),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels),
-                    annotations: (!annotations.is_empty()).then_some(annotations),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers,
-                    security_context: security.and_then(|s| s.pod_security_context.clone()),
-                    termination_grace_period_seconds: graceful.map(|g| {
-                        g.termination_grace_period_seconds
-                            .unwrap_or(defaults::TERMINATION_GRACE_PERIOD_SECONDS)
-                            .into()
-                    }),
-                    affinity: ha
-                        .and_then(|h| h.anti_affinity_preset.as_deref())
-                        .map(|p| anti_affinity(mc, p)),
-                    topology_spread_constraints: ha
-                        .and_then(|h| h.topology_spread_constraints.clone())
-                        .map(|c| spread_these_pods(mc, c)),
-                    node_selector: spec.node_selector.clone(),
-                    tolerations: spec.tolerations.clone(),
-                    image_pull_secrets: spec.image_pull_secrets.clone(),
-                    volumes: non_empty(volumes(spec)),
-                    ..Default::default()
-                }),
-            },
+            template: pod,
             ..Default::default()
         }),
         ..Default::default()
     }
-}
-
-fn memcached_container(spec: &MemcachedSpec, image: String) -> Container {
-    let probe = |initial_delay, period| Probe {
-        tcp_socket: Some(TCPSocketAction {
-            port: IntOrString::String("memcached".into()),
-            ..Default::default()
-        }),
-        initial_delay_seconds: Some(initial_delay),
-        period_seconds: Some(period),
-        ..Default::default()
-    };
-    let pre_stop = spec.enabled_graceful_shutdown().map(|g| Lifecycle {
-        pre_stop: Some(LifecycleHandler {
-            exec: Some(ExecAction {
-                command: Some(vec![
-                    "/bin/sh".into(),
-                    "-c".into(),
-                    format!(
-                        "sleep {}",
-                        g.pre_stop_delay_seconds
-                            .unwrap_or(defaults::PRE_STOP_DELAY_SECONDS)
-                    ),
-                ]),
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    Container {
-        name: "memcached".into(),
-        image: Some(image),
-        args: Some(args::memcached_args(spec)),
-        ports: Some(vec![port("memcached", MEMCACHED_PORT)]),
-        liveness_probe: Some(probe(10, 10)),
-        readiness_probe: Some(probe(5, 5)),
-        resources: spec.resources.clone(),
-        security_context: spec
-            .security
-            .as_ref()
-            .and_then(|s| s.container_security_context.clone()),
-        lifecycle: pre_stop,
-        volume_mounts: non_empty(volume_mounts(spec, true)),
-        ..Default::default()
-    }
-}
-
-/// The exporter scrapes memcached over localhost; with TLS on it speaks TLS
-/// (and presents the server's own certificate when client certificates are required).
-fn exporter_container(spec: &MemcachedSpec) -> Container {
-    let monitoring = spec.monitoring.clone().unwrap_or_default();
-    let mut args = vec![format!("--memcached.address=localhost:{MEMCACHED_PORT}")];
-    if spec.tls_enabled() {
-        args.extend([
-            "--memcached.tls.enable".into(),
-            "--memcached.tls.insecure-skip-verify".into(),
-        ]);
-        if args::client_cert_required(spec) {
-            args.extend([
-                format!("--memcached.tls.cert-file={TLS_DIR}/{}", args::TLS_CERT_KEY),
-                format!("--memcached.tls.key-file={TLS_DIR}/{}", args::TLS_KEY_KEY),
-            ]);
-        }
-    }
-    Container {
-        name: "exporter".into(),
-        image: Some(
-            monitoring
-                .exporter_image
-                .unwrap_or_else(|| defaults::EXPORTER_IMAGE.to_string()),
-        ),
-        args: Some(args),
-        ports: Some(vec![port("metrics", METRICS_PORT)]),
-        resources: monitoring.exporter_resources,
-        security_context: spec
-            .security
-            .as_ref()
-            .and_then(|s| s.container_security_context.clone()),
-        volume_mounts: non_empty(volume_mounts(spec, false)),
-        ..Default::default()
-    }
-}
-
-fn port(name: &str, number: i32) -> ContainerPort {
-    ContainerPort {
-        name: Some(name.into()),
-        container_port: number,
-        protocol: Some("TCP".into()),
-        ..Default::default()
-    }
-}
-
-/// The Secret names the pods mount: (volume name, Secret name, mount path).
-pub fn secret_mounts(spec: &MemcachedSpec) -> Vec<(&'static str, String, &'static str)> {
-    let security = spec.security.as_ref();
-    let mut mounts = Vec::new();
-    if spec.sasl_enabled()
-        && let Some(name) = security
-            .and_then(|s| s.sasl.as_ref())
-            .and_then(|s| s.credentials_secret_ref.as_ref())
-    {
-        mounts.push((AUTH_VOLUME, name.name.clone(), AUTH_DIR));
-    }
-    if spec.tls_enabled()
-        && let Some(name) = security
-            .and_then(|s| s.tls.as_ref())
-            .and_then(|t| t.certificate_secret_ref.as_ref())
-    {
-        mounts.push((TLS_VOLUME, name.name.clone(), TLS_DIR));
-    }
-    mounts
-}
-
-fn volumes(spec: &MemcachedSpec) -> Vec<Volume> {
-    secret_mounts(spec)
-        .into_iter()
-        .map(|(volume, secret, _)| Volume {
-            name: volume.into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(secret),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-        .collect()
-}
-
-/// memcached mounts every Secret; the exporter only the TLS one, and only when it needs a client certificate.
-fn volume_mounts(spec: &MemcachedSpec, memcached: bool) -> Vec<VolumeMount> {
-    secret_mounts(spec)
-        .into_iter()
-        .filter(|(volume, _, _)| {
-            memcached || (*volume == TLS_VOLUME && args::client_cert_required(spec))
-        })
-        .map(|(volume, _, path)| VolumeMount {
-            name: volume.into(),
-            mount_path: path.into(),
-            read_only: Some(true),
-            ..Default::default()
-        })
-        .collect()
-}
-
-/// This Memcached's pods, for affinity and spread terms.
-fn instance_pods(mc: &Memcached) -> LabelSelector {
-    let mut match_labels = labels::selector_labels(mc);
-    match_labels.remove("app.kubernetes.io/managed-by");
-    LabelSelector {
-        match_labels: Some(match_labels),
-        ..Default::default()
-    }
-}
-
-/// A spread constraint without a labelSelector matches no pod (the API
-/// server warns so) and spreads nothing: give it this Memcached's pods.
-fn spread_these_pods(
-    mc: &Memcached,
-    mut constraints: Vec<TopologySpreadConstraint>,
-) -> Vec<TopologySpreadConstraint> {
-    for constraint in &mut constraints {
-        constraint
-            .label_selector
-            .get_or_insert_with(|| instance_pods(mc));
-    }
-    constraints
-}
-
-fn anti_affinity(mc: &Memcached, preset: &str) -> Affinity {
-    let term = PodAffinityTerm {
-        label_selector: Some(instance_pods(mc)),
-        topology_key: "kubernetes.io/hostname".into(),
-        ..Default::default()
-    };
-    let anti = if preset == "hard" {
-        PodAntiAffinity {
-            required_during_scheduling_ignored_during_execution: Some(vec![term]),
-            ..Default::default()
-        }
-    } else {
-        PodAntiAffinity {
-            preferred_during_scheduling_ignored_during_execution: Some(vec![
-                WeightedPodAffinityTerm {
-                    weight: 100,
-                    pod_affinity_term: term,
-                },
-            ]),
-            ..Default::default()
-        }
-    };
-    Affinity {
-        pod_anti_affinity: Some(anti),
-        ..Default::default()
-    }
-}
-
-/// A valid label value: at most 63 characters, alphanumeric at both ends.
-fn version_label(tag: &str) -> String {
-    let cut: String = tag.chars().take(63).collect();
-    cut.trim_matches(|c: char| !c.is_ascii_alphanumeric())
-        .to_string()
-}
-
-fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
-    (!items.is_empty()).then_some(items)
 }

@@ -1,6 +1,6 @@
 //! Every object one Memcached should have, built purely from the CR.
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -8,13 +8,24 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::DynamicObject;
 use memcached_api::{Memcached, MemcachedSpec};
 
-use crate::{deployment, hpa, network_policy, pdb, service, service_monitor};
+use crate::{deployment, hpa, network_policy, pdb, service, service_monitor, stateful_set};
 
-/// The desired objects; `None` where a feature is off.
+/// The workload `spec.workload` names.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// The default.
+    Deployment(Deployment),
+    /// Stable per-pod names.
+    StatefulSet(StatefulSet),
+}
+
+/// The desired objects; `None` where a feature is off. The server-list
+/// ConfigMap depends on the replicas the workload runs: see
+/// [`crate::server_list::config_map`].
 #[derive(Clone, Debug)]
 pub struct Desired {
     /// Memcached (and exporter) pods.
-    pub deployment: Deployment,
+    pub workload: Workload,
     /// Headless Service.
     pub service: Service,
     /// PodDisruptionBudget.
@@ -36,8 +47,13 @@ impl Desired {
         secret_hash: Option<&str>,
         access: &network_policy::Access,
     ) -> Self {
+        let workload = if spec.stateful_set() {
+            Workload::StatefulSet(stateful_set::build(mc, &spec, secret_hash))
+        } else {
+            Workload::Deployment(deployment::build(mc, &spec, secret_hash))
+        };
         Desired {
-            deployment: deployment::build(mc, &spec, secret_hash),
+            workload,
             service: service::build(mc, &spec),
             pdb: pdb::build(mc, &spec),
             hpa: hpa::build(mc, &spec),

@@ -1,5 +1,6 @@
 //! The HorizontalPodAutoscaler, when autoscaling is enabled. It scales the
-//! Deployment, which then carries no replicas of its own.
+//! workload (Deployment or StatefulSet), which then carries no replicas of
+//! its own.
 
 use k8s_openapi::api::autoscaling::v2::{
     CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec,
@@ -19,7 +20,12 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec) -> Option<HorizontalPodAutosc
         spec: Some(HorizontalPodAutoscalerSpec {
             scale_target_ref: CrossVersionObjectReference {
                 api_version: Some("apps/v1".into()),
-                kind: "Deployment".into(),
+                kind: if spec.stateful_set() {
+                    "StatefulSet"
+                } else {
+                    "Deployment"
+                }
+                .into(),
                 name: labels::name(mc).into(),
             },
             min_replicas: autoscaling.min_replicas,

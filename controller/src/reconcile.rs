@@ -7,9 +7,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -26,14 +26,15 @@ use tokio_rustls::rustls::pki_types::ServerName;
 
 use crate::apply::{Outcome, ensure, ensure_from, hand_over_replicas, is_controlled_by};
 use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-use crate::deployment::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
-use crate::desired::Desired;
+use crate::desired::{Desired, Workload as DesiredWorkload};
 use crate::labels::{MANAGER, MEMCACHED_PORT};
 use crate::metrics::{Instance, Metrics};
 use crate::network_policy::Access;
+use crate::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
 use crate::status::{self, Observed};
-use crate::{service_monitor, tls};
+use crate::workload::{Rollout, Workload, desired_replicas};
+use crate::{server_list, service_monitor, tls};
 
 /// Requeue while not every replica is ready.
 pub const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
@@ -133,57 +134,59 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     let desired = Desired::new(&mc, spec.clone(), hash.as_deref(), &ctx.access);
 
     let mut applied = Applied::new(&ctx, &mc);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let live = deployments.get_opt(&name).await?;
     // A missing Secret would break running pods on rollout: keep them until it exists.
-    let deployment = if missing.is_empty() || live.is_none() {
-        if let Some(live) = live
-            .as_ref()
-            .filter(|l| spec.autoscaling_enabled() && is_controlled_by(*l, &uid))
-        {
-            let handover = hand_over_replicas(&deployments, live).await;
-            applied.check("Deployment", handover).await?;
-        }
-        // Refused: the running Deployment still tells how many pods serve.
-        let before = live.clone();
-        let result = ensure_from(&deployments, &name, &uid, Some(&desired.deployment), live).await;
-        applied
-            .record("Deployment", result)
-            .await?
-            .unwrap_or(before)
-    } else {
-        live
+    let hold = !missing.is_empty();
+    let (kind, rollout) = match desired.workload {
+        DesiredWorkload::Deployment(d) => (
+            "Deployment",
+            converge_workload::<_, StatefulSet>(&mut applied, &spec, d, hold).await?,
+        ),
+        DesiredWorkload::StatefulSet(s) => (
+            "StatefulSet",
+            converge_workload::<_, Deployment>(&mut applied, &spec, s, hold).await?,
+        ),
     };
-    // Someone else's Deployment: its readiness and pods are not this Memcached's.
-    let deployment = deployment.filter(|d| is_controlled_by(d, &uid));
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let service = ensure(&services, &name, &uid, Some(&desired.service)).await;
-    applied.record_outcome("Service", service).await?;
+    applied.record_outcome("Service", &name, service).await?;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
     let pdb = ensure(&pdbs, &name, &uid, desired.pdb.as_ref()).await;
-    applied.record_outcome("PodDisruptionBudget", pdb).await?;
+    applied
+        .record_outcome("PodDisruptionBudget", &name, pdb)
+        .await?;
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
     let hpa = ensure(&hpas, &name, &uid, desired.hpa.as_ref()).await;
     applied
-        .record_outcome("HorizontalPodAutoscaler", hpa)
+        .record_outcome("HorizontalPodAutoscaler", &name, hpa)
         .await?;
     let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
     let policy = ensure(&policies, &name, &uid, desired.network_policy.as_ref()).await;
-    applied.record_outcome("NetworkPolicy", policy).await?;
+    applied
+        .record_outcome("NetworkPolicy", &name, policy)
+        .await?;
     let monitors: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &service_monitor::api_resource());
     match ensure(&monitors, &name, &uid, desired.service_monitor.as_ref()).await {
         // No ServiceMonitor CRD (yet): the next reconcile tries again.
         Err(kube::Error::Api(e)) if e.code == 404 => {}
-        result => applied.record_outcome("ServiceMonitor", result).await?,
+        result => {
+            applied
+                .record_outcome("ServiceMonitor", &name, result)
+                .await?
+        }
     }
+    let desired_count = desired_replicas(&spec, rollout.as_ref());
+    let servers = server_list::build(&mc, &spec, desired_count);
+    let config_map = server_list::config_map(&mc, &spec, &servers);
+    converge_config_map(&mut applied, config_map).await?;
     let Applied {
         mut problems,
         foreign,
         ..
     } = applied;
 
-    let mut observed = observe(&mc, &spec, deployment.as_ref(), missing, invalid_spec);
+    let mut observed = observe(&mc, &spec, kind, rollout.as_ref(), missing, invalid_spec);
+    observed.server_list = servers;
     observed.foreign = foreign;
     let ready = observed.desired > 0 && observed.ready >= observed.desired;
     let instance = Instance {
@@ -193,7 +196,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     ctx.metrics
         .replicas(instance, observed.desired, observed.ready);
     let reader = tls::server_name(&name, &ns).and_then(|n| stats_client(&spec, &secrets, n));
-    let stats = match (&deployment, reader) {
+    let stats = match (&rollout, reader) {
         (None, _) => ClusterStats::default(),
         (Some(_), Ok(client)) => {
             let addresses =
@@ -238,7 +241,7 @@ struct Applied<'a> {
     ctx: &'a Context,
     mc: &'a Memcached,
     problems: Vec<Problem>,
-    /// The Deployment or the Service belongs to someone else.
+    /// The workload or the Service belongs to someone else.
     foreign: bool,
 }
 
@@ -257,17 +260,17 @@ impl<'a> Applied<'a> {
     async fn record<T>(
         &mut self,
         kind: &str,
+        name: &str,
         result: Result<(Outcome, T), kube::Error>,
     ) -> Result<Option<T>, Error> {
         match result {
             Ok((outcome, object)) => {
                 if outcome == Outcome::Conflict {
-                    self.foreign |= kind == "Deployment" || kind == "Service";
+                    self.foreign |= matches!(kind, "Deployment" | "StatefulSet" | "Service");
                     self.problems.push(Problem {
                         reason: "ResourceConflict",
                         message: format!(
-                            "a {kind} named {} exists and is not controlled by this Memcached: left alone",
-                            self.mc.name_any()
+                            "a {kind} named {name} exists and is not controlled by this Memcached: left alone"
                         ),
                     });
                 }
@@ -290,9 +293,12 @@ impl<'a> Applied<'a> {
     async fn record_outcome(
         &mut self,
         kind: &str,
+        name: &str,
         result: Result<Outcome, kube::Error>,
     ) -> Result<(), Error> {
-        self.record(kind, result.map(|o| (o, ()))).await.map(drop)
+        self.record(kind, name, result.map(|o| (o, ())))
+            .await
+            .map(drop)
     }
 
     /// A preparatory write (no Event of its own): only refusals are recorded.
@@ -300,11 +306,114 @@ impl<'a> Applied<'a> {
         match result {
             Ok(()) => Ok(()),
             Err(e) => self
-                .record(kind, Err::<(Outcome, ()), _>(e))
+                .record(kind, "", Err::<(Outcome, ()), _>(e))
                 .await
                 .map(drop),
         }
     }
+}
+
+/// Converge the workload `spec.workload` names (`New`, desired as `desired`)
+/// and delete the other kind (`Old`) once the new one runs every replica
+/// ready: the Service selects the pods of both meanwhile, so switching
+/// kinds never leaves it without ready endpoints. `hold`: a Secret is
+/// missing, so a running workload is left as it is. Returns the rollout of
+/// the workload this Memcached controls.
+async fn converge_workload<New: Workload, Old: Workload>(
+    applied: &mut Applied<'_>,
+    spec: &MemcachedSpec,
+    mut desired: New,
+    hold: bool,
+) -> Result<Option<Rollout>, Error> {
+    let (client, mc) = (&applied.ctx.client, applied.mc);
+    let (name, uid) = (mc.name_any(), mc.uid().unwrap_or_default());
+    let ns = mc.namespace().unwrap_or_default();
+    let news: Api<New> = Api::namespaced(client.clone(), &ns);
+    let olds: Api<Old> = Api::namespaced(client.clone(), &ns);
+    let kind = New::kind(&()).to_string();
+    let live = news.get_opt(&name).await?;
+    let old = olds
+        .get_opt(&name)
+        .await?
+        .filter(|o| is_controlled_by(o, &uid));
+    let workload = if !hold || live.is_none() {
+        if spec.autoscaling_enabled() {
+            match (&live, &old) {
+                (Some(live), _) if is_controlled_by(live, &uid) => {
+                    let handover = hand_over_replicas(&news, live).await;
+                    applied.check(&kind, handover).await?;
+                }
+                // A replacement starts as large as the autoscaler made the old
+                // workload; the next reconcile hands the count over again.
+                (None, Some(old)) => {
+                    if let Some(replicas) = old.rollout().replicas {
+                        desired.set_replicas(replicas);
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Refused: the running workload still tells how many pods serve.
+        let before = live.clone();
+        let result = ensure_from(&news, &name, &uid, Some(&desired), live).await;
+        applied
+            .record(&kind, &name, result)
+            .await?
+            .unwrap_or(before)
+    } else {
+        live
+    };
+    // Someone else's workload: its readiness and pods are not this Memcached's.
+    let rollout = workload
+        .filter(|w| is_controlled_by(w, &uid))
+        .map(|w| w.rollout());
+    let replaced = rollout
+        .as_ref()
+        .is_some_and(|r| r.complete(desired_replicas(spec, Some(r))));
+    if let Some(old) = old.filter(|o| replaced && o.meta().deletion_timestamp.is_none()) {
+        let deleted = ensure_from(&olds, &name, &uid, None, Some(old))
+            .await
+            .map(|(outcome, _)| match outcome {
+                Outcome::Deleted => Outcome::Replaced,
+                other => other,
+            });
+        applied
+            .record_outcome(&Old::kind(&()), &name, deleted)
+            .await?;
+    }
+    Ok(rollout)
+}
+
+/// Apply the server-list ConfigMap (`None`: not wanted) and delete the ones
+/// this Memcached owns under another name (the field was renamed or removed).
+async fn converge_config_map(
+    applied: &mut Applied<'_>,
+    desired: Option<ConfigMap>,
+) -> Result<(), Error> {
+    let mc = applied.mc;
+    let (ns, uid) = (
+        mc.namespace().unwrap_or_default(),
+        mc.uid().unwrap_or_default(),
+    );
+    let api: Api<ConfigMap> = Api::namespaced(applied.ctx.client.clone(), &ns);
+    let wanted = desired.as_ref().and_then(|c| c.metadata.name.clone());
+    if let Some(name) = &wanted {
+        let result = ensure(&api, name, &uid, desired.as_ref()).await;
+        applied.record_outcome("ConfigMap", name, result).await?;
+    }
+    let owned = api
+        .list_metadata(&ListParams::default().labels(&crate::labels::selector_string(mc)))
+        .await?;
+    for stale in owned
+        .items
+        .iter()
+        .filter(|c| is_controlled_by(*c, &uid) && c.metadata.name != wanted)
+    {
+        let name = stale.name_any();
+        let result = ensure::<ConfigMap>(&api, &name, &uid, None).await;
+        applied.record_outcome("ConfigMap", &name, result).await?;
+    }
+    Ok(())
 }
 
 /// Requeue a failed reconcile with exponential backoff: 5 s doubling to 160 s.
@@ -392,35 +501,22 @@ pub fn secret_hash(key: &hmac::Key, secrets: &SecretData) -> String {
 fn observe(
     mc: &Memcached,
     spec: &MemcachedSpec,
-    deployment: Option<&Deployment>,
+    workload: &'static str,
+    rollout: Option<&Rollout>,
     missing: Vec<String>,
     invalid_spec: Option<String>,
 ) -> Observed {
-    let status = deployment
-        .and_then(|d| d.status.clone())
-        .unwrap_or_default();
-    let desired = if spec.autoscaling_enabled() {
-        deployment
-            .and_then(|d| d.spec.as_ref())
-            .and_then(|s| s.replicas)
-            .unwrap_or(0)
-    } else {
-        spec.replicas.unwrap_or(0)
-    };
-    let available = status
-        .conditions
-        .unwrap_or_default()
-        .iter()
-        .any(|c| c.type_ == "Available" && c.status == "True");
+    let seen = rollout.copied().unwrap_or_default();
     Observed {
-        desired,
-        ready: status.ready_replicas.unwrap_or(0),
-        updated: status.updated_replicas.unwrap_or(0),
-        available,
+        workload,
+        desired: desired_replicas(spec, rollout),
+        ready: seen.ready,
+        updated: seen.updated,
+        available: seen.available,
         missing_secrets: missing,
         invalid_spec,
         generation: mc.metadata.generation,
-        host: format!("{}.{}", mc.name_any(), mc.namespace().unwrap_or_default()),
+        stable_names: spec.stateful_set(),
         selector: crate::labels::selector_string(mc),
         ..Default::default()
     }
@@ -516,6 +612,13 @@ async fn report(ctx: &Context, mc: &Memcached, kind: &str, outcome: Outcome) {
         Outcome::Deleted => (
             "Deleted",
             format!("deleted {kind}: its feature is off"),
+            EventType::Normal,
+        ),
+        Outcome::Replaced => (
+            "Deleted",
+            format!(
+                "deleted {kind}: spec.workload names the other kind, which now runs every replica ready"
+            ),
             EventType::Normal,
         ),
         Outcome::Conflict => (

@@ -1,11 +1,12 @@
 //! `render -f cr.yaml`: every object the controller would apply for a CR,
 //! without a cluster (like `helm template`).
 
-use memcached_api::validation::{self, Options};
+use memcached_api::validation::{self, ObjectName, Options};
 use memcached_api::{Memcached, apply_defaults};
 use serde::{Deserialize, Serialize};
 
-use crate::desired::Desired;
+use crate::desired::{Desired, Workload};
+use crate::server_list;
 
 /// Render every Memcached document of `yaml` to multi-document YAML.
 /// Validation errors and warnings are returned separately.
@@ -23,7 +24,11 @@ pub fn render(yaml: &str) -> Result<(String, Vec<String>), String> {
         let mut spec = mc.spec.clone();
         apply_defaults(&mut spec);
         let name = mc.metadata.name.clone().unwrap_or_default();
-        for e in validation::validate(&spec, &Options::default()) {
+        let object = ObjectName {
+            name: &name,
+            generate_name: mc.metadata.generate_name.as_deref().unwrap_or_default(),
+        };
+        for e in validation::validate_object(object, &spec, &Options::default()) {
             notes.push(format!("{name}: error: {e}"));
         }
         notes.extend(
@@ -31,13 +36,25 @@ pub fn render(yaml: &str) -> Result<(String, Vec<String>), String> {
                 .into_iter()
                 .map(|w| format!("{name}: warning: {w}")),
         );
-        let desired = Desired::new(&mc, spec, None, &Default::default());
-        write(&mut out, &desired.deployment)?;
+        let desired = Desired::new(&mc, spec.clone(), None, &Default::default());
+        match &desired.workload {
+            Workload::Deployment(d) => write(&mut out, d)?,
+            Workload::StatefulSet(s) => write(&mut out, s)?,
+        }
         write(&mut out, &desired.service)?;
         write_optional(&mut out, &desired.pdb)?;
         write_optional(&mut out, &desired.hpa)?;
         write_optional(&mut out, &desired.network_policy)?;
         write_optional(&mut out, &desired.service_monitor)?;
+        // Under autoscaling the list follows the HPA; it starts at minReplicas.
+        let replicas = spec.replicas.unwrap_or_else(|| {
+            spec.autoscaling
+                .as_ref()
+                .and_then(|a| a.min_replicas)
+                .unwrap_or(1)
+        });
+        let servers = server_list::build(&mc, &spec, replicas);
+        write_optional(&mut out, &server_list::config_map(&mc, &spec, &servers))?;
     }
     Ok((out, notes))
 }

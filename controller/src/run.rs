@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
@@ -28,10 +28,10 @@ use memcached_api::Memcached;
 use memcached_api::validation::Options;
 use tokio::sync::watch;
 
-use crate::deployment::secret_mounts;
 use crate::labels::MANAGER;
 use crate::metrics::Metrics;
 use crate::network_policy::Access;
+use crate::pod_template::secret_mounts;
 use crate::reconcile::{Context, Error, error_policy, reconcile};
 
 /// Lease duration; renewed `LEASE_GRACE` seconds before it ends.
@@ -346,7 +346,9 @@ pub async fn controller(
     Controller::for_stream(memcacheds, reader)
         .with_config(ControllerConfig::default().concurrency(8))
         .owns(scoped::<Deployment>(&client, ns), owned.clone())
-        .owns(scoped::<Service>(&client, ns), owned)
+        .owns(scoped::<StatefulSet>(&client, ns), owned.clone())
+        .owns(scoped::<Service>(&client, ns), owned.clone())
+        .owns(scoped::<ConfigMap>(&client, ns), owned)
         .watches_stream(secrets, move |secret| {
             memcacheds_mounting(&mounting, &secret)
         })

@@ -3,20 +3,21 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use memcached_api::MemcachedStatus;
 
-use crate::labels::MEMCACHED_PORT;
 use crate::reconcile::Problem;
 use crate::stats::ClusterStats;
 
 /// What one reconcile saw.
 #[derive(Clone, Debug, Default)]
 pub struct Observed {
-    /// Replicas the Deployment should run.
+    /// Kind of the workload running the pods (`Deployment`, `StatefulSet`).
+    pub workload: &'static str,
+    /// Replicas the workload should run.
     pub desired: i32,
     /// Ready replicas.
     pub ready: i32,
     /// Replicas running the current pod template.
     pub updated: i32,
-    /// The Deployment reports minimum availability.
+    /// The workload reports minimum availability.
     pub available: bool,
     /// Referenced Secrets that do not exist.
     pub missing_secrets: Vec<String>,
@@ -24,11 +25,14 @@ pub struct Observed {
     pub invalid_spec: Option<String>,
     /// Generation of the CR.
     pub generation: Option<i64>,
-    /// `<name>.<namespace>`, for the server list.
-    pub host: String,
+    /// Where clients connect (see [`crate::server_list`]).
+    pub server_list: Vec<String>,
+    /// The list names every pod (StatefulSet): published whether or not the
+    /// pods are ready, so clients are configured once.
+    pub stable_names: bool,
     /// What kept the reconcile from doing all it should (first one reported).
     pub problems: Vec<Problem>,
-    /// The Deployment or Service of this name belongs to someone else:
+    /// The workload or Service of this name belongs to someone else:
     /// never Ready, no server list.
     pub foreign: bool,
     /// The pods' label selector as a string (`status.selector`).
@@ -82,28 +86,29 @@ pub fn compute(
     } else {
         ready_reason.to_string()
     };
+    let kind = seen.workload;
     let wanted = [
         condition(
             "Available",
             seen.available,
-            if seen.available {
-                "DeploymentAvailable"
+            &if seen.available {
+                format!("{kind}Available")
             } else {
-                "DeploymentUnavailable"
+                format!("{kind}Unavailable")
             },
-            if seen.available {
-                "Deployment has minimum availability"
+            &if seen.available {
+                format!("{kind} has minimum availability")
             } else {
-                "Deployment does not have minimum availability"
+                format!("{kind} does not have minimum availability")
             },
         ),
         condition(
             "Progressing",
             rolling,
-            if rolling {
-                "RolloutInProgress"
+            &if rolling {
+                "RolloutInProgress".to_string()
             } else {
-                "DeploymentComplete"
+                format!("{kind}Complete")
             },
             &format!(
                 "{} of {} replicas updated, {} ready",
@@ -150,7 +155,10 @@ pub fn compute(
             stats.hit_ratio.clone()
         }),
         observed_generation: seen.generation,
-        server_list: ready.then(|| vec![format!("{}:{MEMCACHED_PORT}", seen.host)]),
+        server_list: (!seen.foreign
+            && (ready || seen.stable_names)
+            && !seen.server_list.is_empty())
+        .then(|| seen.server_list.clone()),
         conditions: Some(conditions),
     }
 }
@@ -189,7 +197,8 @@ mod tests {
             ready,
             updated: desired,
             available: ready > 0,
-            host: "c.ns".into(),
+            workload: "Deployment",
+            server_list: vec!["c.ns:11211".into()],
             generation: Some(2),
             ..Default::default()
         }
@@ -216,6 +225,20 @@ mod tests {
         assert_eq!(s.server_list, None);
         let s = compute(None, &seen(0, 0), &ClusterStats::default(), &at(1));
         assert_eq!(cond(&s, "Ready").reason, "ScaledToZero");
+    }
+
+    #[test]
+    fn stable_names_are_listed_before_the_pods_are_ready() {
+        let mut o = seen(2, 0);
+        o.workload = "StatefulSet";
+        o.stable_names = true;
+        o.server_list = vec!["c-0.c.ns.svc:11211".into(), "c-1.c.ns.svc:11211".into()];
+        let s = compute(None, &o, &ClusterStats::default(), &at(1));
+        assert_eq!(s.server_list.as_ref(), Some(&o.server_list));
+        assert_eq!(cond(&s, "Available").reason, "StatefulSetUnavailable");
+        o.foreign = true;
+        let s = compute(None, &o, &ClusterStats::default(), &at(1));
+        assert_eq!(s.server_list, None, "someone else's StatefulSet");
     }
 
     #[test]

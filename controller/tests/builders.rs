@@ -1,7 +1,8 @@
 //! Every builder against the design doc's YAML, with and without each feature.
 
 use memcached_api::{Memcached, apply_defaults};
-use memcached_controller::desired::Desired;
+use memcached_controller::desired::{Desired, Workload};
+use memcached_controller::server_list;
 use serde_json::{Value, json};
 
 fn memcached(spec: Value) -> Memcached {
@@ -18,6 +19,14 @@ fn desired(spec: Value, secret_hash: Option<&str>) -> Desired {
     let mut effective = mc.spec.clone();
     apply_defaults(&mut effective);
     Desired::new(&mc, effective, secret_hash, &Default::default())
+}
+
+/// The workload as JSON, whichever kind it is.
+fn workload(desired: &Desired) -> Value {
+    match &desired.workload {
+        Workload::Deployment(d) => to_json(d),
+        Workload::StatefulSet(s) => to_json(s),
+    }
 }
 
 fn yaml(text: &str) -> Value {
@@ -80,7 +89,7 @@ networkPolicy:
 
 #[test]
 fn deployment_matches_the_design_doc() {
-    let d = to_json(&desired(full_example(), None).deployment);
+    let d = workload(&desired(full_example(), None));
     let expected = yaml(&format!(
         r#"
 metadata:
@@ -139,19 +148,16 @@ spec:
 
 #[test]
 fn deployment_options() {
-    let hard = to_json(
-        &desired(
-            json!({"highAvailability": {"antiAffinityPreset": "hard"}}),
-            None,
-        )
-        .deployment,
-    );
+    let hard = workload(&desired(
+        json!({"highAvailability": {"antiAffinityPreset": "hard"}}),
+        None,
+    ));
     assert_contains(
         &hard,
         &json!({"spec": {"template": {"spec": {"affinity": {"podAntiAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]}}}}}}),
     );
-    let plain = to_json(&desired(json!({}), None).deployment);
+    let plain = workload(&desired(json!({}), None));
     assert!(plain["spec"]["template"]["spec"].get("affinity").is_none());
     assert_eq!(
         plain["spec"]["template"]["spec"]["containers"]
@@ -161,28 +167,31 @@ fn deployment_options() {
         1
     );
 
-    let autoscaled = to_json(
-        &desired(
-            json!({"autoscaling": {"enabled": true, "maxReplicas": 4}}),
-            None,
-        )
-        .deployment,
-    );
+    let autoscaled = workload(&desired(
+        json!({"autoscaling": {"enabled": true, "maxReplicas": 4}}),
+        None,
+    ));
     assert!(
         autoscaled["spec"].get("replicas").is_none(),
         "the HPA owns the scale"
     );
 
-    let graceful = to_json(&desired(json!({"highAvailability": {"gracefulShutdown": {"enabled": true, "preStopDelaySeconds": 7}}}), None).deployment);
+    let graceful = workload(&desired(
+        json!({"highAvailability": {"gracefulShutdown": {"enabled": true, "preStopDelaySeconds": 7}}}),
+        None,
+    ));
     assert_contains(
         &graceful,
         &json!({"spec": {"template": {"spec": {"terminationGracePeriodSeconds": 30,
         "containers": [{"lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "sleep 7"]}}}}]}}}}),
     );
 
-    let pod = to_json(&desired(json!({"podLabels": {"team": "a", "app.kubernetes.io/instance": "spoof"}, "podAnnotations": {"x": "y"},
+    let pod = workload(&desired(
+        json!({"podLabels": {"team": "a", "app.kubernetes.io/instance": "spoof"}, "podAnnotations": {"x": "y"},
         "nodeSelector": {"disk": "ssd"}, "tolerations": [{"key": "k", "effect": "NoSchedule"}], "imagePullSecrets": [{"name": "reg"}],
-        "image": "registry:5000/memcached:1.6.28"}), Some("abc")).deployment);
+        "image": "registry:5000/memcached:1.6.28"}),
+        Some("abc"),
+    ));
     assert_contains(
         &pod,
         &json!({"metadata": {"labels": {"app.kubernetes.io/version": "1.6.28"}}, "spec": {"template": {
@@ -194,9 +203,12 @@ fn deployment_options() {
 
 #[test]
 fn deployment_mounts_secrets_and_configures_the_exporter_for_tls() {
-    let d = to_json(&desired(json!({"monitoring": {"enabled": true}, "security": {
+    let d = workload(&desired(
+        json!({"monitoring": {"enabled": true}, "security": {
         "sasl": {"enabled": true, "credentialsSecretRef": {"name": "auth"}},
-        "tls": {"enabled": true, "certificateSecretRef": {"name": "certs"}, "enableClientCert": true}}}), Some("h")).deployment);
+        "tls": {"enabled": true, "certificateSecretRef": {"name": "certs"}, "enableClientCert": true}}}),
+        Some("h"),
+    ));
     let pod = &d["spec"]["template"]["spec"];
     assert_eq!(
         pod["volumes"],
@@ -221,6 +233,75 @@ fn deployment_mounts_secrets_and_configures_the_exporter_for_tls() {
             "--memcached.tls.cert-file=/etc/memcached/tls/tls.crt",
             "--memcached.tls.key-file=/etc/memcached/tls/tls.key"
         ])
+    );
+}
+
+#[test]
+fn stateful_set_mode_runs_the_same_pods_under_stable_names() {
+    let mut spec = full_example();
+    let deployment = workload(&desired(spec.clone(), Some("h")));
+    spec["workload"] = json!("StatefulSet");
+    let built = desired(spec.clone(), Some("h"));
+    let set = workload(&built);
+    assert_eq!(set["kind"], "StatefulSet");
+    assert_eq!(set["metadata"], deployment["metadata"]);
+    assert_eq!(
+        set["spec"]["template"], deployment["spec"]["template"],
+        "probes, security, anti-affinity, spread, Secrets hash: one pod template"
+    );
+    assert_contains(
+        &set,
+        &json!({"spec": {"replicas": 3, "serviceName": "my-cache", "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"}, "selector": {"matchLabels": yaml(SELECTOR)}}}),
+    );
+    assert!(set["spec"].get("strategy").is_none());
+    // The objects around it select the same pods.
+    let pdb = to_json(built.pdb.as_ref().unwrap());
+    assert_eq!(pdb["spec"]["selector"]["matchLabels"], yaml(SELECTOR));
+    assert_eq!(to_json(&built.service)["spec"]["clusterIP"], "None");
+
+    spec["autoscaling"] = json!({"enabled": true, "minReplicas": 2, "maxReplicas": 5});
+    spec.as_object_mut().unwrap().remove("replicas");
+    let autoscaled = desired(spec, None);
+    assert!(workload(&autoscaled)["spec"].get("replicas").is_none());
+    assert_eq!(
+        to_json(autoscaled.hpa.as_ref().unwrap())["spec"]["scaleTargetRef"],
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "my-cache"})
+    );
+}
+
+#[test]
+fn the_server_list_names_every_ordinal_in_stateful_set_mode() {
+    let mut effective = memcached(json!({})).spec;
+    apply_defaults(&mut effective);
+    let mc = memcached(json!({}));
+    assert_eq!(
+        server_list::build(&mc, &effective, 3),
+        ["my-cache.default:11211"]
+    );
+    effective.workload = Some("StatefulSet".into());
+    assert_eq!(
+        server_list::build(&mc, &effective, 3),
+        [
+            "my-cache-0.my-cache.default.svc:11211",
+            "my-cache-1.my-cache.default.svc:11211",
+            "my-cache-2.my-cache.default.svc:11211"
+        ]
+    );
+    assert!(server_list::build(&mc, &effective, 0).is_empty());
+    assert!(server_list::config_map(&mc, &effective, &[]).is_none());
+
+    effective.server_list_config_map = Some("cache-servers".into());
+    let servers = server_list::build(&mc, &effective, 2);
+    let config_map = to_json(&server_list::config_map(&mc, &effective, &servers).unwrap());
+    assert_contains(
+        &config_map,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cache-servers", "namespace": "default", "labels": yaml(SELECTOR),
+                "ownerReferences": [{"kind": "Memcached", "name": "my-cache", "uid": "u-1", "controller": true}]},
+            "data": {
+                "memcache_servers": "my-cache-0.my-cache.default.svc:11211,my-cache-1.my-cache.default.svc:11211",
+                "servers": "my-cache-0.my-cache.default.svc:11211\nmy-cache-1.my-cache.default.svc:11211\n"}}),
     );
 }
 

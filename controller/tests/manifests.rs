@@ -84,8 +84,21 @@ const USED: &[(&str, &str, &str, &[&str])] = &[
     ),
     (
         "ClusterRole",
+        "apps",
+        "statefulsets",
+        &["get", "list", "watch", "create", "patch", "delete"],
+    ),
+    (
+        "ClusterRole",
         "",
         "services",
+        &["get", "list", "watch", "create", "patch", "delete"],
+    ),
+    // reconcile::converge_config_map also lists by label.
+    (
+        "ClusterRole",
+        "",
+        "configmaps",
         &["get", "list", "watch", "create", "patch", "delete"],
     ),
     (

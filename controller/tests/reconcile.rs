@@ -269,3 +269,56 @@ async fn a_memcached_being_deleted_is_left_to_the_garbage_collector() {
     assert_eq!(action, Action::await_change());
     assert!(writes(&api).is_empty());
 }
+
+#[tokio::test]
+async fn switching_to_a_stateful_set_keeps_the_deployment_until_the_set_serves() {
+    let api = Shared::default();
+    let deployment = path("apps/v1", "deployments", "c");
+    let set = path("apps/v1", "statefulsets", "c");
+    let config_map = path("v1", "configmaps", "servers");
+    let data = |api: &Shared| api.lock().unwrap().objects[&config_map]["data"].clone();
+    converge(
+        &api,
+        json!({"replicas": 2, "serverListConfigMap": "servers"}),
+    )
+    .await;
+    assert_eq!(
+        data(&api),
+        json!({"memcache_servers": "c.default:11211", "servers": "c.default:11211\n"})
+    );
+    writes(&api);
+
+    let spec = json!({"replicas": 2, "workload": "StatefulSet", "serverListConfigMap": "servers"});
+    let mc = converge(&api, spec.clone()).await;
+    let w = writes(&api);
+    assert!(w.contains(&format!("PATCH {set}")), "{w:?}");
+    assert!(
+        !w.iter().any(|w| w.starts_with("DELETE")),
+        "the Deployment serves until the StatefulSet does: {w:?}"
+    );
+    let servers = ["c-0.c.default.svc:11211", "c-1.c.default.svc:11211"];
+    assert_eq!(
+        mc.status.as_ref().unwrap().server_list.as_deref(),
+        Some(&servers.map(String::from)[..]),
+        "stable names are listed before the pods are ready"
+    );
+    assert_eq!(
+        data(&api),
+        json!({"memcache_servers": servers.join(","), "servers": format!("{}\n", servers.join("\n"))})
+    );
+
+    api.lock().unwrap().objects.get_mut(&set).unwrap()["status"] =
+        json!({"replicas": 2, "readyReplicas": 2, "updatedReplicas": 2, "availableReplicas": 2});
+    reconcile(mc, context(api.clone())).await.unwrap();
+    assert_eq!(
+        writes(&api),
+        [
+            format!("DELETE {deployment}"),
+            format!("PATCH {}/status", cr_path())
+        ]
+    );
+    assert!(api.lock().unwrap().objects.contains_key(&set));
+
+    converge(&api, json!({"replicas": 2, "workload": "StatefulSet"})).await;
+    assert!(writes(&api).contains(&format!("DELETE {config_map}")));
+}

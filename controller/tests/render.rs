@@ -77,3 +77,46 @@ fn refuses_what_is_not_a_memcached() {
     assert!(!ok);
     assert!(stderr.contains("not a Memcached"), "{stderr}");
 }
+
+#[test]
+fn renders_the_stateful_set_and_its_server_list() {
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/examples/sharded-cache.yaml"
+    ))
+    .unwrap();
+    let (stdout, stderr, ok) = render(&example);
+    assert!(ok && stderr.is_empty(), "{stderr}");
+    let kinds: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("kind: "))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["StatefulSet", "Service", "PodDisruptionBudget", "ConfigMap"]
+    );
+    assert!(
+        stdout.contains("podManagementPolicy: Parallel\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "memcache_servers: keystone-cache-0.keystone-cache.production.svc:11211,\
+             keystone-cache-1.keystone-cache.production.svc:11211,\
+             keystone-cache-2.keystone-cache.production.svc:11211\n"
+        ),
+        "{stdout}"
+    );
+
+    let long = example.replace(
+        "name: keystone-cache\n",
+        &format!("name: {}\n", "k".repeat(53)),
+    );
+    let (_, stderr, ok) = render(&long);
+    assert!(ok);
+    assert!(
+        stderr.contains("error: metadata.name: Invalid value:")
+            && stderr.contains("no more than 52 characters"),
+        "{stderr}"
+    );
+}

@@ -19,6 +19,7 @@ mod runtime;
 mod scheduling;
 mod selector;
 mod warnings;
+mod workload;
 
 use crate::field::{ErrorList, Path};
 use crate::quantity::Quantity;
@@ -26,6 +27,7 @@ use crate::types::MemcachedSpec;
 
 pub use runtime::SLAB_CHUNK_MAX;
 pub use warnings::warnings;
+pub use workload::{DEPLOYMENT, MAX_STATEFUL_SET_NAME, STATEFUL_SET, WORKLOADS};
 
 /// Memory the container needs on top of the cache by default.
 pub const DEFAULT_MEMORY_OVERHEAD: &str = "32Mi";
@@ -67,8 +69,11 @@ pub fn validate_object(
     if !sizes.is_empty() {
         return sizes;
     }
-    let mut errors =
-        metadata::validate_name(object.name, object.generate_name, &Path::new("metadata"));
+    let metadata = Path::new("metadata");
+    let mut errors = metadata::validate_name(object.name, object.generate_name, &metadata);
+    if errors.is_empty() {
+        errors.extend(workload::validate_name(object, spec, &metadata));
+    }
     errors.extend(validate_spec(spec, options));
     errors
 }
@@ -90,6 +95,7 @@ fn validate_spec(spec: &MemcachedSpec, options: &Options) -> ErrorList {
     rules::secret_refs(spec, &mut errors);
     rules::autoscaling(spec, &mut errors);
     bounds::validate(spec, &mut errors);
+    errors.extend(workload::validate(spec, &Path::new("spec")));
     runtime::validate(spec, &mut errors);
     errors.extend(pod::validate_objects(spec, &Path::new("spec")));
     errors
