@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::scenario::{
@@ -39,16 +41,20 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         garbage_collection,
     ),
     (
-        "7. a restarted controller writes nothing",
+        "7. StatefulSet mode: stable per-pod names, the server list ConfigMap, mode switches without an outage",
+        statefulset_mode,
+    ),
+    (
+        "8. a restarted controller writes nothing",
         restart_no_writes,
     ),
-    ("8. leader election hands over", leader_election),
+    ("9. leader election hands over", leader_election),
     (
-        "9. policy-server runs the artifact pulled from the local registry",
+        "10. policy-server runs the artifact pulled from the local registry",
         artifact_from_registry,
     ),
     (
-        "10. monitor mode (deploy/policy-audit.yaml) admits an invalid Memcached and reports it",
+        "11. monitor mode (deploy/policy-audit.yaml) admits an invalid Memcached and reports it",
         audit_mode,
     ),
 ];
@@ -235,15 +241,11 @@ fn minimal_ready(env: &mut Env) -> Result<(), String> {
         status["serverList"] == json!(["cache.minimal:11211"]),
         format!("serverList {}", status["serverList"]),
     )?;
-    let uid = &mc["metadata"]["uid"];
     for kind in ["deployment", "service"] {
         let object = env.kubectl.get(&[kind, "cache", "-n", ns])?;
-        let owner = &object["metadata"]["ownerReferences"][0];
         check(
-            owner["uid"] == *uid
-                && owner["kind"] == "Memcached"
-                && owner["controller"] == json!(true),
-            format!("{kind} owner {owner}"),
+            owned_by(&object, &mc),
+            format!("{kind} owners {}", object["metadata"]["ownerReferences"]),
         )?;
     }
     let service = env.kubectl.get(&["service", "cache", "-n", ns])?;
@@ -534,6 +536,171 @@ fn garbage_collection(env: &mut Env) -> Result<(), String> {
     })
 }
 
+/// StatefulSet mode: pods `<name>-<i>` behind per-pod DNS names, listed in
+/// `status.serverList` and the ConfigMap clients read; scale-down from the
+/// highest ordinal; a deleted pod back under its name with the list
+/// untouched; switches to Deployment mode and back that never leave the
+/// Service without a ready endpoint. Leaves the Memcached running in
+/// StatefulSet mode with its ConfigMap, for the next scenario to watch.
+fn statefulset_mode(env: &mut Env) -> Result<(), String> {
+    let (ns, name, config_map) = ("sharded", "cache", "cache-servers");
+    ensure_namespace(env, ns)?;
+    env.kubectl.apply(&memcached(
+        ns,
+        name,
+        json!({"workload": "StatefulSet", "replicas": 3, "serverListConfigMap": config_map}),
+    ))?;
+    let mc = wait_ready(env, ns, name, 3)?;
+    let statefulset = env.kubectl.get(&["statefulset", name, "-n", ns])?;
+    let spec = &statefulset["spec"];
+    check(
+        spec["podManagementPolicy"] == "Parallel" && spec["serviceName"] == name,
+        format!(
+            "StatefulSet podManagementPolicy {} serviceName {}, expected \"Parallel\" and \"{name}\"",
+            spec["podManagementPolicy"], spec["serviceName"]
+        ),
+    )?;
+    check(
+        owned_by(&statefulset, &mc),
+        format!(
+            "StatefulSet owners {}",
+            statefulset["metadata"]["ownerReferences"]
+        ),
+    )?;
+    check(
+        !exists(env, ns, "deployment", name)?,
+        "a Deployment exists beside the StatefulSet",
+    )?;
+    wait_ordinal_pods(env, ns, name, 3)?;
+    wait_server_list(env, ns, name, config_map, &ordinal_servers(ns, name, 3))?;
+
+    // Scale-down removes the highest ordinal.
+    patch(env, ns, name, json!({"spec": {"replicas": 2}}))?;
+    wait_ready(env, ns, name, 2)?;
+    wait_ordinal_pods(env, ns, name, 2)?;
+    let listed = wait_server_list(env, ns, name, config_map, &ordinal_servers(ns, name, 2))?;
+
+    // A deleted pod comes back under its name; the list is not touched meanwhile.
+    let first = format!("{name}-0");
+    let deleted = env.kubectl.get(&["pod", &first, "-n", ns])?;
+    env.kubectl
+        .ok(&["delete", "pod", &first, "-n", ns, "--wait=false"])?;
+    wait_for(&format!("a new pod {first} Ready"), SETTLE, || {
+        let pod = env.kubectl.get(&["pod", &first, "-n", ns])?;
+        let ready = condition_status(&pod, "Ready");
+        if pod["metadata"]["uid"] != deleted["metadata"]["uid"] && ready == Some("True") {
+            Ok(())
+        } else {
+            Err(format!("uid {}, Ready {ready:?}", pod["metadata"]["uid"]))
+        }
+    })?;
+    let mc = wait_ready(env, ns, name, 2)?;
+    wait_ordinal_pods(env, ns, name, 2)?;
+    check(
+        mc["status"]["serverList"] == json!(ordinal_servers(ns, name, 2)),
+        format!(
+            "status.serverList {} after {first} came back",
+            mc["status"]["serverList"]
+        ),
+    )?;
+    let unchanged = env.kubectl.get(&["configmap", config_map, "-n", ns])?;
+    check(
+        unchanged["metadata"]["resourceVersion"] == listed["metadata"]["resourceVersion"],
+        format!(
+            "ConfigMap {config_map} was rewritten while {first} was replaced: {} -> {}",
+            listed["data"], unchanged["data"]
+        ),
+    )?;
+
+    // To Deployment mode and back, the Service serving all along.
+    switch_workload(env, ns, name, "Deployment", 2)?;
+    wait_server_list(env, ns, name, config_map, &[format!("{name}.{ns}:11211")])?;
+    switch_workload(env, ns, name, "StatefulSet", 2)?;
+    wait_ordinal_pods(env, ns, name, 2)?;
+    wait_server_list(env, ns, name, config_map, &ordinal_servers(ns, name, 2))?;
+
+    // Without serverListConfigMap the ConfigMap goes; set again, it returns.
+    patch(
+        env,
+        ns,
+        name,
+        json!({"spec": {"serverListConfigMap": null}}),
+    )?;
+    wait_exists(env, ns, "configmap", config_map, false)?;
+    patch(
+        env,
+        ns,
+        name,
+        json!({"spec": {"serverListConfigMap": config_map}}),
+    )?;
+    wait_server_list(env, ns, name, config_map, &ordinal_servers(ns, name, 2)).map(drop)
+}
+
+/// Set `spec.workload` to `to` while watching the Service's EndpointSlices:
+/// the other workload is deleted, `replicas` pods of the new one serve (each
+/// a memcached), and the Service had a ready endpoint after every change.
+fn switch_workload(
+    env: &Env,
+    namespace: &str,
+    name: &str,
+    to: &str,
+    replicas: i64,
+) -> Result<(), String> {
+    let (kind, old_kind) = match to {
+        "Deployment" => ("deployment", "statefulset"),
+        _ => ("statefulset", "deployment"),
+    };
+    // Deployment pods belong to a ReplicaSet.
+    let pod_owner = if to == "Deployment" { "ReplicaSet" } else { to };
+    let before = served_pods(env, namespace, name)?;
+    let watch = EndpointWatch::start(env, namespace, name)?;
+    let from = watch.wait_for(&before)?;
+    patch(env, namespace, name, json!({"spec": {"workload": to}}))?;
+    wait_exists(env, namespace, old_kind, name, false)?;
+    let mc = wait_ready(env, namespace, name, replicas)?;
+    let workload = env.kubectl.get(&[kind, name, "-n", namespace])?;
+    check(
+        owned_by(&workload, &mc) && workload["status"]["readyReplicas"] == replicas,
+        format!(
+            "after the switch to {to}: owners {}, readyReplicas {}",
+            workload["metadata"]["ownerReferences"], workload["status"]["readyReplicas"]
+        ),
+    )?;
+    let after = wait_for(
+        &format!("only {to} pods behind the Service"),
+        SETTLE,
+        || {
+            let pods = memcached_pods(env, namespace, name)?;
+            let served = served_pods(env, namespace, name)?;
+            let owners: Vec<&Value> = pods
+                .iter()
+                .map(|p| &p["metadata"]["ownerReferences"][0]["kind"])
+                .collect();
+            if served.len() as i64 == replicas
+                && pods.len() == served.len()
+                && owners.iter().all(|k| *k == pod_owner)
+            {
+                Ok(served)
+            } else {
+                Err(format!(
+                    "pods owned by {owners:?}, ready endpoints {served:?}"
+                ))
+            }
+        },
+    )?;
+    for ip in pod_ips(env, namespace, name)? {
+        memcached_version(&ip)?;
+    }
+    let states = watch.stop_at(from, &after)?;
+    check(
+        states.iter().all(|ready| !ready.is_empty()),
+        format!(
+            "the Service {namespace}/{name} had no ready endpoint during the switch to {to}; \
+             ready endpoints after each EndpointSlice change: {states:?}"
+        ),
+    )
+}
+
 fn restart_no_writes(env: &mut Env) -> Result<(), String> {
     install_service_monitor_crd(env)?;
     let operator = env.operator.take().ok_or("no controller running")?;
@@ -777,8 +944,21 @@ fn patch(env: &Env, namespace: &str, name: &str, merge: Value) -> Result<(), Str
         .map(drop)
 }
 
-/// Change an annotation: the controller reconciles on annotation changes.
-/// Wait for status Ready with `replicas` ready and the current generation observed.
+/// Whether the object exists; an error when kubectl fails for another reason than NotFound.
+fn exists(env: &Env, namespace: &str, kind: &str, name: &str) -> Result<bool, String> {
+    let outcome = env
+        .kubectl
+        .run(&["get", kind, name, "-n", namespace, "-o", "name"], None);
+    if outcome.success {
+        Ok(true)
+    } else if outcome.stderr.contains("NotFound") {
+        Ok(false)
+    } else {
+        Err(outcome.stderr)
+    }
+}
+
+/// Wait until the object exists (`present`) or is gone.
 fn wait_exists(
     env: &Env,
     namespace: &str,
@@ -791,15 +971,118 @@ fn wait_exists(
         if present { "created" } else { "deleted" }
     );
     wait_for(&what, SETTLE, || {
-        let outcome = env
-            .kubectl
-            .run(&["get", kind, name, "-n", namespace, "-o", "name"], None);
-        if outcome.success == present {
+        if exists(env, namespace, kind, name)? == present {
             Ok(())
         } else {
-            Err(outcome.stderr)
+            Err(if present { "absent" } else { "present" }.to_string())
         }
     })
+}
+
+/// `object`'s controller owner reference is the Memcached `mc`.
+fn owned_by(object: &Value, mc: &Value) -> bool {
+    let owner = &object["metadata"]["ownerReferences"][0];
+    owner["uid"] == mc["metadata"]["uid"]
+        && owner["kind"] == "Memcached"
+        && owner["controller"] == json!(true)
+}
+
+/// `status.serverList` in StatefulSet mode: one DNS name per ordinal.
+fn ordinal_servers(namespace: &str, name: &str, replicas: usize) -> Vec<String> {
+    (0..replicas)
+        .map(|i| format!("{name}-{i}.{name}.{namespace}.svc:11211"))
+        .collect()
+}
+
+/// Wait until `status.serverList` is `servers` and the ConfigMap `config_map`,
+/// owned by the Memcached, holds exactly them in both forms (oslo.cache's
+/// comma-separated `memcache_servers`, and one per line); the ConfigMap.
+fn wait_server_list(
+    env: &Env,
+    namespace: &str,
+    name: &str,
+    config_map: &str,
+    servers: &[String],
+) -> Result<Value, String> {
+    let data = json!({
+        "memcache_servers": servers.join(","),
+        "servers": servers.iter().map(|s| format!("{s}\n")).collect::<String>(),
+    });
+    let what = format!("serverList and ConfigMap {namespace}/{config_map} listing {servers:?}");
+    wait_for(&what, SETTLE, || {
+        let mc = get(env, namespace, name)?;
+        if mc["status"]["serverList"] != json!(servers) {
+            return Err(format!("status.serverList {}", mc["status"]["serverList"]));
+        }
+        let listed = env
+            .kubectl
+            .get(&["configmap", config_map, "-n", namespace])?;
+        if listed["data"] != data {
+            Err(format!("ConfigMap data {}", listed["data"]))
+        } else if !owned_by(&listed, &mc) {
+            Err(format!(
+                "ConfigMap owners {}",
+                listed["metadata"]["ownerReferences"]
+            ))
+        } else {
+            Ok(listed)
+        }
+    })
+}
+
+/// Wait until the running pods of `instance` are exactly `<instance>-0` ...
+/// `<instance>-<replicas-1>`, each Ready and behind the Service's
+/// EndpointSlices under its own hostname and address (what cluster DNS
+/// answers for `<pod>.<instance>.<namespace>.svc`); then each must answer
+/// memcached's `version` on its address.
+fn wait_ordinal_pods(
+    env: &Env,
+    namespace: &str,
+    instance: &str,
+    replicas: usize,
+) -> Result<(), String> {
+    let expected: Vec<String> = (0..replicas).map(|i| format!("{instance}-{i}")).collect();
+    let pods = wait_for(
+        &format!("pods {expected:?}, Ready and named in the EndpointSlices"),
+        SETTLE,
+        || {
+            let mut pods: Vec<(String, String, bool)> = memcached_pods(env, namespace, instance)?
+                .iter()
+                .map(|p| {
+                    (
+                        p["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                        p["status"]["podIP"].as_str().unwrap_or("").to_string(),
+                        condition_status(p, "Ready") == Some("True"),
+                    )
+                })
+                .collect();
+            pods.sort();
+            let mut endpoints: Vec<(String, String, bool)> =
+                ready_endpoints(env, namespace, instance)?
+                    .iter()
+                    .map(|e| {
+                        (
+                            e["hostname"].as_str().unwrap_or("").to_string(),
+                            e["addresses"][0].as_str().unwrap_or("").to_string(),
+                            true,
+                        )
+                    })
+                    .collect();
+            endpoints.sort();
+            let names: Vec<&String> = pods.iter().map(|p| &p.0).collect();
+            if names == expected.iter().collect::<Vec<_>>() && pods == endpoints {
+                Ok(pods)
+            } else {
+                Err(format!(
+                    "pods (name, IP, Ready) {pods:?}, ready endpoints (hostname, address) {endpoints:?}"
+                ))
+            }
+        },
+    )?;
+    for (pod, ip, _) in pods {
+        memcached_version(&ip).map_err(|e| format!("pod {pod} at {ip}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The spec fragment with every `enabled: true` turned off.
@@ -864,8 +1147,8 @@ fn pod_names(env: &Env, namespace: &str, instance: &str) -> Result<Vec<String>, 
     pod_field(env, namespace, instance, "/metadata/name")
 }
 
-/// The pods behind the Service's EndpointSlices, as the controller sees them.
-fn served_by(env: &Env, namespace: &str, service: &str) -> Result<Vec<String>, String> {
+/// The ready endpoints in the Service's EndpointSlices.
+fn ready_endpoints(env: &Env, namespace: &str, service: &str) -> Result<Vec<Value>, String> {
     let slices = env.kubectl.get(&[
         "endpointslices",
         "-n",
@@ -873,16 +1156,134 @@ fn served_by(env: &Env, namespace: &str, service: &str) -> Result<Vec<String>, S
         "-l",
         &format!("kubernetes.io/service-name={service}"),
     ])?;
-    let mut addresses: Vec<String> = slices["items"]
-        .as_array()
+    Ok(ready_in(slices["items"].as_array().into_iter().flatten()))
+}
+
+/// The ready endpoints of these EndpointSlices.
+fn ready_in<'a>(slices: impl IntoIterator<Item = &'a Value>) -> Vec<Value> {
+    slices
         .into_iter()
-        .flatten()
         .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
         .filter(|e| e["conditions"]["ready"] == json!(true))
+        .collect()
+}
+
+/// The addresses behind the Service's EndpointSlices, as the controller sees them.
+fn served_by(env: &Env, namespace: &str, service: &str) -> Result<Vec<String>, String> {
+    let mut addresses: Vec<String> = ready_endpoints(env, namespace, service)?
+        .iter()
         .filter_map(|e| e["addresses"][0].as_str().map(str::to_string))
         .collect();
     addresses.sort();
     Ok(addresses)
+}
+
+/// The pods behind the Service's EndpointSlices, by name.
+fn served_pods(env: &Env, namespace: &str, service: &str) -> Result<Vec<String>, String> {
+    Ok(pod_names_of(&ready_endpoints(env, namespace, service)?))
+}
+
+/// The sorted pod names endpoints point at.
+fn pod_names_of(endpoints: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = endpoints
+        .iter()
+        .filter_map(|e| e["targetRef"]["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A Service's ready endpoints (pod names) after every change of its
+/// EndpointSlices, as `kubectl get endpointslices --watch` reports them: a
+/// transient state polling could miss is seen too.
+struct EndpointWatch {
+    kubectl: Child,
+    states: Arc<Mutex<Vec<Vec<String>>>>,
+    what: String,
+}
+
+impl EndpointWatch {
+    fn start(env: &Env, namespace: &str, service: &str) -> Result<Self, String> {
+        let mut kubectl = Command::new(&env.binaries.kubectl)
+            .arg("--kubeconfig")
+            .arg(&env.cluster.kubeconfig)
+            .args(["get", "endpointslices", "-n", namespace, "-l"])
+            .arg(format!("kubernetes.io/service-name={service}"))
+            .args(["--watch", "--output-watch-events", "-o", "json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("kubectl get endpointslices --watch: {e}"))?;
+        let stdout = kubectl
+            .stdout
+            .take()
+            .ok_or("kubectl's stdout is not piped")?;
+        let states = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&states);
+        std::thread::spawn(move || {
+            let mut slices = BTreeMap::new();
+            for event in serde_json::Deserializer::from_reader(BufReader::new(stdout))
+                .into_iter::<Value>()
+                .map_while(Result::ok)
+            {
+                let slice = &event["object"];
+                let key = slice["metadata"]["name"].as_str().unwrap_or("").to_string();
+                if event["type"] == "DELETED" {
+                    slices.remove(&key);
+                } else {
+                    slices.insert(key, slice.clone());
+                }
+                let ready = pod_names_of(&ready_in(slices.values()));
+                if let Ok(mut states) = sink.lock() {
+                    states.push(ready);
+                }
+            }
+        });
+        Ok(EndpointWatch {
+            kubectl,
+            states,
+            what: format!("EndpointSlices of {namespace}/{service}"),
+        })
+    }
+
+    /// Wait until the watch reports `state`; the index of that report.
+    fn wait_for(&self, state: &[String]) -> Result<usize, String> {
+        wait_for(
+            &format!("the watch on the {} to report {state:?}", self.what),
+            SETTLE,
+            || {
+                let states = self.states.lock().map_err(|e| e.to_string())?;
+                states
+                    .iter()
+                    .rposition(|s| s == state)
+                    .ok_or_else(|| format!("reported {states:?}"))
+            },
+        )
+    }
+
+    /// Wait until the watch reports `last` after report `from`, stop it, and
+    /// return the reports from `from` to there.
+    fn stop_at(mut self, from: usize, last: &[String]) -> Result<Vec<Vec<String>>, String> {
+        let end = self.wait_for(last)?;
+        let _ = self.kubectl.kill();
+        let _ = self.kubectl.wait();
+        let states = self.states.lock().map_err(|e| e.to_string())?;
+        if end < from {
+            return Err(format!(
+                "the watch on the {} reported {last:?} only before the change: {states:?}",
+                self.what
+            ));
+        }
+        Ok(states[from..=end].to_vec())
+    }
+}
+
+impl Drop for EndpointWatch {
+    fn drop(&mut self) {
+        let _ = self.kubectl.kill();
+        let _ = self.kubectl.wait();
+    }
 }
 
 /// resourceVersion of every object the operator owns or reads, by kind/namespace/name.
@@ -900,7 +1301,7 @@ fn resource_versions(env: &Env) -> Result<BTreeMap<String, String>, String> {
         .filter_map(|n| n["metadata"]["name"].as_str())
         .collect();
     let list = env.kubectl.get(&[
-        "memcacheds,deployments,services,poddisruptionbudgets,horizontalpodautoscalers,networkpolicies,servicemonitors.monitoring.coreos.com",
+        "memcacheds,deployments,statefulsets,services,configmaps,poddisruptionbudgets,horizontalpodautoscalers,networkpolicies,servicemonitors.monitoring.coreos.com",
         "-A",
     ])?;
     Ok(list["items"]
@@ -954,28 +1355,49 @@ impl Memcache {
 
     /// Send `command` and read lines up to the one equal to `last`.
     fn command(&mut self, command: &str, last: &str) -> Result<Vec<String>, String> {
-        self.reader
-            .get_mut()
-            .write_all(command.as_bytes())
-            .map_err(|e| e.to_string())?;
+        self.send(command)?;
         let mut lines = Vec::new();
         loop {
-            let mut line = String::new();
-            if self
-                .reader
-                .read_line(&mut line)
-                .map_err(|e| e.to_string())?
-                == 0
-            {
-                return Err(format!("connection closed after {lines:?}"));
-            }
-            let line = line.trim_end().to_string();
+            let line = self
+                .read_line()
+                .map_err(|e| format!("{e} after {lines:?}"))?;
             if line == last {
                 return Ok(lines);
             }
             lines.push(line);
         }
     }
+
+    /// Send `command` and read its one-line reply.
+    fn reply(&mut self, command: &str) -> Result<String, String> {
+        self.send(command)?;
+        self.read_line()
+    }
+
+    fn send(&mut self, command: &str) -> Result<(), String> {
+        self.reader
+            .get_mut()
+            .write_all(command.as_bytes())
+            .map_err(|e| e.to_string())
+    }
+
+    fn read_line(&mut self) -> Result<String, String> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => Err("connection closed".to_string()),
+            Ok(_) => Ok(line.trim_end().to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// The memcached at `ip` answers `version` with `VERSION <version>`.
+fn memcached_version(ip: &str) -> Result<String, String> {
+    let reply = Memcache::connect(ip)?.reply("version\r\n")?;
+    reply
+        .strip_prefix("VERSION ")
+        .map(str::to_string)
+        .ok_or_else(|| format!("{ip}:11211 answered `version` with {reply:?}"))
 }
 
 /// One `stats` value from the memcached at `ip`.
