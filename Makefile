@@ -161,11 +161,13 @@ bench-kwctl: annotated-policy.wasm
 		$(BENCH_REFERENCE)/template-policy.wasm $(BENCH_REFERENCE)/pod_creation.json
 
 ## bench-e2e: control-plane start, apply -> Ready, admission latency through policy-server seen by kube-apiserver,
-## 200 CRs at once (release controller).
-bench-e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
+## 200 CRs at once; then the keys pymemcache's HashClient still finds after scaling, a pod deletion and a rollout,
+## Deployment against StatefulSet mode (release controller).
+bench-e2e: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
 	$(CARGO) build --locked --release -p memcached-controller
-	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster
+	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster --bench sharding
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster
+	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench sharding
 
 ## crd: regenerate deploy/crd.yaml from the API types.
 crd:

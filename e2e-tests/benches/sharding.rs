@@ -1,0 +1,470 @@
+//! How much of a sharded cache survives scaling, a pod restart and a rollout
+//! (`make bench-e2e`, inside `e2e-tests/netns.sh`), with the client OpenStack
+//! uses: pymemcache's `HashClient` (oslo.cache's `dogpile.cache.pymemcache`
+//! backend; rendezvous hashing over the configured `host:port` strings), run
+//! by `e2e-tests/sharding.py`.
+//!
+//! The same steps run against a Memcached in each mode: Deployment, the
+//! client configured with the pod IPs (all a client can do to shard over a
+//! Deployment), and StatefulSet, the client configured with `status.serverList`
+//! (`<pod>.<service>.<namespace>.svc:11211`), names resolved as cluster DNS
+//! would from the headless Service's EndpointSlices. 20,000 keys are stored
+//! into 3 replicas; then (a) scale to 4, (b) delete one pod, (c) a rolling
+//! config change. Every step starts from a full cache (the keys re-stored
+//! with the client of the moment) and is measured with the client
+//! reconfigured afterwards: the keys still served, whether its configuration
+//! changed, and for (b) the time until the replacement pod is Ready.
+//! Reported, never asserted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use e2e_tests::cluster::scenario::{SETTLE, ensure_namespace, memcached, wait_ready};
+use e2e_tests::cluster::{Env, condition_status, wait_for};
+use e2e_tests::workspace_root;
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "sharding";
+const KEYS: u64 = 20_000;
+
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Deployment,
+    StatefulSet,
+}
+
+impl Mode {
+    /// `spec.workload`, and the kind of the workload object.
+    fn workload(self) -> &'static str {
+        match self {
+            Mode::Deployment => "Deployment",
+            Mode::StatefulSet => "StatefulSet",
+        }
+    }
+
+    /// The Memcached's name.
+    fn instance(self) -> &'static str {
+        match self {
+            Mode::Deployment => "deployment",
+            Mode::StatefulSet => "statefulset",
+        }
+    }
+}
+
+/// What a `HashClient` is configured with.
+#[derive(Clone, Debug, PartialEq)]
+struct ClientConfig {
+    /// `host:port`, in the order given to the client.
+    servers: Vec<String>,
+    /// What DNS answers for the names among them.
+    hosts: BTreeMap<String, String>,
+}
+
+impl ClientConfig {
+    /// The servers as a set: rendezvous hashing ignores their order.
+    fn server_set(&self) -> BTreeSet<&String> {
+        self.servers.iter().collect()
+    }
+}
+
+/// One step's outcome.
+struct Step {
+    /// Keys still served by the reconfigured client.
+    hits: u64,
+    /// The reconfigured client has a different server list.
+    changed: bool,
+}
+
+/// Every number of one mode.
+struct Report {
+    stored: u64,
+    scale: Step,
+    restart: Step,
+    /// Deletion to the replacement pod Ready.
+    restart_ready: Duration,
+    /// The deleted pod, its replacement, and whether the replacement has the deleted one's address.
+    replaced: (String, String, bool),
+    rollout: Step,
+}
+
+fn main() {
+    if let Err(e) = bench() {
+        eprintln!("bench failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn bench() -> Result<(), String> {
+    // Fails fast, before the control plane starts, when pymemcache is missing.
+    sharding(&["--help"])?;
+    let Some(env) = Env::start(&std::env::temp_dir().join("memcached-sharding-bench"))? else {
+        return Ok(());
+    };
+    ensure_namespace(&env, NAMESPACE)?;
+    let deployment = run(&env, Mode::Deployment)?;
+    let statefulset = run(&env, Mode::StatefulSet)?;
+    print_table(&deployment, &statefulset);
+    Ok(())
+}
+
+fn run(env: &Env, mode: Mode) -> Result<Report, String> {
+    let name = mode.instance();
+    let spec = json!({
+        "workload": mode.workload(),
+        "replicas": 3,
+        // 20,000 small items take about 2 MiB.
+        "memcached": {"maxMemoryMB": 64},
+    });
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    wait_ready(env, NAMESPACE, name, 3)?;
+    let mut client = client_config(env, mode, 3)?;
+    let stored = store(&client)?;
+
+    // (a) 3 -> 4.
+    patch(env, name, json!({"spec": {"replicas": 4}}))?;
+    wait_ready(env, NAMESPACE, name, 4)?;
+    let (scale, next) = measure(env, mode, &client, 4)?;
+    client = next;
+    store(&client)?;
+
+    // (b) One pod deleted; for a StatefulSet the replacement has the same name.
+    let pods = ready_pods(env, name)?;
+    let victim = pods
+        .iter()
+        .find(|p| matches!(mode, Mode::Deployment) || p.name == format!("{name}-1"))
+        .ok_or_else(|| format!("no pod to delete among {pods:?}"))?
+        .clone();
+    let deleted = Instant::now();
+    env.kubectl.ok(&[
+        "delete",
+        "pod",
+        &victim.name,
+        "-n",
+        NAMESPACE,
+        "--wait=false",
+    ])?;
+    let replacement = wait_for("the replacement pod Ready", SETTLE, || {
+        let now = ready_pods(env, name)?;
+        now.iter()
+            .find(|p| !pods.iter().any(|old| old.uid == p.uid))
+            .filter(|_| now.len() == 4 && !now.iter().any(|p| p.uid == victim.uid))
+            .cloned()
+            .ok_or_else(|| format!("ready pods {now:?}"))
+    })?;
+    let restart_ready = deleted.elapsed();
+    wait_ready(env, NAMESPACE, name, 4)?;
+    let (restart, next) = measure(env, mode, &client, 4)?;
+    client = next;
+    store(&client)?;
+
+    // (c) A config change rolls every pod.
+    patch(env, name, json!({"spec": {"memcached": {"verbosity": 1}}}))?;
+    wait_rolled_out(env, mode, name)?;
+    wait_ready(env, NAMESPACE, name, 4)?;
+    let (rollout, _) = measure(env, mode, &client, 4)?;
+
+    env.kubectl.ok(&[
+        "delete",
+        "memcached",
+        name,
+        "-n",
+        NAMESPACE,
+        "--cascade=foreground",
+        "--wait=true",
+    ])?;
+    Ok(Report {
+        stored,
+        scale,
+        restart,
+        restart_ready,
+        replaced: (victim.name, replacement.name, replacement.ip == victim.ip),
+        rollout,
+    })
+}
+
+/// The keys the client reconfigured after a step still finds, and that client.
+fn measure(
+    env: &Env,
+    mode: Mode,
+    before: &ClientConfig,
+    replicas: usize,
+) -> Result<(Step, ClientConfig), String> {
+    let after = client_config(env, mode, replicas)?;
+    let hits = count(&sharding_with("check", &after)?, "hits")?;
+    let changed = after.server_set() != before.server_set();
+    Ok((Step { hits, changed }, after))
+}
+
+/// Flush every server, then store the keys; how many were stored.
+fn store(client: &ClientConfig) -> Result<u64, String> {
+    count(&sharding_with("store", client)?, "stored")
+}
+
+/// The client configuration once `replicas` servers can be reached: the
+/// ready pods' IPs (Deployment), or `status.serverList` with every name
+/// resolvable (StatefulSet).
+fn client_config(env: &Env, mode: Mode, replicas: usize) -> Result<ClientConfig, String> {
+    let name = mode.instance();
+    wait_for(
+        &format!("{replicas} servers for the {} client", mode.workload()),
+        SETTLE,
+        || {
+            let config = match mode {
+                Mode::Deployment => ClientConfig {
+                    servers: ready_pods(env, name)?
+                        .into_iter()
+                        .map(|p| format!("{}:11211", p.ip))
+                        .collect(),
+                    hosts: BTreeMap::new(),
+                },
+                Mode::StatefulSet => {
+                    let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+                    ClientConfig {
+                        servers: mc["status"]["serverList"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|s| s.as_str().map(str::to_string))
+                            .collect(),
+                        hosts: dns_answers(env, name)?,
+                    }
+                }
+            };
+            let unresolved: Vec<&String> = config
+                .servers
+                .iter()
+                .filter(|s| {
+                    let host = s.rsplit_once(':').map_or(s.as_str(), |(h, _)| h);
+                    matches!(mode, Mode::StatefulSet) && !config.hosts.contains_key(host)
+                })
+                .collect();
+            if config.servers.len() == replicas && unresolved.is_empty() {
+                Ok(config)
+            } else {
+                Err(format!("{config:?}, no address for {unresolved:?}"))
+            }
+        },
+    )
+}
+
+/// What cluster DNS answers for `<hostname>.<service>.<namespace>.svc`: each
+/// ready endpoint's hostname and address in the headless Service's EndpointSlices.
+fn dns_answers(env: &Env, service: &str) -> Result<BTreeMap<String, String>, String> {
+    let slices = env.kubectl.get(&[
+        "endpointslices",
+        "-n",
+        NAMESPACE,
+        "-l",
+        &format!("kubernetes.io/service-name={service}"),
+    ])?;
+    Ok(slices["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] == json!(true))
+        .filter_map(|e| {
+            Some((
+                format!("{}.{service}.{NAMESPACE}.svc", e["hostname"].as_str()?),
+                e["addresses"][0].as_str()?.to_string(),
+            ))
+        })
+        .collect())
+}
+
+#[derive(Clone, Debug)]
+struct Pod {
+    name: String,
+    uid: String,
+    ip: String,
+}
+
+/// The Memcached's Ready pods that are not being deleted, by name.
+fn ready_pods(env: &Env, instance: &str) -> Result<Vec<Pod>, String> {
+    let pods = env.kubectl.get(&[
+        "pods",
+        "-n",
+        NAMESPACE,
+        "-l",
+        &format!("app.kubernetes.io/instance={instance}"),
+    ])?;
+    let mut ready: Vec<Pod> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| {
+            p["metadata"]["deletionTimestamp"].is_null()
+                && condition_status(p, "Ready") == Some("True")
+        })
+        .filter_map(|p| {
+            Some(Pod {
+                name: p["metadata"]["name"].as_str()?.to_string(),
+                uid: p["metadata"]["uid"].as_str()?.to_string(),
+                ip: p["status"]["podIP"].as_str()?.to_string(),
+            })
+        })
+        .collect();
+    ready.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(ready)
+}
+
+/// Wait until the workload runs the changed spec everywhere: its pod
+/// template has `-v`, and `kubectl rollout status` reports it complete.
+fn wait_rolled_out(env: &Env, mode: Mode, name: &str) -> Result<(), String> {
+    let kind = mode.workload().to_lowercase();
+    wait_for(&format!("{kind} {name} with -v"), SETTLE, || {
+        let workload = env.kubectl.get(&[&kind, name, "-n", NAMESPACE])?;
+        let args = &workload["spec"]["template"]["spec"]["containers"][0]["args"];
+        if args.as_array().is_some_and(|a| a.contains(&json!("-v"))) {
+            Ok(())
+        } else {
+            Err(format!("args {args}"))
+        }
+    })?;
+    env.kubectl
+        .ok(&[
+            "rollout",
+            "status",
+            &format!("{kind}/{name}"),
+            "-n",
+            NAMESPACE,
+            &format!("--timeout={}s", SETTLE.as_secs() * 2),
+        ])
+        .map(drop)
+}
+
+fn patch(env: &Env, name: &str, merge: Value) -> Result<(), String> {
+    env.kubectl
+        .ok(&[
+            "patch",
+            "memcached",
+            name,
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            &merge.to_string(),
+        ])
+        .map(drop)
+}
+
+/// `sharding.py <command>` for `client` and [`KEYS`] keys; an error when a
+/// server did not answer (the measurement would count its keys as misses).
+fn sharding_with(command: &str, client: &ClientConfig) -> Result<Value, String> {
+    let hosts: Vec<String> = client
+        .hosts
+        .iter()
+        .map(|(name, ip)| format!("{name}={ip}"))
+        .collect();
+    let report: Value = serde_json::from_str(&sharding(&[
+        command,
+        "--servers",
+        &client.servers.join(","),
+        "--hosts",
+        &hosts.join(","),
+        "--keys",
+        &KEYS.to_string(),
+    ])?)
+    .map_err(|e| format!("sharding.py {command} printed no JSON: {e}"))?;
+    match report["unreachable"].as_array() {
+        Some(none) if none.is_empty() => Ok(report),
+        _ => Err(format!(
+            "sharding.py {command}: servers unreachable: {}",
+            report["unreachable"]
+        )),
+    }
+}
+
+/// Run `e2e-tests/sharding.py` with `args`; its standard output.
+fn sharding(args: &[&str]) -> Result<String, String> {
+    let script = workspace_root().join("e2e-tests/sharding.py");
+    let output = Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run python3 {}: {e}", script.display()))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{} {}: {} (pymemcache comes with `make deps`)",
+            script.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+fn count(report: &Value, field: &str) -> Result<u64, String> {
+    report[field]
+        .as_u64()
+        .ok_or_else(|| format!("sharding.py printed no {field}: {report}"))
+}
+
+/// One table cell: a value of one mode's report.
+type Cell = dyn Fn(&Report) -> String;
+
+fn print_table(deployment: &Report, statefulset: &Report) {
+    fn percent(hits: u64) -> String {
+        format!("{:.1} %", 100.0 * hits as f64 / KEYS as f64)
+    }
+    fn yes_no(changed: bool) -> String {
+        if changed { "yes" } else { "no" }.to_string()
+    }
+    fn same_or_new(same: bool) -> &'static str {
+        if same { "same" } else { "new" }
+    }
+    let rows: [(&str, &Cell); 9] = [
+        ("keys stored into 3 replicas", &|r| r.stored.to_string()),
+        ("(a) scale 3 -> 4: keys still served", &|r| {
+            percent(r.scale.hits)
+        }),
+        ("    client configuration changed", &|r| {
+            yes_no(r.scale.changed)
+        }),
+        ("(b) delete one pod: keys still served", &|r| {
+            percent(r.restart.hits)
+        }),
+        ("    client configuration changed", &|r| {
+            yes_no(r.restart.changed)
+        }),
+        ("    deletion -> replacement Ready (0.2 s polls)", &|r| {
+            format!("{:.1} s", r.restart_ready.as_secs_f64())
+        }),
+        ("    replacement pod", &|r| {
+            let (old, new, same_ip) = &r.replaced;
+            format!(
+                "{} name, {} address",
+                same_or_new(old == new),
+                same_or_new(*same_ip)
+            )
+        }),
+        ("(c) rolling config change: keys still served", &|r| {
+            percent(r.rollout.hits)
+        }),
+        ("    client configuration changed", &|r| {
+            yes_no(r.rollout.changed)
+        }),
+    ];
+    println!(
+        "pymemcache HashClient (oslo.cache's client, rendezvous hashing), {KEYS} keys, each step from a full cache"
+    );
+    let (blank, left, right) = (
+        "",
+        "Deployment (pod IPs)",
+        "StatefulSet (status.serverList)",
+    );
+    println!("{blank:<48} {left:<24} {right}");
+    for (label, value) in rows {
+        println!(
+            "{label:<48} {:<24} {}",
+            value(deployment),
+            value(statefulset)
+        );
+    }
+    for r in [deployment, statefulset] {
+        let (old, new, _) = &r.replaced;
+        println!("(b) deleted {old}, replaced by {new}");
+    }
+}
