@@ -6,7 +6,9 @@ use k8s_openapi::api::core::v1::{
     PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, SecretVolumeSource, TCPSocketAction,
     TopologySpreadConstraint, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use memcached_api::{Memcached, MemcachedSpec, defaults};
 
@@ -95,10 +97,10 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) ->
                 }),
                 affinity: ha
                     .and_then(|h| h.anti_affinity_preset.as_deref())
-                    .map(|p| anti_affinity(mc, p)),
+                    .map(|p| anti_affinity(mc, spec, p)),
                 topology_spread_constraints: ha
                     .and_then(|h| h.topology_spread_constraints.clone())
-                    .map(|c| spread_these_pods(mc, c)),
+                    .map(|c| spread_these_pods(mc, spec, c)),
                 node_selector: spec.node_selector.clone(),
                 tolerations: spec.tolerations.clone(),
                 image_pull_secrets: spec.image_pull_secrets.clone(),
@@ -250,13 +252,25 @@ fn volume_mounts(spec: &MemcachedSpec, memcached: bool) -> Vec<VolumeMount> {
         .collect()
 }
 
-/// This Memcached's pods, for affinity and spread terms.
-fn instance_pods(mc: &Memcached) -> LabelSelector {
+/// Label the StatefulSet controller puts on each of its pods.
+pub const STATEFUL_SET_POD_LABEL: &str = "statefulset.kubernetes.io/pod-name";
+
+/// This Memcached's pods, for affinity and spread terms. In StatefulSet mode
+/// only the StatefulSet's pods: while a switch from a Deployment runs both,
+/// the new pods must not need nodes free of the old ones (with the `hard`
+/// preset that would take twice the nodes).
+fn instance_pods(mc: &Memcached, spec: &MemcachedSpec) -> LabelSelector {
     let mut match_labels = labels::selector_labels(mc);
     match_labels.remove("app.kubernetes.io/managed-by");
     LabelSelector {
         match_labels: Some(match_labels),
-        ..Default::default()
+        match_expressions: spec.stateful_set().then(|| {
+            vec![LabelSelectorRequirement {
+                key: STATEFUL_SET_POD_LABEL.into(),
+                operator: "Exists".into(),
+                values: None,
+            }]
+        }),
     }
 }
 
@@ -264,19 +278,20 @@ fn instance_pods(mc: &Memcached) -> LabelSelector {
 /// server warns so) and spreads nothing: give it this Memcached's pods.
 fn spread_these_pods(
     mc: &Memcached,
+    spec: &MemcachedSpec,
     mut constraints: Vec<TopologySpreadConstraint>,
 ) -> Vec<TopologySpreadConstraint> {
     for constraint in &mut constraints {
         constraint
             .label_selector
-            .get_or_insert_with(|| instance_pods(mc));
+            .get_or_insert_with(|| instance_pods(mc, spec));
     }
     constraints
 }
 
-fn anti_affinity(mc: &Memcached, preset: &str) -> Affinity {
+fn anti_affinity(mc: &Memcached, spec: &MemcachedSpec, preset: &str) -> Affinity {
     let term = PodAffinityTerm {
-        label_selector: Some(instance_pods(mc)),
+        label_selector: Some(instance_pods(mc, spec)),
         topology_key: "kubernetes.io/hostname".into(),
         ..Default::default()
     };

@@ -136,15 +136,19 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     let mut applied = Applied::new(&ctx, &mc);
     // A missing Secret would break running pods on rollout: keep them until it exists.
     let hold = !missing.is_empty();
-    let (kind, rollout) = match desired.workload {
-        DesiredWorkload::Deployment(d) => (
-            "Deployment",
-            converge_workload::<_, StatefulSet>(&mut applied, &spec, d, hold).await?,
-        ),
-        DesiredWorkload::StatefulSet(s) => (
-            "StatefulSet",
-            converge_workload::<_, Deployment>(&mut applied, &spec, s, hold).await?,
-        ),
+    let stable_names = spec.stateful_set();
+    let (kind, other_kind) = if stable_names {
+        ("StatefulSet", "Deployment")
+    } else {
+        ("Deployment", "StatefulSet")
+    };
+    let Workloads { current, previous } = match desired.workload {
+        DesiredWorkload::Deployment(d) => {
+            converge_workload::<_, StatefulSet>(&mut applied, &spec, d, hold).await?
+        }
+        DesiredWorkload::StatefulSet(s) => {
+            converge_workload::<_, Deployment>(&mut applied, &spec, s, hold).await?
+        }
     };
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let service = ensure(&services, &name, &uid, Some(&desired.service)).await;
@@ -175,18 +179,40 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
                 .await?
         }
     }
-    let desired_count = desired_replicas(&spec, rollout.as_ref());
-    let servers = server_list::build(&mc, &spec, desired_count);
-    let config_map = server_list::config_map(&mc, &spec, &servers);
-    converge_config_map(&mut applied, config_map).await?;
+    // While a switch runs, clients keep the previous kind's server list (the
+    // new pods' names resolve only once they are ready), and the status
+    // counts whichever workload has more pods ready.
+    let (list_rollout, list_stable) = match &previous {
+        Some(p) => (Some(p), !stable_names),
+        None => (current.as_ref(), stable_names),
+    };
+    let servers = server_list::build(&mc, list_stable, desired_replicas(&spec, list_rollout));
+    // No workload of this Memcached: the published list is left as it was.
+    if current.is_some() {
+        let config_map = server_list::config_map(&mc, &spec, &servers);
+        converge_config_map(&mut applied, config_map).await?;
+    }
     let Applied {
         mut problems,
         foreign,
         ..
     } = applied;
 
-    let mut observed = observe(&mc, &spec, kind, rollout.as_ref(), missing, invalid_spec);
+    let (serving_kind, serving) = match previous {
+        Some(p) if current.as_ref().is_none_or(|c| c.ready < p.ready) => (other_kind, Some(p)),
+        _ => (kind, current),
+    };
+    let mut observed = observe(
+        &mc,
+        &spec,
+        serving_kind,
+        serving.as_ref(),
+        missing,
+        invalid_spec,
+    );
     observed.server_list = servers;
+    observed.stable_names = list_stable;
+    observed.switching = previous.is_some();
     observed.foreign = foreign;
     let ready = observed.desired > 0 && observed.ready >= observed.desired;
     let instance = Instance {
@@ -196,7 +222,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     ctx.metrics
         .replicas(instance, observed.desired, observed.ready);
     let reader = tls::server_name(&name, &ns).and_then(|n| stats_client(&spec, &secrets, n));
-    let stats = match (&rollout, reader) {
+    let stats = match (&serving, reader) {
         (None, _) => ClusterStats::default(),
         (Some(_), Ok(client)) => {
             let addresses =
@@ -313,18 +339,25 @@ impl<'a> Applied<'a> {
     }
 }
 
+/// The workloads of one Memcached after converging.
+struct Workloads {
+    /// The kind `spec.workload` names, when this Memcached controls it.
+    current: Option<Rollout>,
+    /// The other kind, still serving until `current` runs every replica ready.
+    previous: Option<Rollout>,
+}
+
 /// Converge the workload `spec.workload` names (`New`, desired as `desired`)
 /// and delete the other kind (`Old`) once the new one runs every replica
 /// ready: the Service selects the pods of both meanwhile, so switching
 /// kinds never leaves it without ready endpoints. `hold`: a Secret is
-/// missing, so a running workload is left as it is. Returns the rollout of
-/// the workload this Memcached controls.
+/// missing, so a running workload is left as it is.
 async fn converge_workload<New: Workload, Old: Workload>(
     applied: &mut Applied<'_>,
     spec: &MemcachedSpec,
     mut desired: New,
     hold: bool,
-) -> Result<Option<Rollout>, Error> {
+) -> Result<Workloads, Error> {
     let (client, mc) = (&applied.ctx.client, applied.mc);
     let (name, uid) = (mc.name_any(), mc.uid().unwrap_or_default());
     let ns = mc.namespace().unwrap_or_default();
@@ -343,10 +376,15 @@ async fn converge_workload<New: Workload, Old: Workload>(
                     let handover = hand_over_replicas(&news, live).await;
                     applied.check(&kind, handover).await?;
                 }
-                // A replacement starts as large as the autoscaler made the old
-                // workload; the next reconcile hands the count over again.
-                (None, Some(old)) => {
-                    if let Some(replicas) = old.rollout().replicas {
+                // A new workload starts as large as the autoscaler made the old
+                // one, or at its lower bound; the next reconcile hands the count
+                // over to the autoscaler.
+                (None, old) => {
+                    let replicas = old
+                        .as_ref()
+                        .and_then(|o| o.rollout().replicas)
+                        .or_else(|| spec.autoscaling.as_ref().and_then(|a| a.min_replicas));
+                    if let Some(replicas) = replicas {
                         desired.set_replicas(replicas);
                     }
                 }
@@ -363,25 +401,32 @@ async fn converge_workload<New: Workload, Old: Workload>(
     } else {
         live
     };
-    // Someone else's workload: its readiness and pods are not this Memcached's.
-    let rollout = workload
-        .filter(|w| is_controlled_by(w, &uid))
+    // Someone else's workload: its readiness and pods are not this
+    // Memcached's. One being deleted no longer counts either.
+    let current = workload
+        .filter(|w| is_controlled_by(w, &uid) && w.meta().deletion_timestamp.is_none())
         .map(|w| w.rollout());
-    let replaced = rollout
+    let replaced = current
         .as_ref()
         .is_some_and(|r| r.complete(desired_replicas(spec, Some(r))));
-    if let Some(old) = old.filter(|o| replaced && o.meta().deletion_timestamp.is_none()) {
-        let deleted = ensure_from(&olds, &name, &uid, None, Some(old))
-            .await
-            .map(|(outcome, _)| match outcome {
-                Outcome::Deleted => Outcome::Replaced,
-                other => other,
-            });
-        applied
-            .record_outcome(&Old::kind(&()), &name, deleted)
-            .await?;
-    }
-    Ok(rollout)
+    let previous = match old {
+        Some(old) if replaced && old.meta().deletion_timestamp.is_none() => {
+            let deleted =
+                ensure_from(&olds, &name, &uid, None, Some(old))
+                    .await
+                    .map(|(outcome, _)| match outcome {
+                        Outcome::Deleted => Outcome::Replaced,
+                        other => other,
+                    });
+            applied
+                .record_outcome(&Old::kind(&()), &name, deleted)
+                .await?;
+            None
+        }
+        Some(old) if old.meta().deletion_timestamp.is_none() => Some(old.rollout()),
+        _ => None,
+    };
+    Ok(Workloads { current, previous })
 }
 
 /// Apply the server-list ConfigMap (`None`: not wanted) and delete the ones
@@ -401,9 +446,14 @@ async fn converge_config_map(
         let result = ensure(&api, name, &uid, desired.as_ref()).await;
         applied.record_outcome("ConfigMap", name, result).await?;
     }
-    let owned = api
-        .list_metadata(&ListParams::default().labels(&crate::labels::selector_string(mc)))
-        .await?;
+    // From the API server's watch cache: this runs every reconcile.
+    let params = ListParams::default()
+        .labels(&crate::labels::selector_string(mc))
+        .match_any();
+    let owned = match api.list_metadata(&params).await {
+        Ok(list) => list,
+        Err(e) => return applied.check("ConfigMap", Err(e)).await,
+    };
     for stale in owned
         .items
         .iter()
@@ -516,7 +566,6 @@ fn observe(
         missing_secrets: missing,
         invalid_spec,
         generation: mc.metadata.generation,
-        stable_names: spec.stateful_set(),
         selector: crate::labels::selector_string(mc),
         ..Default::default()
     }

@@ -53,7 +53,7 @@ pub fn render(yaml: &str) -> Result<(String, Vec<String>), String> {
                 .and_then(|a| a.min_replicas)
                 .unwrap_or(1)
         });
-        let servers = server_list::build(&mc, &spec, replicas);
+        let servers = server_list::build(&mc, spec.stateful_set(), replicas);
         write_optional(&mut out, &server_list::config_map(&mc, &spec, &servers))?;
     }
     Ok((out, notes))

@@ -13,12 +13,12 @@ pub const COMMA_SEPARATED_KEY: &str = "memcache_servers";
 /// ConfigMap key with one `host:port` per line.
 pub const LINES_KEY: &str = "servers";
 
-/// The servers of `mc` with `replicas` desired pods: in StatefulSet mode
-/// every pod's stable name in ordinal order, else the Service's name.
-pub fn build(mc: &Memcached, spec: &MemcachedSpec, replicas: i32) -> Vec<String> {
+/// The servers of `mc` with `replicas` desired pods: with `stable_names`
+/// (StatefulSet) every pod's name in ordinal order, else the Service's name.
+pub fn build(mc: &Memcached, stable_names: bool, replicas: i32) -> Vec<String> {
     let name = labels::name(mc);
     let namespace = mc.metadata.namespace.as_deref().unwrap_or_default();
-    if spec.stateful_set() {
+    if stable_names {
         (0..replicas.max(0))
             .map(|i| format!("{name}-{i}.{name}.{namespace}.svc:{MEMCACHED_PORT}"))
             .collect()

@@ -30,6 +30,9 @@ pub struct Observed {
     /// The list names every pod (StatefulSet): published whether or not the
     /// pods are ready, so clients are configured once.
     pub stable_names: bool,
+    /// Both workload kinds run: `spec.workload` changed and the new one does
+    /// not yet run every replica ready.
+    pub switching: bool,
     /// What kept the reconcile from doing all it should (first one reported).
     pub problems: Vec<Problem>,
     /// The workload or Service of this name belongs to someone else:
@@ -50,7 +53,7 @@ pub fn compute(
         && seen.ready >= seen.desired
         && seen.missing_secrets.is_empty()
         && !seen.foreign;
-    let rolling = seen.updated < seen.desired || seen.ready < seen.desired;
+    let rolling = seen.switching || seen.updated < seen.desired || seen.ready < seen.desired;
     let (degraded, degraded_reason, degraded_message) = if !seen.missing_secrets.is_empty() {
         (
             true,

@@ -15,6 +15,8 @@ use serde::de::DeserializeOwned;
 pub struct Rollout {
     /// `spec.replicas` as stored (set by the controller, or by the HPA).
     pub replicas: Option<i32>,
+    /// Pods of any template.
+    pub pods: i32,
     /// Ready pods.
     pub ready: i32,
     /// Pods running the current template.
@@ -27,9 +29,14 @@ pub struct Rollout {
 }
 
 impl Rollout {
-    /// Every one of `desired` pods runs the current template and is ready.
+    /// Every one of `desired` pods runs the current template and is ready,
+    /// and no pod of an older template is left (a Deployment counts the old
+    /// ReplicaSet's ready pods too).
     pub fn complete(&self, desired: i32) -> bool {
-        self.observed && self.ready >= desired && self.updated >= desired
+        self.observed
+            && self.ready >= desired
+            && self.updated >= desired
+            && self.pods <= self.updated
     }
 }
 
@@ -73,6 +80,7 @@ impl Workload for Deployment {
         let status = self.status.clone().unwrap_or_default();
         Rollout {
             replicas: self.spec.as_ref().and_then(|s| s.replicas),
+            pods: status.replicas.unwrap_or(0),
             ready: status.ready_replicas.unwrap_or(0),
             updated: status.updated_replicas.unwrap_or(0),
             available: status
@@ -93,11 +101,16 @@ impl Workload for StatefulSet {
     fn rollout(&self) -> Rollout {
         let status = self.status.clone().unwrap_or_default();
         let replicas = self.spec.as_ref().and_then(|s| s.replicas);
+        // A rolling update replaces one pod at a time without a surge: like a
+        // Deployment's minimum availability, one pod may be missing.
+        let wanted = replicas.unwrap_or(1);
+        let minimum = if wanted > 1 { wanted - 1 } else { wanted };
         Rollout {
             replicas,
+            pods: status.replicas,
             ready: status.ready_replicas.unwrap_or(0),
             updated: status.updated_replicas.unwrap_or(0),
-            available: status.available_replicas.unwrap_or(0) >= replicas.unwrap_or(1),
+            available: status.available_replicas.unwrap_or(0) >= minimum,
             observed: observed(self.metadata.generation, status.observed_generation),
         }
     }
@@ -130,7 +143,11 @@ mod tests {
             "a pod of the old template"
         );
         assert!(!set(2, 2, 2, 3).rollout().complete(3), "a pod not ready");
-        assert!(!set(2, 2, 2, 3).rollout().available);
+        assert!(
+            set(2, 2, 2, 3).rollout().available,
+            "one pod down in a rollout"
+        );
+        assert!(!set(2, 2, 1, 3).rollout().available);
         assert_eq!(set(2, 2, 3, 3).rollout().replicas, Some(3));
     }
 
@@ -139,11 +156,16 @@ mod tests {
         let d: Deployment = serde_json::from_value(json!({
             "metadata": {"name": "c", "generation": 1},
             "spec": {"replicas": 2, "selector": {}, "template": {}},
-            "status": {"observedGeneration": 1, "readyReplicas": 2, "updatedReplicas": 2,
+            "status": {"observedGeneration": 1, "replicas": 2, "readyReplicas": 2, "updatedReplicas": 2,
                 "conditions": [{"type": "Available", "status": "True"}]}
         }))
         .unwrap();
         let rollout = d.rollout();
         assert!(rollout.available && rollout.complete(2) && !rollout.complete(3));
+        // Mid-rollout with maxSurge 1: the 2nd new pod exists, not ready; the
+        // old ReplicaSet's pod still counts as ready.
+        let mut surging = rollout;
+        surging.pods = 3;
+        assert!(!surging.complete(2), "an old pod is left");
     }
 }

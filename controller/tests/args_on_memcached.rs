@@ -130,9 +130,20 @@ enum Outcome {
 }
 
 /// Run memcached with the loopback test flags first, then `args` (so an `--`
-/// in `args` cannot hide them), and report what it does.
+/// in `args` cannot hide them), and report what it does. Another process
+/// may take the free port first (tests run beside other suites): then the
+/// run is repeated on a new port.
 fn run(args: &[String]) -> Outcome {
-    let port = free_port();
+    for _ in 0..5 {
+        if let Some(outcome) = run_on(free_port(), args) {
+            return outcome;
+        }
+    }
+    panic!("no free port for memcached {args:?}");
+}
+
+/// `None`: the port was someone else's.
+fn run_on(port: u16, args: &[String]) -> Option<Outcome> {
     let mut command = Command::new("memcached");
     command
         .args([
@@ -155,10 +166,31 @@ fn run(args: &[String]) -> Outcome {
             let mut text = String::new();
             child.stdout.take().map(|mut o| o.read_to_string(&mut text));
             child.stderr.take().map(|mut e| e.read_to_string(&mut text));
+            if text.contains("failed to listen on TCP port") {
+                return None;
+            }
             break Outcome::Exited(status.code(), text);
         }
         if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
-            break Outcome::Serves(stats_settings(stream));
+            match stats(stream, "stats").remove("pid") {
+                Some(pid) if pid == child.id().to_string() => {}
+                // Someone else's memcached listens there.
+                Some(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return None;
+                }
+                // No text-protocol answer (`-B binary`, or not a memcached):
+                // ours unless it exits for want of the port.
+                None => {
+                    std::thread::sleep(Duration::from_millis(200));
+                    if let Ok(Some(_)) = child.try_wait() {
+                        continue;
+                    }
+                }
+            }
+            let stream = TcpStream::connect(("127.0.0.1", port)).expect("it listens");
+            break Outcome::Serves(stats(stream, "stats settings"));
         }
         if Instant::now() > deadline {
             break Outcome::NoTcp;
@@ -167,14 +199,17 @@ fn run(args: &[String]) -> Outcome {
     };
     let _ = child.kill();
     let _ = child.wait();
-    outcome
+    Some(outcome)
 }
 
-fn stats_settings(mut stream: TcpStream) -> BTreeMap<String, String> {
+/// The answer to a `stats` command as name -> value.
+fn stats(mut stream: TcpStream, command: &str) -> BTreeMap<String, String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(2)))
         .unwrap();
-    stream.write_all(b"stats settings\r\n").unwrap();
+    stream
+        .write_all(format!("{command}\r\n").as_bytes())
+        .unwrap();
     let mut text = String::new();
     let mut buf = [0u8; 4096];
     while !text.ends_with("END\r\n") && !text.contains("ERROR") {

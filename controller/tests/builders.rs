@@ -245,8 +245,22 @@ fn stateful_set_mode_runs_the_same_pods_under_stable_names() {
     let set = workload(&built);
     assert_eq!(set["kind"], "StatefulSet");
     assert_eq!(set["metadata"], deployment["metadata"]);
+    let mut template = set["spec"]["template"].clone();
+    let term = "/spec/affinity/podAntiAffinity/preferredDuringSchedulingIgnoredDuringExecution/0/podAffinityTerm/labelSelector";
+    let spread = "/spec/topologySpreadConstraints/0/labelSelector";
+    for selector in [term, spread] {
+        // Only the StatefulSet's own pods: a switch must not need nodes free of the Deployment's.
+        let expressions = template
+            .pointer_mut(selector)
+            .and_then(|s| s.as_object_mut())
+            .and_then(|s| s.remove("matchExpressions"));
+        assert_eq!(
+            expressions,
+            Some(json!([{"key": "statefulset.kubernetes.io/pod-name", "operator": "Exists"}]))
+        );
+    }
     assert_eq!(
-        set["spec"]["template"], deployment["spec"]["template"],
+        template, deployment["spec"]["template"],
         "probes, security, anti-affinity, spread, Secrets hash: one pod template"
     );
     assert_contains(
@@ -276,23 +290,23 @@ fn the_server_list_names_every_ordinal_in_stateful_set_mode() {
     apply_defaults(&mut effective);
     let mc = memcached(json!({}));
     assert_eq!(
-        server_list::build(&mc, &effective, 3),
+        server_list::build(&mc, effective.stateful_set(), 3),
         ["my-cache.default:11211"]
     );
     effective.workload = Some("StatefulSet".into());
     assert_eq!(
-        server_list::build(&mc, &effective, 3),
+        server_list::build(&mc, effective.stateful_set(), 3),
         [
             "my-cache-0.my-cache.default.svc:11211",
             "my-cache-1.my-cache.default.svc:11211",
             "my-cache-2.my-cache.default.svc:11211"
         ]
     );
-    assert!(server_list::build(&mc, &effective, 0).is_empty());
+    assert!(server_list::build(&mc, effective.stateful_set(), 0).is_empty());
     assert!(server_list::config_map(&mc, &effective, &[]).is_none());
 
     effective.server_list_config_map = Some("cache-servers".into());
-    let servers = server_list::build(&mc, &effective, 2);
+    let servers = server_list::build(&mc, effective.stateful_set(), 2);
     let config_map = to_json(&server_list::config_map(&mc, &effective, &servers).unwrap());
     assert_contains(
         &config_map,

@@ -296,28 +296,31 @@ async fn switching_to_a_stateful_set_keeps_the_deployment_until_the_set_serves()
         !w.iter().any(|w| w.starts_with("DELETE")),
         "the Deployment serves until the StatefulSet does: {w:?}"
     );
-    let servers = ["c-0.c.default.svc:11211", "c-1.c.default.svc:11211"];
-    assert_eq!(
-        mc.status.as_ref().unwrap().server_list.as_deref(),
-        Some(&servers.map(String::from)[..]),
-        "stable names are listed before the pods are ready"
-    );
     assert_eq!(
         data(&api),
-        json!({"memcache_servers": servers.join(","), "servers": format!("{}\n", servers.join("\n"))})
+        json!({"memcache_servers": "c.default:11211", "servers": "c.default:11211\n"}),
+        "clients keep the Service until the pods' names resolve"
+    );
+    assert_eq!(
+        mc.status.as_ref().unwrap().conditions.as_ref().unwrap()[1].status,
+        "True",
+        "Progressing while switching"
     );
 
     api.lock().unwrap().objects.get_mut(&set).unwrap()["status"] =
         json!({"replicas": 2, "readyReplicas": 2, "updatedReplicas": 2, "availableReplicas": 2});
     reconcile(mc, context(api.clone())).await.unwrap();
-    assert_eq!(
-        writes(&api),
-        [
-            format!("DELETE {deployment}"),
-            format!("PATCH {}/status", cr_path())
-        ]
-    );
+    let w = writes(&api);
+    assert_eq!(w[0], format!("DELETE {deployment}"), "{w:?}");
+    assert!(w.contains(&format!("PATCH {config_map}")), "{w:?}");
     assert!(api.lock().unwrap().objects.contains_key(&set));
+    let servers = ["c-0.c.default.svc:11211", "c-1.c.default.svc:11211"];
+    assert_eq!(
+        data(&api),
+        json!({"memcache_servers": servers.join(","), "servers": format!("{}\n", servers.join("\n"))})
+    );
+    let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
+    assert_eq!(status["serverList"], json!(servers));
 
     converge(&api, json!({"replicas": 2, "workload": "StatefulSet"})).await;
     assert!(writes(&api).contains(&format!("DELETE {config_map}")));

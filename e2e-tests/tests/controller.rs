@@ -1,7 +1,7 @@
 //! The controller against the real API server's semantics (`make e2e`):
 //! server-side apply converging both ways, the replica handover to the HPA,
 //! refusals and conflicts in status, readiness of standbys and the Lease
-//! handover after SIGTERM and SIGKILL.
+//! handover after SIGTERM and SIGKILL, the StatefulSet name bound.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -38,6 +38,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "5. standbys are ready; the Lease hands over after SIGTERM and SIGKILL",
         readiness_and_handover,
+    ),
+    (
+        "6. a 52-character StatefulSet runs its pods, a 53-character one cannot (the policy's bound)",
+        stateful_set_name_bound,
     ),
 ];
 
@@ -399,6 +403,75 @@ fn hand_over(
         }
     })?;
     Ok(started.elapsed())
+}
+
+/// The policy limits StatefulSet-mode names to 52 characters. Shown on the
+/// real API server and StatefulSet controller: at 52 the pods run; a
+/// StatefulSet of 53 is accepted but each pod is refused (its
+/// controller-revision-hash label would exceed 63), and the policy refuses
+/// such a Memcached up front.
+fn stateful_set_name_bound(env: &mut Env) -> Result<(), String> {
+    let ns = "names";
+    ensure_namespace(env, ns)?;
+    let longest = format!("s{}", "a".repeat(51));
+    let spec = json!({"workload": "StatefulSet", "replicas": 1});
+    env.kubectl.apply(&memcached(ns, &longest, spec.clone()))?;
+    wait_ready(env, ns, &longest, 1)?;
+
+    let too_long = format!("s{}", "a".repeat(52));
+    let refused = env
+        .kubectl
+        .run(&["apply", "-f", "-"], Some(&memcached(ns, &too_long, spec)));
+    check(
+        !refused.success
+            && refused
+                .stderr
+                .contains("must be no more than 52 characters with spec.workload StatefulSet"),
+        format!(
+            "the policy admitted a 53-character StatefulSet Memcached: {}",
+            refused.stderr
+        ),
+    )?;
+    let labels = json!({"app": "too-long"});
+    let set = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": too_long, "namespace": ns},
+        "spec": {
+            "replicas": 1, "serviceName": too_long,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "memcached", "image": "memcached:1.6"}]},
+            },
+        },
+    });
+    env.kubectl.apply(&set.to_string())?;
+    wait_for(
+        "the StatefulSet controller to fail creating the pod",
+        SETTLE,
+        || {
+            let events = env.kubectl.get(&["events", "-n", ns])?;
+            events["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| {
+                    e["reason"] == "FailedCreate"
+                        && e["involvedObject"]["name"] == too_long.as_str()
+                        && e["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains("must be no more than 63 characters"))
+                })
+                .map(drop)
+                .ok_or_else(|| "no FailedCreate Event yet".to_string())
+        },
+    )?;
+    let pods = env.kubectl.get(&["pods", "-n", ns, "-l", "app=too-long"])?;
+    check(
+        pods["items"].as_array().is_some_and(Vec::is_empty),
+        format!("a pod of the 53-character StatefulSet exists: {pods}"),
+    )?;
+    delete_namespace(env, ns)
 }
 
 // ---------------------------------------------------------------- helpers
