@@ -85,6 +85,9 @@ struct Report {
     restart_ready: Duration,
     /// The deleted pod, its replacement, and whether the replacement has the deleted one's address.
     replaced: (String, String, bool),
+    /// Keys the client after (b) would still find had the replacement come
+    /// up with an address no pod had before.
+    restart_new_address: u64,
     rollout: Step,
 }
 
@@ -156,6 +159,10 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
     wait_ready(env, NAMESPACE, name, 4)?;
     let (restart, next) = measure(env, mode, &client, 4)?;
     client = next;
+    let restart_new_address = count(
+        &sharding_with("check", &with_new_address(&client, &replacement))?,
+        "hits",
+    )?;
     store(&client)?;
 
     // (c) A config change rolls every pod.
@@ -179,6 +186,7 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
         restart,
         restart_ready,
         replaced: (victim.name, replacement.name, replacement.ip == victim.ip),
+        restart_new_address,
         rollout,
     })
 }
@@ -194,6 +202,24 @@ fn measure(
     let hits = count(&sharding_with("check", &after)?, "hits")?;
     let changed = after.server_set() != before.server_set();
     Ok((Step { hits, changed }, after))
+}
+
+/// `client` as if `pod` had come up with an address no server had before
+/// (kwok hands a freed pod IP to the next pod, so a replacement often gets
+/// the deleted pod's; most clusters' IPAM does not): its `<ip>:11211` entry
+/// becomes a name of its own resolving to that IP, which moves its keys on
+/// the hash ring as a new address would, while the server stays reachable.
+/// Configured by name (StatefulSet mode), the client does not change.
+fn with_new_address(client: &ClientConfig, pod: &Pod) -> ClientConfig {
+    let alias = format!("{}.new-address", pod.name);
+    let mut moved = client.clone();
+    for server in &mut moved.servers {
+        if *server == format!("{}:11211", pod.ip) {
+            *server = format!("{alias}:11211");
+            moved.hosts.insert(alias.clone(), pod.ip.clone());
+        }
+    }
+    moved
 }
 
 /// Flush every server, then store the keys; how many were stored.
@@ -415,7 +441,7 @@ fn print_table(deployment: &Report, statefulset: &Report) {
     fn same_or_new(same: bool) -> &'static str {
         if same { "same" } else { "new" }
     }
-    let rows: [(&str, &Cell); 9] = [
+    let rows: [(&str, &Cell); 10] = [
         ("keys stored into 3 replicas", &|r| r.stored.to_string()),
         ("(a) scale 3 -> 4: keys still served", &|r| {
             percent(r.scale.hits)
@@ -439,6 +465,9 @@ fn print_table(deployment: &Report, statefulset: &Report) {
                 same_or_new(old == new),
                 same_or_new(*same_ip)
             )
+        }),
+        ("    keys still served, had it got a new address", &|r| {
+            percent(r.restart_new_address)
         }),
         ("(c) rolling config change: keys still served", &|r| {
             percent(r.rollout.hits)
