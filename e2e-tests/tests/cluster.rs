@@ -538,7 +538,8 @@ fn garbage_collection(env: &mut Env) -> Result<(), String> {
 
 /// StatefulSet mode: pods `<name>-<i>` behind per-pod DNS names, listed in
 /// `status.serverList` and the ConfigMap clients read; scale-down from the
-/// highest ordinal; a deleted pod back under its name with the list
+/// highest ordinal, the PodDisruptionBudget following the StatefulSet's
+/// scale; a deleted pod back under its name with the list
 /// untouched; switches to Deployment mode and back that never leave the
 /// Service without a ready endpoint. Leaves the Memcached running in
 /// StatefulSet mode with its ConfigMap, for the next scenario to watch.
@@ -548,7 +549,12 @@ fn statefulset_mode(env: &mut Env) -> Result<(), String> {
     env.kubectl.apply(&memcached(
         ns,
         name,
-        json!({"workload": "StatefulSet", "replicas": 3, "serverListConfigMap": config_map}),
+        json!({
+            "workload": "StatefulSet",
+            "replicas": 3,
+            "serverListConfigMap": config_map,
+            "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 1}},
+        }),
     ))?;
     let mc = wait_ready(env, ns, name, 3)?;
     let statefulset = env.kubectl.get(&["statefulset", name, "-n", ns])?;
@@ -572,12 +578,14 @@ fn statefulset_mode(env: &mut Env) -> Result<(), String> {
         "a Deployment exists beside the StatefulSet",
     )?;
     wait_ordinal_pods(env, ns, name, 3)?;
+    wait_disruption_budget(env, ns, name, 3)?;
     wait_server_list(env, ns, name, config_map, &ordinal_servers(ns, name, 3))?;
 
     // Scale-down removes the highest ordinal.
     patch(env, ns, name, json!({"spec": {"replicas": 2}}))?;
     wait_ready(env, ns, name, 2)?;
     wait_ordinal_pods(env, ns, name, 2)?;
+    wait_disruption_budget(env, ns, name, 2)?;
     let listed = wait_server_list(env, ns, name, config_map, &ordinal_servers(ns, name, 2))?;
 
     // A deleted pod comes back under its name; the list is not touched meanwhile.
@@ -977,6 +985,30 @@ fn wait_exists(
             Err(if present { "absent" } else { "present" }.to_string())
         }
     })
+}
+
+/// Wait until the disruption controller counts `pods` healthy pods of the
+/// budget's workload, one of which must stay (`minAvailable: 1`): the budget
+/// found the pods' controller and its scale.
+fn wait_disruption_budget(env: &Env, namespace: &str, name: &str, pods: i64) -> Result<(), String> {
+    wait_for(
+        &format!("PodDisruptionBudget {namespace}/{name} covering {pods} pods"),
+        SETTLE,
+        || {
+            let budget = env
+                .kubectl
+                .get(&["poddisruptionbudget", name, "-n", namespace])?;
+            let status = &budget["status"];
+            if status["expectedPods"] == pods
+                && status["currentHealthy"] == pods
+                && status["disruptionsAllowed"] == pods - 1
+            {
+                Ok(())
+            } else {
+                Err(format!("status {status}"))
+            }
+        },
+    )
 }
 
 /// `object`'s controller owner reference is the Memcached `mc`.
