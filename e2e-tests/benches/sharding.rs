@@ -13,8 +13,9 @@
 //! config change. Every step starts from a full cache (the keys re-stored
 //! with the client of the moment) and is measured with the client
 //! reconfigured afterwards: the keys still served, whether its configuration
-//! changed, and for (b) the time until the replacement pod is Ready.
-//! Reported, never asserted.
+//! changed, and for (b) the time until the replacement pod is Ready and the
+//! keys that would be served had it come up with a new address (kwok often
+//! hands it the deleted pod's). Reported, never asserted.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -222,9 +223,18 @@ fn with_new_address(client: &ClientConfig, pod: &Pod) -> ClientConfig {
     moved
 }
 
-/// Flush every server, then store the keys; how many were stored.
+/// Flush every server, then store the keys: a full cache, or an error
+/// (every step is measured from one).
 fn store(client: &ClientConfig) -> Result<u64, String> {
-    count(&sharding_with("store", client)?, "stored")
+    let stored = count(&sharding_with("store", client)?, "stored")?;
+    if stored == KEYS {
+        Ok(stored)
+    } else {
+        Err(format!(
+            "only {stored} of {KEYS} keys stored into {:?}",
+            client.servers
+        ))
+    }
 }
 
 /// The client configuration once `replicas` servers can be reached: the
