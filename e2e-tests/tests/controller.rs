@@ -460,7 +460,8 @@ fn stateful_set_name_bound(env: &mut Env) -> Result<(), String> {
                         && e["involvedObject"]["name"] == too_long.as_str()
                         && e["message"]
                             .as_str()
-                            .is_some_and(|m| m.contains("must be no more than 63 characters"))
+                            // "characters" before Kubernetes 1.36, "bytes" since.
+                            .is_some_and(|m| m.contains("must be no more than 63"))
                 })
                 .map(drop)
                 .ok_or_else(|| "no FailedCreate Event yet".to_string())
