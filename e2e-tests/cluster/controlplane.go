@@ -31,9 +31,10 @@ import (
 // create their pods `<name>-<ordinal>` one name each (StatefulSet mode),
 // EndpointSlices give the Service its ready addresses (with each StatefulSet
 // pod's hostname), the garbage collector follows owner references,
-// disruption fills PodDisruptionBudget status, and namespaces get their
-// default ServiceAccount and are cleaned up when deleted.
-const kcmControllers = "deployment,replicaset,statefulset,garbagecollector,disruption,endpointslice,serviceaccount,namespace"
+// disruption fills PodDisruptionBudget status, namespaces get their
+// default ServiceAccount and are cleaned up when deleted, and the built-in
+// view/edit/admin ClusterRoles aggregate the operator's user roles.
+const kcmControllers = "deployment,replicaset,statefulset,garbagecollector,disruption,endpointslice,serviceaccount,namespace,clusterrole-aggregation"
 
 // controlPlane is the running etcd, API server, controller manager and scheduler.
 type controlPlane struct {

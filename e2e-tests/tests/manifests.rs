@@ -36,6 +36,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         "4. kubectl get, -o wide, get all, explain, scale and the v1alpha1 warning",
         kubectl_ux,
     ),
+    (
+        "5. users bound to the built-in view and edit roles can read and write Memcacheds",
+        aggregated_roles,
+    ),
 ];
 
 /// Stand-in CRDs for the foreign kinds: (group, kind, plural, scope).
@@ -60,8 +64,15 @@ const FOREIGN_KINDS: [(&str, &str, &str, &str); 3] = [
     ),
 ];
 
-/// Namespaces the examples (`production`), the chart's values and scenario 4 use.
-const NAMESPACES: [&str; 5] = ["production", "ops", "team-a", "team-b", "kubectl-ux"];
+/// Namespaces the examples (`production`), the chart's values and scenarios 4 and 5 use.
+const NAMESPACES: [&str; 6] = [
+    "production",
+    "ops",
+    "team-a",
+    "team-b",
+    "kubectl-ux",
+    "user-roles",
+];
 
 fn main() {
     e2e_tests::cluster::enter_network_namespace();
@@ -99,6 +110,77 @@ fn prepare(env: &Env) -> Result<(), String> {
             &format!("crd/{name}"),
         ])?;
     }
+    Ok(())
+}
+
+/// `deploy/rbac-user-roles.yaml` applied for real: kube-controller-manager
+/// aggregates it into the built-in roles, so a namespace user bound to `view`
+/// (as Kubewarden's audit scanner is) reads Memcacheds and one bound to
+/// `edit` also writes and scales them.
+fn aggregated_roles(env: &mut Env) -> Result<(), String> {
+    let ns = "user-roles";
+    let roles = workspace_root().join("deploy/rbac-user-roles.yaml");
+    env.kubectl.ok(&["apply", "-f", &roles.to_string_lossy()])?;
+    for (user, role) in [("viewer", "view"), ("editor", "edit")] {
+        env.kubectl.ok(&[
+            "create",
+            "rolebinding",
+            user,
+            "-n",
+            ns,
+            &format!("--clusterrole={role}"),
+            &format!("--user={user}"),
+        ])?;
+    }
+    // (user, verb, resource, allowed)
+    let expected = [
+        ("viewer", "get", "memcacheds", true),
+        ("viewer", "watch", "memcacheds", true),
+        ("viewer", "get", "memcacheds/status", true),
+        ("viewer", "create", "memcacheds", false),
+        ("viewer", "patch", "memcacheds/scale", false),
+        ("editor", "get", "memcacheds", true),
+        ("editor", "create", "memcacheds", true),
+        ("editor", "delete", "memcacheds", true),
+        ("editor", "patch", "memcacheds/scale", true),
+        ("editor", "patch", "memcacheds/status", false),
+    ];
+    wait_for(
+        "the built-in roles to aggregate the Memcached rules",
+        Duration::from_secs(60),
+        || {
+            let wrong: Vec<String> = expected
+                .iter()
+                .filter_map(|(user, verb, resource, allowed)| {
+                    let (plural, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+                    let answer = env.kubectl.run(
+                        &[
+                            "auth",
+                            "can-i",
+                            verb,
+                            &format!("{plural}.memcached.c5c3.io"),
+                            &format!("--subresource={subresource}"),
+                            "-n",
+                            ns,
+                            &format!("--as={user}"),
+                        ],
+                        None,
+                    );
+                    let yes = answer.stdout.trim() == "yes";
+                    (yes != *allowed)
+                        .then(|| format!("{user} {verb} {resource}: {}", answer.stdout.trim()))
+                })
+                .collect();
+            if wrong.is_empty() {
+                Ok(())
+            } else {
+                Err(wrong.join(", "))
+            }
+        },
+    )?;
+    println!(
+        "     view: get/list/watch Memcacheds; edit: also create, delete and scale; neither writes status"
+    );
     Ok(())
 }
 
