@@ -33,7 +33,7 @@ use crate::network_policy::Access;
 use crate::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
 use crate::status::{self, Observed};
-use crate::workload::{Rollout, Workload, desired_replicas};
+use crate::workload::{Rollout, Workload, desired_replicas, initial_replicas};
 use crate::{server_list, service_monitor, tls};
 
 /// Requeue while not every replica is ready.
@@ -380,13 +380,8 @@ async fn converge_workload<New: Workload, Old: Workload>(
                 // one, or at its lower bound; the next reconcile hands the count
                 // over to the autoscaler.
                 (None, old) => {
-                    let replicas = old
-                        .as_ref()
-                        .and_then(|o| o.rollout().replicas)
-                        .or_else(|| spec.autoscaling.as_ref().and_then(|a| a.min_replicas));
-                    if let Some(replicas) = replicas {
-                        desired.set_replicas(replicas);
-                    }
+                    let replicas = old.as_ref().and_then(|o| o.rollout().replicas);
+                    desired.set_replicas(replicas.unwrap_or_else(|| initial_replicas(spec)));
                 }
                 _ => {}
             }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::desired::{Desired, Workload};
 use crate::server_list;
+use crate::workload::initial_replicas;
 
 /// Render every Memcached document of `yaml` to multi-document YAML.
 /// Validation errors and warnings are returned separately.
@@ -47,13 +48,7 @@ pub fn render(yaml: &str) -> Result<(String, Vec<String>), String> {
         write_optional(&mut out, &desired.network_policy)?;
         write_optional(&mut out, &desired.service_monitor)?;
         // Under autoscaling the list follows the HPA; it starts at minReplicas.
-        let replicas = spec.replicas.unwrap_or_else(|| {
-            spec.autoscaling
-                .as_ref()
-                .and_then(|a| a.min_replicas)
-                .unwrap_or(1)
-        });
-        let servers = server_list::build(&mc, spec.stateful_set(), replicas);
+        let servers = server_list::build(&mc, spec.stateful_set(), initial_replicas(&spec));
         write_optional(&mut out, &server_list::config_map(&mc, &spec, &servers))?;
     }
     Ok((out, notes))

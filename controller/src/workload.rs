@@ -50,6 +50,17 @@ pub fn desired_replicas(spec: &MemcachedSpec, rollout: Option<&Rollout>) -> i32 
     }
 }
 
+/// Replicas a new workload starts with: `spec.replicas`, or under
+/// autoscaling the HorizontalPodAutoscaler's lower bound (its default 1).
+pub fn initial_replicas(spec: &MemcachedSpec) -> i32 {
+    spec.replicas.unwrap_or_else(|| {
+        spec.autoscaling
+            .as_ref()
+            .and_then(|a| a.min_replicas)
+            .unwrap_or(1)
+    })
+}
+
 /// A Deployment or a StatefulSet.
 pub trait Workload:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>

@@ -18,6 +18,13 @@ fn render(cr: &str) -> (String, String, bool) {
     )
 }
 
+/// The kind of every rendered document, in order.
+fn kinds(yaml: &str) -> Vec<&str> {
+    yaml.lines()
+        .filter_map(|l| l.strip_prefix("kind: "))
+        .collect()
+}
+
 #[test]
 fn renders_every_enabled_object_of_a_cr() {
     let (stdout, stderr, ok) = render(
@@ -39,10 +46,7 @@ spec: {}
 "#,
     );
     assert!(ok, "{stderr}");
-    let kinds: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("kind: "))
-        .collect();
+    let kinds = kinds(&stdout);
     assert_eq!(
         kinds,
         [
@@ -87,10 +91,7 @@ fn renders_the_stateful_set_and_its_server_list() {
     .unwrap();
     let (stdout, stderr, ok) = render(&example);
     assert!(ok && stderr.is_empty(), "{stderr}");
-    let kinds: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("kind: "))
-        .collect();
+    let kinds = kinds(&stdout);
     assert_eq!(
         kinds,
         ["StatefulSet", "Service", "PodDisruptionBudget", "ConfigMap"]

@@ -21,7 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::scenario::{SETTLE, ensure_namespace, memcached, wait_ready};
+use e2e_tests::cluster::scenario::{
+    SETTLE, ensure_namespace, memcached, patch, ready_endpoints, wait_ready,
+};
 use e2e_tests::cluster::{Env, condition_status, wait_for};
 use e2e_tests::workspace_root;
 use serde_json::{Value, json};
@@ -126,7 +128,7 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
     let stored = store(&client)?;
 
     // (a) 3 -> 4.
-    patch(env, name, json!({"spec": {"replicas": 4}}))?;
+    patch(env, NAMESPACE, name, json!({"spec": {"replicas": 4}}))?;
     wait_ready(env, NAMESPACE, name, 4)?;
     let (scale, next) = measure(env, mode, &client, 4)?;
     client = next;
@@ -167,7 +169,12 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
     store(&client)?;
 
     // (c) A config change rolls every pod.
-    patch(env, name, json!({"spec": {"memcached": {"verbosity": 1}}}))?;
+    patch(
+        env,
+        NAMESPACE,
+        name,
+        json!({"spec": {"memcached": {"verbosity": 1}}}),
+    )?;
     wait_rolled_out(env, mode, name)?;
     wait_ready(env, NAMESPACE, name, 4)?;
     let (rollout, _) = measure(env, mode, &client, 4)?;
@@ -287,19 +294,8 @@ fn client_config(env: &Env, mode: Mode, replicas: usize) -> Result<ClientConfig,
 /// What cluster DNS answers for `<hostname>.<service>.<namespace>.svc`: each
 /// ready endpoint's hostname and address in the headless Service's EndpointSlices.
 fn dns_answers(env: &Env, service: &str) -> Result<BTreeMap<String, String>, String> {
-    let slices = env.kubectl.get(&[
-        "endpointslices",
-        "-n",
-        NAMESPACE,
-        "-l",
-        &format!("kubernetes.io/service-name={service}"),
-    ])?;
-    Ok(slices["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
-        .filter(|e| e["conditions"]["ready"] == json!(true))
+    Ok(ready_endpoints(env, NAMESPACE, service)?
+        .iter()
         .filter_map(|e| {
             Some((
                 format!("{}.{service}.{NAMESPACE}.svc", e["hostname"].as_str()?),
@@ -366,21 +362,6 @@ fn wait_rolled_out(env: &Env, mode: Mode, name: &str) -> Result<(), String> {
             "-n",
             NAMESPACE,
             &format!("--timeout={}s", SETTLE.as_secs() * 2),
-        ])
-        .map(drop)
-}
-
-fn patch(env: &Env, name: &str, merge: Value) -> Result<(), String> {
-    env.kubectl
-        .ok(&[
-            "patch",
-            "memcached",
-            name,
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            &merge.to_string(),
         ])
         .map(drop)
 }

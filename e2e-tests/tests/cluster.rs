@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::scenario::{
-    self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, run_scenarios, touch,
-    wait_ready,
+    self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, patch,
+    ready_endpoints, ready_in, run_scenarios, touch, wait_ready,
 };
 use e2e_tests::cluster::{Env, condition, condition_status, pki, wait_for};
 use e2e_tests::fixtures;
@@ -937,21 +937,6 @@ fn get(env: &Env, namespace: &str, name: &str) -> Result<Value, String> {
     env.kubectl.get(&["memcached", name, "-n", namespace])
 }
 
-fn patch(env: &Env, namespace: &str, name: &str, merge: Value) -> Result<(), String> {
-    env.kubectl
-        .ok(&[
-            "patch",
-            "memcached",
-            name,
-            "-n",
-            namespace,
-            "--type=merge",
-            "-p",
-            &merge.to_string(),
-        ])
-        .map(drop)
-}
-
 /// Whether the object exists; an error when kubectl fails for another reason than NotFound.
 fn exists(env: &Env, namespace: &str, kind: &str, name: &str) -> Result<bool, String> {
     let outcome = env
@@ -1177,27 +1162,6 @@ fn pod_ips(env: &Env, namespace: &str, instance: &str) -> Result<Vec<String>, St
 
 fn pod_names(env: &Env, namespace: &str, instance: &str) -> Result<Vec<String>, String> {
     pod_field(env, namespace, instance, "/metadata/name")
-}
-
-/// The ready endpoints in the Service's EndpointSlices.
-fn ready_endpoints(env: &Env, namespace: &str, service: &str) -> Result<Vec<Value>, String> {
-    let slices = env.kubectl.get(&[
-        "endpointslices",
-        "-n",
-        namespace,
-        "-l",
-        &format!("kubernetes.io/service-name={service}"),
-    ])?;
-    Ok(ready_in(slices["items"].as_array().into_iter().flatten()))
-}
-
-/// The ready endpoints of these EndpointSlices.
-fn ready_in<'a>(slices: impl IntoIterator<Item = &'a Value>) -> Vec<Value> {
-    slices
-        .into_iter()
-        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
-        .filter(|e| e["conditions"]["ready"] == json!(true))
-        .collect()
 }
 
 /// The addresses behind the Service's EndpointSlices, as the controller sees them.

@@ -1,6 +1,7 @@
 //! The bounds the CRD schema carries, worded as the API server words them,
 //! so `kwctl run` catches them without an API server.
 
+use super::workload::WORKLOADS;
 use crate::field::{BadValue, ErrorList, FieldError, Path};
 use crate::types::MemcachedSpec;
 
@@ -15,6 +16,12 @@ pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
         spec.replicas,
         Some(0),
         Some(64),
+    );
+    one_of(
+        errors,
+        spec_path.child("workload"),
+        spec.workload.as_deref(),
+        &WORKLOADS,
     );
 
     if let Some(config) = &spec.memcached {
@@ -56,17 +63,12 @@ pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
 
     if let Some(ha) = &spec.high_availability {
         let path = spec_path.child("highAvailability");
-        if let Some(preset) = ha
-            .anti_affinity_preset
-            .as_deref()
-            .filter(|p| !ANTI_AFFINITY_PRESETS.contains(p))
-        {
-            errors.push(FieldError::not_supported(
-                path.child("antiAffinityPreset"),
-                preset,
-                &ANTI_AFFINITY_PRESETS,
-            ));
-        }
+        one_of(
+            errors,
+            path.child("antiAffinityPreset"),
+            ha.anti_affinity_preset.as_deref(),
+            &ANTI_AFFINITY_PRESETS,
+        );
         if let Some(gs) = &ha.graceful_shutdown {
             let path = path.child("gracefulShutdown");
             range(
@@ -110,6 +112,13 @@ pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
 pub fn is_item_size(s: &str) -> bool {
     s.strip_suffix(['k', 'm'])
         .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// An enum of the schema: `value`, when set, is one of `supported`.
+fn one_of(errors: &mut ErrorList, path: Path, value: Option<&str>, supported: &[&str]) {
+    if let Some(value) = value.filter(|v| !supported.contains(v)) {
+        errors.push(FieldError::not_supported(path, value, supported));
+    }
 }
 
 fn range(

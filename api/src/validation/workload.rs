@@ -21,26 +21,17 @@ pub const MAX_STATEFUL_SET_NAME: usize = 52;
 /// Characters the API server appends to a `generateName`.
 const GENERATED_SUFFIX: usize = 5;
 
-/// `spec.workload` is one of [`WORKLOADS`]; `spec.serverListConfigMap` is a
-/// ConfigMap name (a DNS-1123 subdomain).
+/// `spec.serverListConfigMap` is a ConfigMap name (a DNS-1123 subdomain).
+/// (`spec.workload`, an enum of the schema, is checked with the other bounds.)
 pub fn validate(spec: &MemcachedSpec, path: &Path) -> ErrorList {
-    let mut errors = ErrorList::new();
-    if let Some(workload) = spec.workload.as_deref().filter(|w| !WORKLOADS.contains(w)) {
-        errors.push(FieldError::not_supported(
-            path.child("workload"),
-            workload,
-            &WORKLOADS,
-        ));
-    }
-    if let Some(name) = &spec.server_list_config_map {
-        let field = path.child("serverListConfigMap");
-        errors.extend(
-            is_dns1123_subdomain(name)
-                .into_iter()
-                .map(|m| FieldError::invalid(field.clone(), name.as_str(), m)),
-        );
-    }
-    errors
+    let Some(name) = &spec.server_list_config_map else {
+        return ErrorList::new();
+    };
+    let field = path.child("serverListConfigMap");
+    is_dns1123_subdomain(name)
+        .into_iter()
+        .map(|m| FieldError::invalid(field.clone(), name.as_str(), m))
+        .collect()
 }
 
 /// In StatefulSet mode the name (or a name generated from `generateName`)
@@ -89,13 +80,15 @@ mod tests {
 
     #[test]
     fn an_unknown_workload_is_not_supported() {
+        let errors =
+            |s: &MemcachedSpec| messages(crate::validation::validate(s, &Default::default()));
         assert_eq!(
-            messages(validate(&spec("DaemonSet"), &Path::new("spec"))),
+            errors(&spec("DaemonSet")),
             [
                 r#"spec.workload: Unsupported value: "DaemonSet": supported values: "Deployment", "StatefulSet""#
             ]
         );
-        assert!(validate(&spec(STATEFUL_SET), &Path::new("spec")).is_empty());
+        assert!(errors(&spec(STATEFUL_SET)).is_empty());
     }
 
     #[test]

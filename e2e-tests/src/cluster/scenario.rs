@@ -74,6 +74,43 @@ pub fn memcached(namespace: &str, name: &str, spec: Value) -> String {
     .to_string()
 }
 
+/// Merge-patch a Memcached.
+pub fn patch(env: &Env, namespace: &str, name: &str, merge: Value) -> Result<(), String> {
+    env.kubectl
+        .ok(&[
+            "patch",
+            "memcached",
+            name,
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            &merge.to_string(),
+        ])
+        .map(drop)
+}
+
+/// The ready endpoints in the Service's EndpointSlices.
+pub fn ready_endpoints(env: &Env, namespace: &str, service: &str) -> Result<Vec<Value>, String> {
+    let slices = env.kubectl.get(&[
+        "endpointslices",
+        "-n",
+        namespace,
+        "-l",
+        &format!("kubernetes.io/service-name={service}"),
+    ])?;
+    Ok(ready_in(slices["items"].as_array().into_iter().flatten()))
+}
+
+/// The ready endpoints of these EndpointSlices.
+pub fn ready_in<'a>(slices: impl IntoIterator<Item = &'a Value>) -> Vec<Value> {
+    slices
+        .into_iter()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] == json!(true))
+        .collect()
+}
+
 /// Create `namespace` unless it exists.
 pub fn ensure_namespace(env: &Env, namespace: &str) -> Result<(), String> {
     env.kubectl
