@@ -23,7 +23,7 @@ impl Path {
 
     /// The path of a named child.
     pub fn child(&self, name: &str) -> Self {
-        Path(format!("{}.{name}", self.0))
+        self.extended(&[".", name])
     }
 
     /// The path of a list element.
@@ -33,7 +33,17 @@ impl Path {
 
     /// The path of a map entry.
     pub fn key(&self, k: &str) -> Self {
-        Path(format!("{}[{k}]", self.0))
+        self.extended(&["[", k, "]"])
+    }
+
+    /// This path with `parts` appended, in one allocation: paths are built
+    /// for every field walked, errors or not, so `format!` would dominate.
+    fn extended(&self, parts: &[&str]) -> Self {
+        let len = self.0.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+        let mut path = String::with_capacity(len);
+        path.push_str(&self.0);
+        parts.iter().for_each(|p| path.push_str(p));
+        Path(path)
     }
 }
 

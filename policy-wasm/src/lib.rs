@@ -1,13 +1,26 @@
 //! Kubewarden policy for `Memcached` (memcached.c5c3.io): waPC glue only.
 //! Every default and rule lives in `memcached-api`.
 
+#[cfg(any(target_arch = "wasm32", test))]
+mod arena;
 pub mod request;
 pub mod settings;
 
 use kubewarden_policy_sdk::wapc_guest::CallResult;
 
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: arena::Arena = arena::Arena::new();
+
 /// waPC `validate`: judge one admission request.
 pub fn validate(payload: &[u8]) -> CallResult {
+    #[cfg(target_arch = "wasm32")]
+    return ALLOCATOR.call(|| judge(payload));
+    #[cfg(not(target_arch = "wasm32"))]
+    judge(payload)
+}
+
+fn judge(payload: &[u8]) -> CallResult {
     Ok(serde_json::to_vec(&request::evaluate(payload))?)
 }
 
