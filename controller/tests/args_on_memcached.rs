@@ -334,7 +334,27 @@ fn every_suboption_of_the_table_is_memcacheds() {
 /// does exit, printing the message the policy quotes.
 #[test]
 fn memcached_exits_where_the_policy_says_it_would() {
-    let cases: [&[&str]; 10] = [
+    let cases: [&[&str]; 30] = [
+        &["-o", "modern,hot_lru_pct=90"],
+        &["-olru_crawler_sleep"],
+        &["-o", "hot_lru_pct=30", "-o", "warm_lru_pct=60"],
+        &["-o", "slab_sizes=100-108"],
+        &["-o", "slab_sizes=100-100"],
+        &["-o", "worker_logbuf_size=47"],
+        &["-o", "hashpower=11"],
+        &["-o", "hash_algorithm=Jenkins"],
+        &["-o", "read_buf_mem_limit=0x10"],
+        &["-o", "ext_threads=-1"],
+        &["-o", "lru_crawler_tocrawl=-1"],
+        &["-o", "tail_repair_time=9"],
+        &["-o", "slab_automove_ratio=0"],
+        &["-o", "ext_max_frag=1e999"],
+        &["-R", "0"],
+        &["--slab-growth-factor=1"],
+        &["-f", "0x2p-1"],
+        &["-vn", "abc"],
+        &["-D", ""],
+        &["-N", "4294967296"],
         &["-vx"],
         &["--foo=bar"],
         &["--ver"],
@@ -399,7 +419,25 @@ fn refused_flags_would_override_the_operator_or_stop_memcached() {
     let socket = dir.path().join("m.sock").display().to_string();
     /// Arguments and what memcached does with them.
     type Stop = (Vec<String>, fn(&Outcome) -> bool);
-    let stops: [Stop; 6] = [
+    let stops: [Stop; 10] = [
+        // A sub-option that needs a value, without one: memcached crashes (SIGSEGV).
+        (strings(&["-o", "slab_sizes"]), |o| {
+            matches!(o, Outcome::Exited(None, _))
+        }),
+        // External storage on a path it cannot create.
+        (
+            strings(&["-o", "ext_path=/proc/no-such-dir/extstore:64m"]),
+            |o| matches!(o, Outcome::Exited(Some(1), t) if t.contains("Failed to initialize external storage")),
+        ),
+        // No file can be created there: memcached aborts.
+        (
+            strings(&["-e", "/proc/no-such-dir/memory"]),
+            |o| matches!(o, Outcome::Exited(None, t) if t.contains("failed to open file for mmap")),
+        ),
+        // A NaN growth factor passes memcached's `<= 1.0` check, then kills it (SIGFPE).
+        (strings(&["-f", "nan"]), |o| {
+            matches!(o, Outcome::Exited(None, _))
+        }),
         // Binary only: the ASCII `stats` of the probes and the operator gets no answer.
         (
             strings(&["-B", "binary"]),
@@ -458,7 +496,14 @@ fn daemon_mode_ends_the_containers_process() {
 /// Every extraArgs list the policy accepts starts with the rendered args.
 #[test]
 fn accepted_extra_args_serve() {
-    let cases: [&[&str]; 7] = [
+    let cases: [&[&str]; 9] = [
+        &[
+            "-o",
+            "hot_lru_pct=40,warm_lru_pct=40,slab_sizes=48-100-200,hashpower=20,modern=x",
+        ],
+        &[
+            "-R", "-1", "-f1.05", "-n", "48", "-N", "1", "-b", "abc", "-a", "700",
+        ],
         &[
             "-v",
             "-o",

@@ -5,6 +5,7 @@
 
 pub mod getopt;
 pub mod options;
+pub mod values;
 
 use crate::field::{ErrorList, FieldError, Path};
 use getopt::{GetoptError, Parsed};
@@ -43,6 +44,10 @@ fn rule(c: char) -> Rule {
         'd' => Rule::Breaks(
             "memcached must stay in the foreground as the container's main process; as a daemon the container exits",
         ),
+        'e' => Rule::Breaks(
+            "the operator mounts no writable volume for a memory file and the root filesystem is read-only, \
+             so memcached aborts when it cannot create the file",
+        ),
         'h' => Rule::Breaks("memcached prints its help and exits instead of serving"),
         'V' => Rule::Breaks("memcached prints its version and exits instead of serving"),
         'i' => Rule::Breaks("memcached prints its license and exits instead of serving"),
@@ -54,11 +59,15 @@ fn rule(c: char) -> Rule {
 pub fn validate(args: &[String], path: &Path) -> ErrorList {
     let (parsed, error) = getopt::parse(args);
     let mut errors = ErrorList::new();
+    let mut lru = LruShares::default();
     for option in &parsed {
         let written = args[option.index].as_str();
         let at = path.index(option.index);
         match (option.short, rule(option.short)) {
-            ('o', _) => suboptions(option, written, &at, &mut errors),
+            ('o', _) => {
+                let shown = as_written(args, option);
+                suboptions(option, written, &shown, &at, &mut lru, &mut errors);
+            }
             ('B', _) => protocol(option, written, &at, &mut errors),
             (c, Rule::Managed(instead)) => errors.push(FieldError::forbidden(
                 at,
@@ -71,8 +80,26 @@ pub fn validate(args: &[String], path: &Path) -> ErrorList {
                 at,
                 format!("{written:?} sets {}, which breaks the pod: {why}", flag(c)),
             )),
-            (_, Rule::Allow) => {}
+            (c, Rule::Allow) => {
+                if let Some(message) = option.value.and_then(|v| values::short_option(c, v)) {
+                    errors.push(FieldError::invalid(
+                        at,
+                        as_written(args, option).as_str(),
+                        format!("memcached exits on it: {message}"),
+                    ));
+                }
+            }
         }
+    }
+    if let Some((at, shown)) = lru.over_the_limit() {
+        errors.push(FieldError::invalid(
+            at,
+            shown.as_str(),
+            format!(
+                "memcached exits on it: hot_lru_pct + warm_lru_pct cannot be more than {}% combined",
+                values::MAX_HOT_AND_WARM_PCT
+            ),
+        ));
     }
     if let Some(GetoptError { index, message }) = error {
         errors.push(FieldError::invalid(
@@ -82,6 +109,17 @@ pub fn validate(args: &[String], path: &Path) -> ErrorList {
         ));
     }
     errors
+}
+
+/// The option as written: its argument, and its value when that is the next one.
+fn as_written(args: &[String], option: &Parsed<'_>) -> String {
+    let written = &args[option.index];
+    match (option.value, args.get(option.index + 1)) {
+        (Some(value), Some(next)) if std::ptr::eq(value.as_ptr(), next.as_ptr()) => {
+            format!("{written} {value}")
+        }
+        _ => written.clone(),
+    }
 }
 
 /// `-m/--memory-limit`, or `-D` for a letter without a long name.
@@ -115,17 +153,54 @@ fn protocol(option: &Parsed<'_>, written: &str, at: &Path, errors: &mut ErrorLis
     }
 }
 
+/// The LRU shares `-o hot_lru_pct` and `warm_lru_pct` set, which memcached
+/// checks together once it has read every option.
+struct LruShares {
+    hot: i32,
+    warm: i32,
+    /// The last `-o` that set one of them, as shown in errors.
+    set_by: Option<(Path, String)>,
+}
+
+impl Default for LruShares {
+    fn default() -> Self {
+        LruShares {
+            hot: values::DEFAULT_HOT_LRU_PCT,
+            warm: values::DEFAULT_WARM_LRU_PCT,
+            set_by: None,
+        }
+    }
+}
+
+impl LruShares {
+    fn over_the_limit(self) -> Option<(Path, String)> {
+        (self.hot + self.warm > values::MAX_HOT_AND_WARM_PCT)
+            .then_some(self.set_by)
+            .flatten()
+    }
+}
+
 /// `-o a,b=c`: memcached reads the comma-separated list with getsubopt and
-/// exits on an unknown name (an empty one included); a trailing comma ends it.
-fn suboptions(option: &Parsed<'_>, written: &str, at: &Path, errors: &mut ErrorList) {
+/// exits on an unknown name (an empty one included) or a value it cannot
+/// take; a trailing comma ends it.
+fn suboptions(
+    option: &Parsed<'_>,
+    written: &str,
+    shown: &str,
+    at: &Path,
+    lru: &mut LruShares,
+    errors: &mut ErrorList,
+) {
     let list = option.value.unwrap_or_default();
     let mut tokens: Vec<&str> = list.split(',').collect();
     if tokens.last() == Some(&"") {
         tokens.pop();
     }
     for token in tokens {
-        let name = token.split_once('=').map_or(token, |(name, _)| name);
-        let instead = if !options::is_suboption(name) {
+        let (name, value) = token
+            .split_once('=')
+            .map_or((token, None), |(name, value)| (name, Some(value)));
+        let (rule, reason) = if !options::is_suboption(name) {
             errors.push(FieldError::invalid(
                 at.clone(),
                 written,
@@ -133,16 +208,43 @@ fn suboptions(option: &Parsed<'_>, written: &str, at: &Path, errors: &mut ErrorL
             ));
             continue;
         } else if name.starts_with("ssl_") {
-            "set spec.security.tls instead"
+            (
+                "which the operator manages",
+                "set spec.security.tls instead",
+            )
         } else if name == "slab_chunk_max" {
-            "spec.memcached.maxItemSize is checked against memcached's default slab_chunk_max (512k); \
-             set maxItemSize to a multiple of 512k instead"
+            (
+                "which the operator manages",
+                "spec.memcached.maxItemSize is checked against memcached's default slab_chunk_max (512k); \
+                 set maxItemSize to a multiple of 512k instead",
+            )
+        } else if name == "ext_path" {
+            (
+                "which breaks the pod",
+                "external storage needs a writable volume the operator does not mount, so memcached exits \
+                 when it cannot open the file",
+            )
         } else {
+            if let Some(message) = values::suboption(name, value) {
+                errors.push(FieldError::invalid(
+                    at.clone(),
+                    shown,
+                    format!("memcached exits on it: {message}"),
+                ));
+            } else if let Some(share) = value.filter(|_| name.ends_with("_lru_pct")) {
+                let share = values::atoi(share);
+                if name == "hot_lru_pct" {
+                    lru.hot = share;
+                } else {
+                    lru.warm = share;
+                }
+                lru.set_by = Some((at.clone(), shown.to_string()));
+            }
             continue;
         };
         errors.push(FieldError::forbidden(
             at.clone(),
-            format!("{written:?} sets -o {name}, which the operator manages: {instead}"),
+            format!("{written:?} sets -o {name}, {rule}: {reason}"),
         ));
     }
 }
@@ -199,6 +301,7 @@ mod tests {
         unix_socket: ["-s", "/tmp/m.sock"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-s" sets -s/--unix-socket, which breaks the pod: a UNIX socket turns TCP off, so clients, probes and the Service cannot reach memcached on port 11211"#;
         help: ["-h"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-h" sets -h/--help, which breaks the pod: memcached prints its help and exits instead of serving"#;
         version_prefix: ["--vers"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--vers" sets -V/--version, which breaks the pod: memcached prints its version and exits instead of serving"#;
+        memory_file: ["-e", "/cache/mem"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-e" sets -e/--memory-file, which breaks the pod: the operator mounts no writable volume for a memory file and the root filesystem is read-only, so memcached aborts when it cannot create the file"#;
         license: ["-i"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-i" sets -i/--license, which breaks the pod: memcached prints its license and exits instead of serving"#;
         binary_protocol: ["-B", "binary"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-B" sets -B/--protocol binary, which breaks the pod: the probes and the operator's stats client speak the ASCII protocol; use ascii or auto"#;
         unknown_protocol: ["--protocol=text"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--protocol=text": memcached exits on it: Invalid value for binding protocol: text -- should be one of auto, binary, or ascii"#;
@@ -208,11 +311,23 @@ mod tests {
         unknown_long: ["--foo=bar"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--foo=bar": memcached exits on it: unrecognized option '--foo=bar'"#;
         ambiguous_long: ["--ver"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--ver": memcached exits on it: option '--ver' is ambiguous; possibilities: '--version' '--verbose'"#;
         missing_value: ["-v", "-R"] => r#"spec.memcached.extraArgs[1]: Invalid value: "-R": memcached exits on it: option requires an argument -- 'R'"#;
+        requests_per_event_zero: ["-R", "0"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-R 0": memcached exits on it: Number of requests per event must be greater than 0"#;
+        growth_factor_one: ["--slab-growth-factor=1"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--slab-growth-factor=1": memcached exits on it: Factor must be greater than 1"#;
+        growth_factor_nan: ["-fnan"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-fnan": memcached exits on it: Floating point exception (a NaN factor crashes it)"#;
+        chunk_size_not_a_number: ["-vn", "abc"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-vn abc": memcached exits on it: Chunk size must be greater than 0"#;
+        empty_delimiter: ["-D", ""] => r#"spec.memcached.extraArgs[0]: Invalid value: "-D ": memcached exits on it: No delimiter specified"#;
+        napi_ids: ["-N", "0"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-N 0": memcached exits on it: Maximum number of NAPI IDs must be greater than 0"#;
+        suboption_value: ["-o", "modern,hot_lru_pct=90"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-o modern,hot_lru_pct=90": memcached exits on it: hot_lru_pct must be > 1 and < 80"#;
+        suboption_without_value: ["-olru_crawler_sleep"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-olru_crawler_sleep": memcached exits on it: Missing lru_crawler_sleep value"#;
+        lru_shares_together: ["-o", "hot_lru_pct=30", "-o", "warm_lru_pct=60"] => r#"spec.memcached.extraArgs[2]: Invalid value: "-o warm_lru_pct=60": memcached exits on it: hot_lru_pct + warm_lru_pct cannot be more than 80% combined"#;
+        external_storage: ["-o", "ext_path=/data/extstore:1g"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-o" sets -o ext_path, which breaks the pod: external storage needs a writable volume the operator does not mount, so memcached exits when it cannot open the file"#;
         value_for_a_flag: ["--disable-cas=yes"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--disable-cas=yes": memcached exits on it: option '--disable-cas' doesn't allow an argument"#;
     }
 
     allowed! {
         common_tuning: ["-v", "-o", "modern", "--disable-cas", "-R", "20", "-B", "ascii"];
+        suboption_values_memcached_takes: ["-o", "hot_lru_pct=40,warm_lru_pct=40,slab_sizes=48-100-200,hashpower=20,modern=x"];
+        values_memcached_takes: ["-R", "-1", "-f1.05", "-n", "48", "-N", "1", "-b", "abc", "-a", "700"];
         values_that_look_like_flags: ["-o", "modern", "-P", "-m"];
         glued_suboptions_and_bundles: ["-oslab_reassign,lru_crawler,", "-vvLC", "-D", ":"];
         long_prefixes: ["--disable-c", "--lock", "--slab-g=1.5", "--verbose"];
