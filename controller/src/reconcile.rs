@@ -99,7 +99,11 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
 
     let mut spec = mc.spec.clone();
     apply_defaults(&mut spec);
-    let errors = validation::validate(&spec, &ctx.validation);
+    let object = validation::ObjectName {
+        name: &name,
+        generate_name: mc.metadata.generate_name.as_deref().unwrap_or_default(),
+    };
+    let errors = validation::validate_object(object, &spec, &ctx.validation);
     let invalid_spec = (!errors.is_empty()).then(|| {
         errors
             .iter()

@@ -209,6 +209,34 @@ fn condition(api: &Shared, type_: &str) -> Value {
         .clone()
 }
 
+/// A stored Memcached the policy would refuse (here: its name is one
+/// character too long for a StatefulSet's pods) is still reconciled, with a
+/// Warning Event that names the field.
+#[tokio::test]
+async fn an_invalid_stored_name_is_reported() {
+    let api = Shared::default();
+    let name = "c".repeat(53);
+    let object = json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+        "metadata": {"name": name, "namespace": NS, "uid": "uid-1", "generation": 1},
+        "spec": {"workload": "StatefulSet"}});
+    let cr_path = path("memcached.c5c3.io/v1beta1", "memcacheds", &name);
+    api.lock().unwrap().objects.insert(cr_path, object.clone());
+    let mc: Memcached = serde_json::from_value(object).unwrap();
+    reconcile(Arc::new(mc), context(api.clone())).await.unwrap();
+    let events = std::mem::take(&mut api.lock().unwrap().events);
+    let invalid = events
+        .iter()
+        .find(|e| e["reason"] == "InvalidSpec")
+        .unwrap_or_else(|| panic!("no InvalidSpec Event in {events:?}"));
+    assert_eq!(invalid["type"], "Warning");
+    assert!(
+        invalid["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("metadata.name: Invalid value")),
+        "{invalid}"
+    );
+}
+
 #[tokio::test]
 async fn a_refused_apply_degrades_with_the_api_servers_message() {
     let api = Shared::default();

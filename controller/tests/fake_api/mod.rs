@@ -28,6 +28,8 @@ pub struct FakeApi {
     pub writes: Vec<String>,
     /// Paths whose server-side apply is refused: (HTTP code, reason, message).
     pub refuse: BTreeMap<String, (u16, &'static str, String)>,
+    /// Every Event the controller recorded.
+    pub events: Vec<Value>,
 }
 
 /// The fake, shared with the mock's serving task.
@@ -59,10 +61,9 @@ fn handle(
 ) -> (StatusCode, Value) {
     let mut api = api.lock().unwrap();
     if path.contains("/events.k8s.io/") {
-        return (
-            StatusCode::OK,
-            serde_json::from_slice(body).unwrap_or_default(),
-        );
+        let event: Value = serde_json::from_slice(body).unwrap_or_default();
+        api.events.push(event.clone());
+        return (StatusCode::OK, event);
     }
     if *method == Method::GET && is_collection(path) {
         let prefix = format!("{}/", path.trim_end_matches('/'));
