@@ -334,7 +334,10 @@ fn every_suboption_of_the_table_is_memcacheds() {
 /// does exit, printing the message the policy quotes.
 #[test]
 fn memcached_exits_where_the_policy_says_it_would() {
-    let cases: [&[&str]; 30] = [
+    let cases: [&[&str]; 33] = [
+        &["-N", "5"],
+        &["-o", "temporary_ttl=61", "-o", "no_modern"],
+        &["-ohashpower=12"],
         &["-o", "modern,hot_lru_pct=90"],
         &["-olru_crawler_sleep"],
         &["-o", "hot_lru_pct=30", "-o", "warm_lru_pct=60"],
@@ -496,11 +499,12 @@ fn daemon_mode_ends_the_containers_process() {
 /// Every extraArgs list the policy accepts starts with the rendered args.
 #[test]
 fn accepted_extra_args_serve() {
-    let cases: [&[&str]; 9] = [
+    let cases: [&[&str]; 10] = [
         &[
             "-o",
-            "hot_lru_pct=40,warm_lru_pct=40,slab_sizes=48-100-200,hashpower=20,modern=x",
+            "hot_lru_pct=40,warm_lru_pct=40,slab_sizes=48-100-200,hashpower=13,modern=x",
         ],
+        &["-o", "no_modern,temporary_ttl=61,lru_maintainer", "-N", "4"],
         &[
             "-R", "-1", "-f1.05", "-n", "48", "-N", "1", "-b", "abc", "-a", "700",
         ],

@@ -55,18 +55,18 @@ fn rule(c: char) -> Rule {
     }
 }
 
-/// Every refused argument of `args`.
-pub fn validate(args: &[String], path: &Path) -> ErrorList {
+/// Every refused argument of `args`, for a memcached running `threads` workers.
+pub fn validate(args: &[String], threads: i32, path: &Path) -> ErrorList {
     let (parsed, error) = getopt::parse(args);
     let mut errors = ErrorList::new();
-    let mut lru = LruShares::default();
+    let mut combined = Combined::default();
     for option in &parsed {
         let written = args[option.index].as_str();
         let at = path.index(option.index);
         match (option.short, rule(option.short)) {
             ('o', _) => {
                 let shown = as_written(args, option);
-                suboptions(option, written, &shown, &at, &mut lru, &mut errors);
+                suboptions(option, written, &shown, &at, &mut combined, &mut errors);
             }
             ('B', _) => protocol(option, written, &at, &mut errors),
             (c, Rule::Managed(instead)) => errors.push(FieldError::forbidden(
@@ -81,24 +81,24 @@ pub fn validate(args: &[String], path: &Path) -> ErrorList {
                 format!("{written:?} sets {}, which breaks the pod: {why}", flag(c)),
             )),
             (c, Rule::Allow) => {
+                let shown = as_written(args, option);
                 if let Some(message) = option.value.and_then(|v| values::short_option(c, v)) {
                     errors.push(FieldError::invalid(
                         at,
-                        as_written(args, option).as_str(),
+                        shown.as_str(),
                         format!("memcached exits on it: {message}"),
                     ));
+                } else if let (Some(value), 'N') = (option.value, c) {
+                    combined.napi_ids = Some((values::atoi(value), at, shown));
                 }
             }
         }
     }
-    if let Some((at, shown)) = lru.over_the_limit() {
+    for (at, shown, message) in combined.check(threads) {
         errors.push(FieldError::invalid(
             at,
             shown.as_str(),
-            format!(
-                "memcached exits on it: hot_lru_pct + warm_lru_pct cannot be more than {}% combined",
-                values::MAX_HOT_AND_WARM_PCT
-            ),
+            format!("memcached exits on it: {message}"),
         ));
     }
     if let Some(GetoptError { index, message }) = error {
@@ -153,30 +153,98 @@ fn protocol(option: &Parsed<'_>, written: &str, at: &Path, errors: &mut ErrorLis
     }
 }
 
-/// The LRU shares `-o hot_lru_pct` and `warm_lru_pct` set, which memcached
-/// checks together once it has read every option.
-struct LruShares {
-    hot: i32,
-    warm: i32,
-    /// The last `-o` that set one of them, as shown in errors.
-    set_by: Option<(Path, String)>,
+/// Where an option was set: its field path and the option as shown.
+type SetBy = (Path, String);
+
+/// What memcached checks once it has read every option, combining several.
+struct Combined {
+    hot_lru_pct: i32,
+    warm_lru_pct: i32,
+    /// The last `-o` that set one of the LRU shares.
+    lru_pct_set_by: Option<SetBy>,
+    hashpower: Option<(i32, SetBy)>,
+    napi_ids: Option<(i32, Path, String)>,
+    temporary_ttl: Option<SetBy>,
+    /// `lru_maintainer`/`modern` turn it on (the default), their `no_` forms off.
+    lru_maintainer: bool,
 }
 
-impl Default for LruShares {
+impl Default for Combined {
     fn default() -> Self {
-        LruShares {
-            hot: values::DEFAULT_HOT_LRU_PCT,
-            warm: values::DEFAULT_WARM_LRU_PCT,
-            set_by: None,
+        Combined {
+            hot_lru_pct: values::DEFAULT_HOT_LRU_PCT,
+            warm_lru_pct: values::DEFAULT_WARM_LRU_PCT,
+            lru_pct_set_by: None,
+            hashpower: None,
+            napi_ids: None,
+            temporary_ttl: None,
+            lru_maintainer: true,
         }
     }
 }
 
-impl LruShares {
-    fn over_the_limit(self) -> Option<(Path, String)> {
-        (self.hot + self.warm > values::MAX_HOT_AND_WARM_PCT)
-            .then_some(self.set_by)
-            .flatten()
+impl Combined {
+    /// Take note of the valid sub-option `name=value`, set by `set_by`.
+    fn note(&mut self, name: &str, value: Option<&str>, set_by: SetBy) {
+        match (name, value) {
+            ("hot_lru_pct", Some(v)) => {
+                self.hot_lru_pct = values::atoi(v);
+                self.lru_pct_set_by = Some(set_by);
+            }
+            ("warm_lru_pct", Some(v)) => {
+                self.warm_lru_pct = values::atoi(v);
+                self.lru_pct_set_by = Some(set_by);
+            }
+            ("hashpower", Some(v)) => self.hashpower = Some((values::atoi(v), set_by)),
+            ("temporary_ttl", Some(_)) => self.temporary_ttl = Some(set_by),
+            ("lru_maintainer" | "modern", _) => self.lru_maintainer = true,
+            ("no_lru_maintainer" | "no_modern", _) => self.lru_maintainer = false,
+            _ => {}
+        }
+    }
+
+    /// What memcached exits on after reading the options, with `threads` workers.
+    fn check(self, threads: i32) -> Vec<(Path, String, String)> {
+        let mut refused = Vec::new();
+        if self.hot_lru_pct + self.warm_lru_pct > values::MAX_HOT_AND_WARM_PCT
+            && let Some((at, shown)) = self.lru_pct_set_by
+        {
+            refused.push((
+                at,
+                shown,
+                format!(
+                    "hot_lru_pct + warm_lru_pct cannot be more than {}% combined",
+                    values::MAX_HOT_AND_WARM_PCT
+                ),
+            ));
+        }
+        if let Some((n, at, shown)) = self.napi_ids.filter(|(n, ..)| *n > threads) {
+            refused.push((
+                at,
+                shown,
+                format!(
+                    "Number of napi_ids({n}) cannot be greater than number of threads({threads})"
+                ),
+            ));
+        }
+        if let Some((at, shown)) = self.temporary_ttl.filter(|_| !self.lru_maintainer) {
+            refused.push((
+                at,
+                shown,
+                "temporary_ttl requires lru_maintainer to be enabled".to_string(),
+            ));
+        }
+        let lock_power = values::item_lock_power(threads);
+        if let Some((power, (at, shown))) = self.hashpower.filter(|(p, _)| *p <= lock_power) {
+            refused.push((
+                at,
+                shown,
+                format!(
+                    "Hash table power size ({power}) cannot be equal to or less than item lock table ({lock_power})"
+                ),
+            ));
+        }
+        refused
     }
 }
 
@@ -188,7 +256,7 @@ fn suboptions(
     written: &str,
     shown: &str,
     at: &Path,
-    lru: &mut LruShares,
+    combined: &mut Combined,
     errors: &mut ErrorList,
 ) {
     let list = option.value.unwrap_or_default();
@@ -231,14 +299,8 @@ fn suboptions(
                     shown,
                     format!("memcached exits on it: {message}"),
                 ));
-            } else if let Some(share) = value.filter(|_| name.ends_with("_lru_pct")) {
-                let share = values::atoi(share);
-                if name == "hot_lru_pct" {
-                    lru.hot = share;
-                } else {
-                    lru.warm = share;
-                }
-                lru.set_by = Some((at.clone(), shown.to_string()));
+            } else {
+                combined.note(name, value, (at.clone(), shown.to_string()));
             }
             continue;
         };
@@ -255,7 +317,7 @@ mod tests {
 
     fn messages(args: &[&str]) -> Vec<String> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        validate(&args, &Path::new("spec.memcached.extraArgs"))
+        validate(&args, 4, &Path::new("spec.memcached.extraArgs"))
             .iter()
             .map(ToString::to_string)
             .collect()
@@ -320,13 +382,17 @@ mod tests {
         suboption_value: ["-o", "modern,hot_lru_pct=90"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-o modern,hot_lru_pct=90": memcached exits on it: hot_lru_pct must be > 1 and < 80"#;
         suboption_without_value: ["-olru_crawler_sleep"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-olru_crawler_sleep": memcached exits on it: Missing lru_crawler_sleep value"#;
         lru_shares_together: ["-o", "hot_lru_pct=30", "-o", "warm_lru_pct=60"] => r#"spec.memcached.extraArgs[2]: Invalid value: "-o warm_lru_pct=60": memcached exits on it: hot_lru_pct + warm_lru_pct cannot be more than 80% combined"#;
+        napi_ids_above_threads: ["-N", "5"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-N 5": memcached exits on it: Number of napi_ids(5) cannot be greater than number of threads(4)"#;
+        temporary_ttl_without_maintainer: ["-o", "temporary_ttl=61", "-o", "no_modern"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-o temporary_ttl=61": memcached exits on it: temporary_ttl requires lru_maintainer to be enabled"#;
+        hashpower_within_the_lock_table: ["-ohashpower=12"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-ohashpower=12": memcached exits on it: Hash table power size (12) cannot be equal to or less than item lock table (12)"#;
         external_storage: ["-o", "ext_path=/data/extstore:1g"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-o" sets -o ext_path, which breaks the pod: external storage needs a writable volume the operator does not mount, so memcached exits when it cannot open the file"#;
         value_for_a_flag: ["--disable-cas=yes"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--disable-cas=yes": memcached exits on it: option '--disable-cas' doesn't allow an argument"#;
     }
 
     allowed! {
         common_tuning: ["-v", "-o", "modern", "--disable-cas", "-R", "20", "-B", "ascii"];
-        suboption_values_memcached_takes: ["-o", "hot_lru_pct=40,warm_lru_pct=40,slab_sizes=48-100-200,hashpower=20,modern=x"];
+        suboption_values_memcached_takes: ["-o", "hot_lru_pct=40,warm_lru_pct=40,slab_sizes=48-100-200,hashpower=13,modern=x"];
+        temporary_ttl_with_the_maintainer_back: ["-o", "no_modern,temporary_ttl=61,lru_maintainer", "-N", "4"];
         values_memcached_takes: ["-R", "-1", "-f1.05", "-n", "48", "-N", "1", "-b", "abc", "-a", "700"];
         values_that_look_like_flags: ["-o", "modern", "-P", "-m"];
         glued_suboptions_and_bundles: ["-oslab_reassign,lru_crawler,", "-vvLC", "-D", ":"];

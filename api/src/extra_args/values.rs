@@ -14,10 +14,10 @@ pub fn short_option(c: char, value: &str) -> Option<&'static str> {
     }
 }
 
-/// memcached's default smallest item chunk (`-n`) and largest slab chunk
-/// (`slab_chunk_max`, which the operator does not let users change).
+use crate::validation::SLAB_CHUNK_MAX;
+
+/// memcached's default smallest item chunk (`-n`).
 const CHUNK_SIZE: u64 = 48;
-const SLAB_CHUNK_MAX: u64 = 512 * 1024;
 /// memcached's `MAX_NUMBER_OF_SLAB_CLASSES - 1`.
 const MAX_SLAB_SIZES: usize = 63;
 /// From this `slab_automove_window` on, memcached's 32-bit size overflows and it crashes.
@@ -160,12 +160,25 @@ fn slab_sizes(list: &str) -> Option<String> {
     None
 }
 
-/// The share of the LRU each of `hot_lru_pct` and `warm_lru_pct` may take
-/// together; memcached checks the sum once every option is read.
+/// The share of the LRU `hot_lru_pct` and `warm_lru_pct` may take together;
+/// memcached checks the sum once every option is read.
 pub const MAX_HOT_AND_WARM_PCT: i32 = 80;
 /// Their defaults.
 pub const DEFAULT_HOT_LRU_PCT: i32 = 20;
 pub const DEFAULT_WARM_LRU_PCT: i32 = 40;
+
+/// The power of two of memcached's item-lock table for `threads` workers
+/// (`thread.c`); the hash table (`-o hashpower`) must be larger.
+pub fn item_lock_power(threads: i32) -> i32 {
+    match threads {
+        ..3 => 10,
+        3 => 11,
+        4 => 12,
+        5..=10 => 13,
+        11..=20 => 14,
+        _ => 15,
+    }
+}
 
 /// The white space C's `isspace` skips before a number.
 const C_SPACE: [char; 6] = [' ', '\t', '\n', '\x0b', '\x0c', '\r'];
@@ -561,6 +574,14 @@ mod tests {
         ] {
             assert_eq!(exits(name, value), None, "{name}={value:?}");
         }
+    }
+
+    #[test]
+    fn the_item_lock_table_grows_with_the_threads() {
+        let powers: Vec<i32> = [1, 2, 3, 4, 5, 10, 11, 20, 21, 64]
+            .map(item_lock_power)
+            .to_vec();
+        assert_eq!(powers, [10, 10, 11, 12, 13, 13, 14, 14, 15, 15]);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub(super) fn validate(spec: &MemcachedSpec, errors: &mut ErrorList) {
         let args = config.extra_args.as_deref().unwrap_or_default();
         errors.extend(extra_args::validate(
             args,
+            config.threads.unwrap_or(crate::defaults::THREADS),
             &spec_path.child("memcached").child("extraArgs"),
         ));
     }
