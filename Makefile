@@ -162,12 +162,14 @@ bench-kwctl: annotated-policy.wasm
 
 ## bench-e2e: control-plane start, apply -> Ready, admission latency through policy-server seen by kube-apiserver,
 ## 200 CRs at once; then the keys pymemcache's HashClient still finds after scaling, a pod deletion and a rollout,
-## Deployment against StatefulSet mode (release controller).
+## Deployment against StatefulSet mode; API requests per converged reconcile and controller RSS at 200 and
+## 1,000 Memcacheds (release controller).
 bench-e2e: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
 	$(CARGO) build --locked --release -p memcached-controller
-	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster --bench sharding
+	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster --bench sharding --bench controller
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench sharding
+	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench controller
 
 ## crd: regenerate deploy/crd.yaml from the API types.
 crd:

@@ -19,6 +19,8 @@ const WINDOW: Duration = Duration::from_secs(35);
 const RESOURCES: &[&str] = &[
     "memcacheds",
     "deployments",
+    "statefulsets",
+    "configmaps",
     "services",
     "poddisruptionbudgets",
     "horizontalpodautoscalers",
