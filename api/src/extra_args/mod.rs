@@ -81,15 +81,14 @@ pub fn validate(args: &[String], threads: i32, path: &Path) -> ErrorList {
                 format!("{written:?} sets {}, which breaks the pod: {why}", flag(c)),
             )),
             (c, Rule::Allow) => {
-                let shown = as_written(args, option);
                 if let Some(message) = option.value.and_then(|v| values::short_option(c, v)) {
                     errors.push(FieldError::invalid(
                         at,
-                        shown.as_str(),
+                        as_written(args, option).as_str(),
                         format!("memcached exits on it: {message}"),
                     ));
                 } else if let (Some(value), 'N') = (option.value, c) {
-                    combined.napi_ids = Some((values::atoi(value), at, shown));
+                    combined.napi_ids = Some((values::atoi(value), (at, as_written(args, option))));
                 }
             }
         }
@@ -163,7 +162,7 @@ struct Combined {
     /// The last `-o` that set one of the LRU shares.
     lru_pct_set_by: Option<SetBy>,
     hashpower: Option<(i32, SetBy)>,
-    napi_ids: Option<(i32, Path, String)>,
+    napi_ids: Option<(i32, SetBy)>,
     temporary_ttl: Option<SetBy>,
     /// `lru_maintainer`/`modern` turn it on (the default), their `no_` forms off.
     lru_maintainer: bool,
@@ -184,19 +183,20 @@ impl Default for Combined {
 }
 
 impl Combined {
-    /// Take note of the valid sub-option `name=value`, set by `set_by`.
-    fn note(&mut self, name: &str, value: Option<&str>, set_by: SetBy) {
+    /// Take note of the valid sub-option `name=value`, written in `shown` at `at`.
+    fn note(&mut self, name: &str, value: Option<&str>, at: &Path, shown: &str) {
+        let set_by = || (at.clone(), shown.to_string());
         match (name, value) {
             ("hot_lru_pct", Some(v)) => {
                 self.hot_lru_pct = values::atoi(v);
-                self.lru_pct_set_by = Some(set_by);
+                self.lru_pct_set_by = Some(set_by());
             }
             ("warm_lru_pct", Some(v)) => {
                 self.warm_lru_pct = values::atoi(v);
-                self.lru_pct_set_by = Some(set_by);
+                self.lru_pct_set_by = Some(set_by());
             }
-            ("hashpower", Some(v)) => self.hashpower = Some((values::atoi(v), set_by)),
-            ("temporary_ttl", Some(_)) => self.temporary_ttl = Some(set_by),
+            ("hashpower", Some(v)) => self.hashpower = Some((values::atoi(v), set_by())),
+            ("temporary_ttl", Some(_)) => self.temporary_ttl = Some(set_by()),
             ("lru_maintainer" | "modern", _) => self.lru_maintainer = true,
             ("no_lru_maintainer" | "no_modern", _) => self.lru_maintainer = false,
             _ => {}
@@ -218,7 +218,7 @@ impl Combined {
                 ),
             ));
         }
-        if let Some((n, at, shown)) = self.napi_ids.filter(|(n, ..)| *n > threads) {
+        if let Some((n, (at, shown))) = self.napi_ids.filter(|(n, _)| *n > threads) {
             refused.push((
                 at,
                 shown,
@@ -300,7 +300,7 @@ fn suboptions(
                     format!("memcached exits on it: {message}"),
                 ));
             } else {
-                combined.note(name, value, (at.clone(), shown.to_string()));
+                combined.note(name, value, at, shown);
             }
             continue;
         };

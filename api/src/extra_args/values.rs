@@ -1,20 +1,24 @@
 //! Option values memcached 1.6 checks when it starts, read the way it reads
-//! them (C's `atoi` and `atof`), with the message it exits on.
+//! them (C's `atoi` and `atof`, its own `safe_strtoul` and `safe_strtod`),
+//! with the message it exits on.
+
+use crate::validation::SLAB_CHUNK_MAX;
 
 /// Why memcached exits on `value` of the short option `c`, if it does.
 pub fn short_option(c: char, value: &str) -> Option<&'static str> {
     match c {
         'R' if atoi(value) == 0 => Some("Number of requests per event must be greater than 0"),
-        'f' if atof(value) <= 1.0 => Some("Factor must be greater than 1"),
-        'f' if atof(value).is_nan() => Some("Floating point exception (a NaN factor crashes it)"),
+        'f' => match atof(value) {
+            factor if factor <= 1.0 => Some("Factor must be greater than 1"),
+            factor if factor.is_nan() => Some("Floating point exception (a NaN factor crashes it)"),
+            _ => None,
+        },
         'n' if atoi(value) == 0 => Some("Chunk size must be greater than 0"),
         'D' if value.is_empty() => Some("No delimiter specified"),
         'N' if atoi(value) <= 0 => Some("Maximum number of NAPI IDs must be greater than 0"),
         _ => None,
     }
 }
-
-use crate::validation::SLAB_CHUNK_MAX;
 
 /// memcached's default smallest item chunk (`-n`).
 const CHUNK_SIZE: u64 = 48;
@@ -140,10 +144,10 @@ fn slab_sizes(list: &str) -> Option<String> {
     }
     let mut last = 0u64;
     for (i, piece) in list.split('-').filter(|p| !p.is_empty()).enumerate() {
+        let parsed = strtoul(piece);
         // memcached keeps an `unsigned int`.
-        let size = strtoul(piece).map_or(0, |v| v & u64::from(u32::MAX));
-        let message = if strtoul(piece).is_none() || !(CHUNK_SIZE..=SLAB_CHUNK_MAX).contains(&size)
-        {
+        let size = parsed.map_or(0, |v| v & u64::from(u32::MAX));
+        let message = if parsed.is_none() || !(CHUNK_SIZE..=SLAB_CHUNK_MAX).contains(&size) {
             format!("slab size {size} is out of valid range")
         } else if last >= size {
             format!("slab size {size} cannot be lower than or equal to a previous class size")
@@ -236,12 +240,11 @@ fn strtod(s: &str) -> (f64, usize) {
         (f64::INFINITY, 3)
     } else if starts_with_ignore_case(rest, "nan") {
         (f64::NAN, 3)
-    } else if let Some(hex) = rest
+    } else if let Some((value, len)) = rest
         .strip_prefix("0x")
         .or_else(|| rest.strip_prefix("0X"))
-        .filter(|h| hex_mantissa(h).1 > 0)
+        .and_then(hex_float)
     {
-        let (value, len) = hex_value(hex);
         (value, 2 + len)
     } else {
         let len = decimal_len(rest);
@@ -278,8 +281,8 @@ pub fn strtoul(s: &str) -> Option<u64> {
 pub fn strtod_ok(s: &str) -> bool {
     let (value, len) = strtod(s);
     let after = &s[len..];
-    let out_of_range = (value.is_infinite() && !s.to_ascii_lowercase().contains("inf"))
-        || (value != 0.0 && value.abs() < f64::MIN_POSITIVE);
+    let overflow = value.is_infinite() && !starts_with_ignore_case(sign(s).1, "inf");
+    let out_of_range = overflow || (value != 0.0 && value.abs() < f64::MIN_POSITIVE);
     len > 0 && (after.is_empty() || after.starts_with(C_SPACE)) && !out_of_range
 }
 
@@ -306,65 +309,62 @@ fn decimal_len(s: &str) -> usize {
     if mantissa_digits == 0 {
         return 0;
     }
-    if let Some(exponent) = s[len..].strip_prefix(['e', 'E']) {
-        let signed = exponent.strip_prefix(['+', '-']);
-        let exponent_digits = digits(signed.unwrap_or(exponent), u8::is_ascii_digit);
-        if exponent_digits > 0 {
-            len += 1 + usize::from(signed.is_some()) + exponent_digits;
-        }
+    if let Some((exponent_len, _)) = s[len..].strip_prefix(['e', 'E']).and_then(exponent) {
+        len += 1 + exponent_len;
     }
     len
 }
 
-/// The hexadecimal mantissa `s` starts with: its value and how many digits it has.
-fn hex_mantissa(s: &str) -> (f64, usize) {
+/// The exponent `s` starts with (an optional sign, then digits): its length
+/// and value (saturated).
+fn exponent(s: &str) -> Option<(usize, i32)> {
+    let (negative, unsigned) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let count = digits(unsigned, u8::is_ascii_digit);
+    if count == 0 {
+        return None;
+    }
+    let magnitude = unsigned[..count].bytes().fold(0i32, |v, d| {
+        v.saturating_mul(10).saturating_add(i32::from(d - b'0'))
+    });
+    let len = s.len() - unsigned.len() + count;
+    Some((len, if negative { -magnitude } else { magnitude }))
+}
+
+/// The hexadecimal float `s` starts with after its `0x` (digits with an
+/// optional fraction, then an optional binary exponent): its value and
+/// length, or `None` without a digit.
+fn hex_float(s: &str) -> Option<(f64, usize)> {
     let whole = digits(s, u8::is_ascii_hexdigit);
     let fraction = s[whole..]
         .strip_prefix('.')
-        .map_or(0, |f| digits(f, u8::is_ascii_hexdigit));
-    let mut value = 0.0;
+        .map(|f| digits(f, u8::is_ascii_hexdigit));
+    if whole + fraction.unwrap_or(0) == 0 {
+        return None;
+    }
+    let mut mantissa = 0.0;
+    for b in s[..whole].bytes() {
+        mantissa = mantissa * 16.0 + hex_digit(b);
+    }
     let mut scale = 1.0;
-    for (i, b) in s.bytes().enumerate().take(whole + 1 + fraction) {
-        if i == whole {
-            continue;
-        }
-        let digit = f64::from(char::from(b).to_digit(16).unwrap_or(0));
-        if i < whole {
-            value = value * 16.0 + digit;
-        } else {
+    if let Some(fraction) = fraction {
+        for b in s[whole + 1..whole + 1 + fraction].bytes() {
             scale /= 16.0;
-            value += digit * scale;
+            mantissa += hex_digit(b) * scale;
         }
     }
-    (value, whole + fraction)
+    let len = whole + fraction.map_or(0, |f| 1 + f);
+    match s[len..].strip_prefix(['p', 'P']).and_then(exponent) {
+        Some((exponent_len, power)) => Some((mantissa * 2f64.powi(power), len + 1 + exponent_len)),
+        None => Some((mantissa, len)),
+    }
 }
 
-/// A hexadecimal float after its `0x`: mantissa, then an optional binary
-/// exponent; its value and length.
-fn hex_value(s: &str) -> (f64, usize) {
-    let (mantissa, _) = hex_mantissa(s);
-    let end = s
-        .find(|c: char| !c.is_ascii_hexdigit() && c != '.')
-        .unwrap_or(s.len());
-    let Some(exponent) = s[end..].strip_prefix(['p', 'P']) else {
-        return (mantissa, end);
-    };
-    let (negative, digits_from) = match exponent.as_bytes().first() {
-        Some(b'-') => (true, 1),
-        Some(b'+') => (false, 1),
-        _ => (false, 0),
-    };
-    let count = digits(&exponent[digits_from..], u8::is_ascii_digit);
-    if count == 0 {
-        return (mantissa, end);
-    }
-    let magnitude = exponent[digits_from..digits_from + count]
-        .bytes()
-        .fold(0i32, |v, d| {
-            v.saturating_mul(10).saturating_add(i32::from(d - b'0'))
-        });
-    let power = if negative { -magnitude } else { magnitude };
-    (mantissa * 2f64.powi(power), end + 1 + digits_from + count)
+fn hex_digit(b: u8) -> f64 {
+    f64::from(char::from(b).to_digit(16).unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -404,6 +404,10 @@ mod tests {
             ("e5", 0.0),
             ("0x1.8", 1.5),
             ("0x2p-1", 1.0),
+            ("0xA", 10.0),
+            ("0x1.", 1.0),
+            ("0x.8p1", 1.0),
+            ("0x1p", 1.0),
             ("0x", 0.0),
             ("INFINITY", f64::INFINITY),
         ] {
