@@ -5,11 +5,9 @@
 #[path = "../tests/fake_api/mod.rs"]
 mod fake_api;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fake_api::{NS, Shared, context, path};
-use memcached_controller::metrics::Metrics;
+use fake_api::{NS, Shared, context_and_writers, path};
 use memcached_controller::run::controller;
 use serde_json::json;
 
@@ -44,10 +42,10 @@ fn main() {
             api.lock().unwrap().objects.insert(path("memcached.c5c3.io/v1beta1", "memcacheds", &name), cr);
         }
         let before = rss_kib();
-        let ctx = context(api.clone());
-        let metrics = Arc::new(Metrics::default());
+        let (ctx, writers) = context_and_writers(api.clone());
+        let metrics = ctx.metrics.clone();
         let started = Instant::now();
-        tokio::spawn(controller(ctx.client.clone(), None, ctx.clone(), metrics.clone(), std::future::pending()));
+        tokio::spawn(controller(None, ctx, writers, std::future::pending()));
         let statuses = || api.lock().unwrap().objects.values().filter(|o| o["kind"] == "Memcached" && !o["status"].is_null()).count();
         while statuses() < OBJECTS && started.elapsed() < Duration::from_secs(120) {
             tokio::time::sleep(Duration::from_millis(20)).await;

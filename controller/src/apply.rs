@@ -1,14 +1,24 @@
 //! Server-side apply of managed objects, and deleting only what this
 //! Memcached owns.
 //!
-//! Every reconcile applies the whole desired object: the API server then
-//! removes the fields this field manager stopped sending, and an apply that
-//! changes nothing leaves the resourceVersion alone (no write, no watch
-//! event). Comparing the resourceVersion before and after tells an update
-//! from a no-op, so values the server normalises (`1024Mi` stored as `1Gi`)
-//! never count as changes.
+//! An apply sends the whole desired object: the API server then removes the
+//! fields this field manager stopped sending, and an apply that changes
+//! nothing leaves the resourceVersion alone (no write, no watch event).
+//! Comparing the resourceVersion before and after tells an update from a
+//! no-op, so values the server normalises (`1024Mi` stored as `1Gi`) never
+//! count as changes.
+//!
+//! An apply is skipped when it would be a no-op: the desired object is the
+//! one last applied, and the fields the apply left this manager owning are
+//! still its own (a user who edits one of them takes it over; the next
+//! reconcile applies and takes it back).
 
+use std::collections::HashMap;
 use std::fmt::Debug;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -40,59 +50,141 @@ pub enum Outcome {
     Terminating,
 }
 
-/// Make the object `name` match `desired` (`None`: should not exist).
-pub async fn ensure<K>(
-    api: &Api<K>,
-    name: &str,
-    owner_uid: &str,
-    desired: Option<&K>,
-) -> Result<Outcome, kube::Error>
-where
-    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
-{
-    let existing = api.get_opt(name).await?;
-    Ok(ensure_from(api, name, owner_uid, desired, existing)
-        .await?
-        .0)
+/// What this controller last applied to the objects of each Memcached, so
+/// that a reconcile whose desired object did not change, of an object whose
+/// fields nobody took over since, sends nothing. Forgotten with the
+/// Memcached; after a restart, the first reconcile applies everything once.
+#[derive(Default)]
+pub struct LastApplied(Mutex<HashMap<String, ByObject>>);
+
+/// One Memcached's objects, by resource URL and name.
+type ByObject = HashMap<(String, String), Fingerprint>;
+
+/// One apply: the object it reached, the desired object sent, and the
+/// fields the apply left this manager owning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Fingerprint {
+    uid: Option<String>,
+    desired: u64,
+    owned: u64,
 }
 
-/// [`ensure`] for an object already read; also returns the object as it is afterwards.
-pub async fn ensure_from<K>(
+impl Fingerprint {
+    fn new<K: Serialize>(desired: &K, live: &ObjectMeta) -> Self {
+        let mut hasher = DefaultHasher::new();
+        hasher.write(&serde_json::to_vec(desired).unwrap_or_default());
+        Fingerprint {
+            uid: live.uid.clone(),
+            desired: hasher.finish(),
+            owned: owned_fields(live),
+        }
+    }
+}
+
+/// A hash of the fields this manager's applies own in `meta`. Another
+/// manager that changes one of them takes it over, which changes the hash.
+fn owned_fields(meta: &ObjectMeta) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    for entry in meta.managed_fields.iter().flatten().filter(|m| {
+        m.manager.as_deref() == Some(MANAGER)
+            && m.operation.as_deref() == Some("Apply")
+            && m.subresource.is_none()
+    }) {
+        let fields = entry.fields_v1.as_ref().map(|f| &f.0);
+        hasher.write(&serde_json::to_vec(&fields).unwrap_or_default());
+        entry.api_version.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+impl LastApplied {
+    fn get(&self, owner: &str, key: &(String, String)) -> Option<Fingerprint> {
+        let memory = self.0.lock().ok()?;
+        memory.get(owner)?.get(key).cloned()
+    }
+
+    fn set(&self, owner: &str, key: (String, String), fingerprint: Option<Fingerprint>) {
+        let Ok(mut memory) = self.0.lock() else {
+            return;
+        };
+        match fingerprint {
+            Some(f) => {
+                memory.entry(owner.to_string()).or_default().insert(key, f);
+            }
+            None => {
+                if let Some(objects) = memory.get_mut(owner) {
+                    objects.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Forget what was applied for the Memcached objects `keep` rejects (by uid).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        if let Ok(mut memory) = self.0.lock() {
+            memory.retain(|owner, _| keep(owner));
+        }
+    }
+
+    /// Number of Memcached objects remembered.
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |m| m.len())
+    }
+
+    /// True when nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Make the object `name` match `desired` (`None`: should not exist), given
+/// `live`, its metadata as the cache or the API server has it (`None`:
+/// absent). Returns what happened and, when applied, the object as the API
+/// server returned it.
+pub async fn ensure<K>(
     api: &Api<K>,
-    name: &str,
+    applied: &LastApplied,
     owner_uid: &str,
+    name: &str,
     desired: Option<&K>,
-    existing: Option<K>,
+    live: Option<&ObjectMeta>,
 ) -> Result<(Outcome, Option<K>), kube::Error>
 where
     K: Resource + Clone + Debug + Serialize + DeserializeOwned,
 {
-    let owned = existing
-        .as_ref()
-        .is_some_and(|e| is_controlled_by(e, owner_uid));
-    let terminating = existing
-        .as_ref()
-        .is_some_and(|e| e.meta().deletion_timestamp.is_some());
-    match (desired, existing) {
-        (Some(_), Some(e)) if !owned => Ok((Outcome::Conflict, Some(e))),
-        (Some(_), Some(e)) if terminating => Ok((Outcome::Terminating, Some(e))),
-        (Some(d), existing) => {
-            let before = existing.as_ref().and_then(|e| e.resource_version());
-            let applied = api
+    let owned = live.is_some_and(|e| is_controlled_by_meta(e, owner_uid));
+    let terminating = live.is_some_and(|e| e.deletion_timestamp.is_some());
+    let key = (api.resource_url().to_string(), name.to_string());
+    match (desired, live) {
+        (Some(_), Some(_)) if !owned => Ok((Outcome::Conflict, None)),
+        (Some(_), Some(_)) if terminating => Ok((Outcome::Terminating, None)),
+        (Some(d), Some(live))
+            if applied.get(owner_uid, &key).as_ref() == Some(&Fingerprint::new(d, live)) =>
+        {
+            Ok((Outcome::Unchanged, None))
+        }
+        (Some(d), live) => {
+            let before = live.and_then(|e| e.resource_version.clone());
+            let result = api
                 .patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(d))
                 .await?;
             let outcome = match before {
                 None => Outcome::Created,
-                Some(rv) if applied.resource_version().as_ref() == Some(&rv) => Outcome::Unchanged,
+                Some(rv) if result.resource_version().as_ref() == Some(&rv) => Outcome::Unchanged,
                 Some(_) => Outcome::Updated,
             };
-            Ok((outcome, Some(applied)))
+            applied.set(owner_uid, key, Some(Fingerprint::new(d, result.meta())));
+            Ok((outcome, Some(result)))
         }
         (None, Some(_)) if owned && !terminating => {
             api.delete(name, &DeleteParams::background()).await?;
+            applied.set(owner_uid, key, None);
             Ok((Outcome::Deleted, None))
         }
-        (None, existing) => Ok((Outcome::Unchanged, existing)),
+        (None, _) => {
+            applied.set(owner_uid, key, None);
+            Ok((Outcome::Unchanged, None))
+        }
     }
 }
 
@@ -143,9 +235,14 @@ fn owns_field<K: Resource>(object: &K, manager: &str, field: &str) -> bool {
 
 /// True when `object` has a controller owner reference to `uid`.
 pub fn is_controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
-    object
-        .owner_references()
+    is_controlled_by_meta(object.meta(), uid)
+}
+
+/// [`is_controlled_by`] on metadata.
+pub fn is_controlled_by_meta(meta: &ObjectMeta, uid: &str) -> bool {
+    meta.owner_references
         .iter()
+        .flatten()
         .any(|r| r.controller == Some(true) && r.uid == uid)
 }
 

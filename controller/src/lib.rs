@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod args;
+pub mod cache;
 pub mod crd;
 pub mod deployment;
 pub mod desired;
@@ -17,6 +18,7 @@ pub mod pod_template;
 pub mod reconcile;
 pub mod render;
 pub mod run;
+pub mod secrets;
 pub mod server_list;
 pub mod service;
 pub mod service_monitor;

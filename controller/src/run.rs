@@ -5,6 +5,7 @@
 //! over. Only the holder of the Lease reconciles; it releases the Lease on
 //! SIGTERM, and stops before the Lease can expire when renewals fail.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,27 +13,26 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::Predicate;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use memcached_api::Memcached;
 use memcached_api::validation::Options;
 use tokio::sync::watch;
 
+use crate::cache::{self, Writers};
 use crate::labels::MANAGER;
 use crate::metrics::Metrics;
 use crate::network_policy::Access;
-use crate::pod_template::secret_mounts;
 use crate::reconcile::{Context, Error, error_policy, reconcile};
+use crate::secrets;
 
 /// Lease duration; renewed `LEASE_GRACE` seconds before it ends.
 const LEASE_SECONDS: u64 = 15;
@@ -87,31 +87,30 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     };
     track_readiness(&client, &namespaces, ready);
     let hash_key = crate::hash_key::load_or_create(&client, &settings.lease_namespace).await?;
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: MANAGER.into(),
-                instance: Some(settings.identity.clone()),
-            },
-        ),
-        failures: Default::default(),
-        metrics: metrics.clone(),
-        validation: settings.validation.clone(),
-        hash_key,
-        access: settings.access.clone(),
-    });
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: MANAGER.into(),
+            instance: Some(settings.identity.clone()),
+        },
+    );
     let controllers = {
-        let shutdown = shutdown.clone();
+        let (shutdown, client, settings) = (shutdown.clone(), client.clone(), settings.clone());
         futures::future::join_all(namespaces.into_iter().map(move |ns| {
-            controller(
-                ctx.client.clone(),
-                ns,
-                ctx.clone(),
-                metrics.clone(),
-                wait(shutdown.clone()),
-            )
+            let (cache, writers) = cache::new();
+            let ctx = Arc::new(Context {
+                client: client.clone(),
+                recorder: recorder.clone(),
+                failures: Default::default(),
+                metrics: metrics.clone(),
+                validation: settings.validation.clone(),
+                hash_key: hash_key.clone(),
+                access: settings.access.clone(),
+                cache,
+                applied: Default::default(),
+                secret_data: Default::default(),
+            });
+            controller(ns, ctx, writers, wait(shutdown.clone()))
         }))
     };
     if !settings.leader_election {
@@ -312,92 +311,97 @@ fn track_readiness(client: &Client, namespaces: &[Option<String>], ready: Arc<At
     }
 }
 
-/// Reconcile the Memcached objects of one namespace (or all) until shutdown.
+/// Reconcile the Memcached objects of one namespace (or all) until
+/// shutdown, once `ctx`'s cache (filled through `writers`) has synced.
 pub async fn controller(
-    client: Client,
     namespace: Option<String>,
     ctx: Arc<Context>,
-    metrics: Arc<Metrics>,
+    writers: Writers,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (reader, writer) = reflector::store();
+    let ns = namespace.clone();
+    let ns = ns.as_deref();
+    let client = ctx.client.clone();
+    let forget = (ctx.clone(), reader.clone());
     // Status writes change neither generation nor annotations: they do not retrigger reconcile.
-    let ns = namespace.as_deref();
     let memcacheds = watcher(scoped::<Memcached>(&client, ns), watcher::Config::default())
         .default_backoff()
         .reflect(writer)
+        .inspect(move |event| forget_deleted(&forget.0, &forget.1, event))
         .applied_objects()
         .predicate_filter(
             predicates::generation.combine(predicates::annotations),
             Default::default(),
         );
-    let owned =
-        watcher::Config::default().labels("app.kubernetes.io/managed-by=memcached-operator");
-    // Metadata only: a changed Secret rolls the pods that mount it at once
-    // (without it the next periodic reconcile would), and no Secret data is cached.
-    let secrets = watcher(
-        scoped::<PartialObjectMeta<Secret>>(&client, ns),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .touched_objects();
-    let mounting = reader.clone();
+    let (owners, changed) = futures::channel::mpsc::unbounded();
+    let mounting = (reader.clone(), ctx.clone());
+    // A changed Secret rolls the pods that mount it at once (without it the
+    // next periodic reconcile would).
+    let watches = cache::watch(&client, ns, writers, owners, move |secret| {
+        mounting
+            .1
+            .secret_data
+            .forget_if_deleted(&mounting.1.cache.secrets, secret);
+        secrets::mounting(&mounting.0, secret)
+    });
     let store = reader.clone();
-    Controller::for_stream(memcacheds, reader)
-        .with_config(ControllerConfig::default().concurrency(8))
-        .owns(scoped::<Deployment>(&client, ns), owned.clone())
-        .owns(scoped::<StatefulSet>(&client, ns), owned.clone())
-        .owns(scoped::<Service>(&client, ns), owned.clone())
-        .owns(scoped::<ConfigMap>(&client, ns), owned)
-        .watches_stream(secrets, move |secret| {
-            memcacheds_mounting(&mounting, &secret)
-        })
-        .graceful_shutdown_on(shutdown)
-        .run(
-            |mc, ctx: Arc<Context>| {
-                let metrics = metrics.clone();
-                async move {
-                    let started = Instant::now();
-                    let result: Result<_, Error> = reconcile(mc, ctx).await;
-                    metrics.reconciled(started.elapsed(), result.is_err());
-                    result
-                }
-            },
-            error_policy,
-            ctx,
-        )
-        .for_each(|_| {
-            let live = store.state();
-            metrics.retain(namespace.as_deref(), |i| {
-                live.iter().any(|mc| {
-                    mc.name_any() == i.name
-                        && mc.namespace().as_deref() == Some(i.namespace.as_str())
-                })
-            });
-            std::future::ready(())
-        })
-        .await;
+    let metrics = ctx.metrics.clone();
+    let cache = ctx.cache.clone();
+    let reconciling = async move {
+        cache.synced(cache::SYNC_TIMEOUT).await;
+        Controller::for_stream(memcacheds, reader)
+            .with_config(ControllerConfig::default().concurrency(8))
+            .reconcile_on(changed)
+            .graceful_shutdown_on(shutdown)
+            .run(
+                |mc, ctx: Arc<Context>| {
+                    let metrics = ctx.metrics.clone();
+                    async move {
+                        let started = Instant::now();
+                        let result: Result<_, Error> = reconcile(mc, ctx).await;
+                        metrics.reconciled(started.elapsed(), result.is_err());
+                        result
+                    }
+                },
+                error_policy,
+                ctx,
+            )
+            .for_each(|_| {
+                let live = store.state();
+                metrics.retain(namespace.as_deref(), |i| {
+                    live.iter().any(|mc| {
+                        mc.name_any() == i.name
+                            && mc.namespace().as_deref() == Some(i.namespace.as_str())
+                    })
+                });
+                std::future::ready(())
+            })
+            .await;
+    };
+    tokio::select! {
+        _ = watches => {}
+        _ = reconciling => {}
+    }
 }
 
-/// The Memcached objects whose pods mount `secret`.
-fn memcacheds_mounting(
+/// Forget what was applied for a Memcached once it is gone.
+fn forget_deleted(
+    ctx: &Context,
     store: &Store<Memcached>,
-    secret: &PartialObjectMeta<Secret>,
-) -> Vec<ObjectRef<Memcached>> {
-    let name = secret.name_any();
-    store
-        .state()
-        .into_iter()
-        .filter(|mc| mc.namespace() == secret.namespace())
-        // Defaulting never enables TLS or authentication nor names a Secret:
-        // the stored spec mounts what the effective one does.
-        .filter(|mc| {
-            secret_mounts(&mc.spec)
-                .iter()
-                .any(|(_, mounted, _)| *mounted == name)
-        })
-        .map(|mc| ObjectRef::from_obj(&*mc))
-        .collect()
+    event: &watcher::Result<watcher::Event<Memcached>>,
+) {
+    match event {
+        Ok(watcher::Event::Delete(mc)) => {
+            let uid = mc.uid();
+            ctx.applied.retain(|owner| Some(owner) != uid.as_deref());
+        }
+        Ok(watcher::Event::InitDone) => {
+            let live: HashSet<String> = store.state().iter().filter_map(|mc| mc.uid()).collect();
+            ctx.applied.retain(|owner| live.contains(owner));
+        }
+        _ => {}
+    }
 }
 
 /// An Api over one namespace, or over all.

@@ -76,6 +76,8 @@ pub trait Workload:
     fn set_replicas(&mut self, replicas: i32);
     /// The rollout as the status reports it.
     fn rollout(&self) -> Rollout;
+    /// Replace the pod template with an empty one (what the cache keeps).
+    fn drop_template(&mut self);
 }
 
 fn observed(generation: Option<i64>, observed: Option<i64>) -> bool {
@@ -102,6 +104,12 @@ impl Workload for Deployment {
             observed: observed(self.metadata.generation, status.observed_generation),
         }
     }
+
+    fn drop_template(&mut self) {
+        if let Some(spec) = &mut self.spec {
+            spec.template = Default::default();
+        }
+    }
 }
 
 impl Workload for StatefulSet {
@@ -123,6 +131,13 @@ impl Workload for StatefulSet {
             updated: status.updated_replicas.unwrap_or(0),
             available: status.available_replicas.unwrap_or(0) >= minimum,
             observed: observed(self.metadata.generation, status.observed_generation),
+        }
+    }
+
+    fn drop_template(&mut self) {
+        if let Some(spec) = &mut self.spec {
+            spec.template = Default::default();
+            spec.volume_claim_templates = None;
         }
     }
 }

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use common::{make_pki, readable_tempdir, start};
 use memcached_api::{MemcachedSpec, apply_defaults};
 use memcached_controller::args::{AUTH_DIR, TLS_DIR, memcached_args};
-use memcached_controller::reconcile::{SecretData, stats_client};
+use memcached_controller::reconcile::stats_client;
+use memcached_controller::secrets::SecretData;
 use memcached_controller::tls::server_name;
 use serde_json::json;
 

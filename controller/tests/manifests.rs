@@ -75,7 +75,8 @@ const USED: &[(&str, &str, &str, &[&str])] = &[
         "memcacheds/finalizers",
         &["update"],
     ),
-    // apply::ensure (get, apply = patch/create, delete) and the owned watches.
+    // cache::watch (list, watch), reconcile's read of what the cache lacks
+    // (get), apply::ensure (apply = patch/create, delete).
     (
         "ClusterRole",
         "apps",
@@ -94,7 +95,6 @@ const USED: &[(&str, &str, &str, &[&str])] = &[
         "services",
         &["get", "list", "watch", "create", "patch", "delete"],
     ),
-    // reconcile::converge_config_map also lists by label.
     (
         "ClusterRole",
         "",
@@ -105,34 +105,34 @@ const USED: &[(&str, &str, &str, &[&str])] = &[
         "ClusterRole",
         "policy",
         "poddisruptionbudgets",
-        &["get", "create", "patch", "delete"],
+        &["get", "list", "watch", "create", "patch", "delete"],
     ),
     (
         "ClusterRole",
         "autoscaling",
         "horizontalpodautoscalers",
-        &["get", "create", "patch", "delete"],
+        &["get", "list", "watch", "create", "patch", "delete"],
     ),
     (
         "ClusterRole",
         "networking.k8s.io",
         "networkpolicies",
-        &["get", "create", "patch", "delete"],
+        &["get", "list", "watch", "create", "patch", "delete"],
     ),
     (
         "ClusterRole",
         "monitoring.coreos.com",
         "servicemonitors",
-        &["get", "create", "patch", "delete"],
+        &["get", "list", "watch", "create", "patch", "delete"],
     ),
-    // reconcile::read_secrets (get), the metadata watch (list, watch), hash_key (get).
+    // secrets::read (get), the metadata watch (list, watch), hash_key (get).
     ("ClusterRole", "", "secrets", &["get", "list", "watch"]),
-    // reconcile::ready_addresses.
+    // The EndpointSlice watch of cache::watch.
     (
         "ClusterRole",
         "discovery.k8s.io",
         "endpointslices",
-        &["list"],
+        &["list", "watch"],
     ),
     // The event recorder.
     (

@@ -353,3 +353,114 @@ async fn switching_to_a_stateful_set_keeps_the_deployment_until_the_set_serves()
     converge(&api, json!({"replicas": 2, "workload": "StatefulSet"})).await;
     assert!(writes(&api).contains(&format!("DELETE {config_map}")));
 }
+
+fn requests(api: &Shared) -> Vec<String> {
+    std::mem::take(&mut api.lock().unwrap().requests)
+}
+
+fn insert(api: &Shared, path: String, object: Value) {
+    api.lock().unwrap().objects.insert(path, object);
+}
+
+/// Every feature that creates an object or reads a Secret, converged.
+fn full_spec() -> Value {
+    json!({"replicas": 2, "serverListConfigMap": "servers",
+        "security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "auth"}}},
+        "highAvailability": {"podDisruptionBudget": {"enabled": true, "maxUnavailable": 1}},
+        "networkPolicy": {"enabled": true},
+        "monitoring": {"enabled": true, "serviceMonitor": {"enabled": true}}})
+}
+
+fn auth_secret(version: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "auth", "namespace": NS, "resourceVersion": version},
+        "data": {"auth": "dTpwCg=="}})
+}
+
+/// A converged Memcached is reconciled from the cache alone: no read, no
+/// apply, no status write.
+#[tokio::test]
+async fn a_converged_memcached_sends_no_request() {
+    let api = Shared::default();
+    insert(&api, path("v1", "secrets", "auth"), auth_secret("1"));
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    fake_api::sync(&mut writers, &api);
+    reconcile(store_cr(&api, full_spec()), ctx.clone())
+        .await
+        .unwrap();
+    let mc = store_cr(&api, full_spec());
+    let first = requests(&api);
+    for kind in [
+        "deployments",
+        "services",
+        "poddisruptionbudgets",
+        "networkpolicies",
+        "servicemonitors",
+        "configmaps",
+    ] {
+        assert!(
+            first
+                .iter()
+                .any(|r| r.starts_with("PATCH") && r.contains(&format!("/{kind}/"))),
+            "{kind} not applied: {first:?}"
+        );
+    }
+    fake_api::sync(&mut writers, &api);
+    reconcile(mc.clone(), ctx.clone()).await.unwrap();
+    assert_eq!(requests(&api), Vec::<String>::new());
+
+    // A rotated Secret is read again (and rolls the pods).
+    insert(&api, path("v1", "secrets", "auth"), auth_secret("2"));
+    fake_api::sync(&mut writers, &api);
+    reconcile(mc, ctx).await.unwrap();
+    assert_eq!(
+        requests(&api),
+        [format!("GET {}", path("v1", "secrets", "auth"))],
+        "the same data: the pods keep their hash"
+    );
+}
+
+/// Someone else took over a field of the Deployment (its managedFields
+/// entry for this controller changed): the next reconcile applies again.
+#[tokio::test]
+async fn a_field_taken_over_is_applied_again() {
+    let api = Shared::default();
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    reconcile(store_cr(&api, json!({})), ctx.clone())
+        .await
+        .unwrap();
+    let mc = store_cr(&api, json!({}));
+    let deployment = path("apps/v1", "deployments", "c");
+    api.lock().unwrap().objects.get_mut(&deployment).unwrap()["metadata"]["managedFields"] = json!([
+        {"manager": "memcached-operator", "operation": "Apply", "apiVersion": "apps/v1",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {}}}}]);
+    fake_api::sync(&mut writers, &api);
+    requests(&api);
+    reconcile(mc, ctx).await.unwrap();
+    assert_eq!(requests(&api), [format!("PATCH {deployment}")]);
+}
+
+/// Objects the watches do not see (no managed-by label) are read from the
+/// API server before anything would create one under their name.
+#[tokio::test]
+async fn an_unlabelled_object_is_read_before_applying() {
+    let api = Shared::default();
+    let foreign = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "c", "namespace": NS}, "spec": {"ports": [{"port": 80}]}});
+    insert(&api, path("v1", "services", "c"), foreign.clone());
+    reconcile(store_cr(&api, json!({})), context(api.clone()))
+        .await
+        .unwrap();
+    let sent = requests(&api);
+    assert!(
+        sent.contains(&format!("GET {}", path("v1", "services", "c"))),
+        "{sent:?}"
+    );
+    assert!(
+        !sent.contains(&format!("PATCH {}", path("v1", "services", "c"))),
+        "{sent:?}"
+    );
+    assert_eq!(
+        api.lock().unwrap().objects[&path("v1", "services", "c")],
+        foreign
+    );
+}

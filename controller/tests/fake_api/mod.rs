@@ -11,6 +11,9 @@ use http::{Method, Request, Response, StatusCode};
 use kube::Client;
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher::Event;
+use memcached_controller::cache::{self, Writers};
 use memcached_controller::reconcile::Context;
 use serde_json::{Value, json};
 
@@ -30,6 +33,8 @@ pub struct FakeApi {
     pub refuse: BTreeMap<String, (u16, &'static str, String)>,
     /// Every Event the controller recorded.
     pub events: Vec<Value>,
+    /// `METHOD path` of every request but watches and Events.
+    pub requests: Vec<String>,
 }
 
 /// The fake, shared with the mock's serving task.
@@ -65,6 +70,7 @@ fn handle(
         api.events.push(event.clone());
         return (StatusCode::OK, event);
     }
+    api.requests.push(format!("{method} {path}"));
     if *method == Method::GET && is_collection(path) {
         let prefix = format!("{}/", path.trim_end_matches('/'));
         let resource = path.rsplit('/').next().unwrap_or_default();
@@ -192,8 +198,17 @@ pub fn client(api: Shared) -> Client {
     Client::new(service, NS)
 }
 
-/// A reconcile context whose client talks to `api`.
+/// A reconcile context whose client talks to `api`, its cache filled with
+/// `api`'s objects as a synced watch would see them.
 pub fn context(api: Shared) -> Arc<Context> {
+    let (ctx, mut writers) = context_and_writers(api.clone());
+    sync(&mut writers, &api);
+    ctx
+}
+
+/// A reconcile context whose client talks to `api`, with an empty cache
+/// and the writers that fill it ([`sync`]).
+pub fn context_and_writers(api: Shared) -> (Arc<Context>, Writers) {
     let (service, mut handle_) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     tokio::spawn(async move {
         while let Some((request, send)) = handle_.next_request().await {
@@ -218,7 +233,8 @@ pub fn context(api: Shared) -> Arc<Context> {
         controller: "memcached-operator".into(),
         instance: None,
     };
-    Arc::new(Context {
+    let (cache, writers) = cache::new();
+    let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
         client,
         failures: Default::default(),
@@ -226,5 +242,50 @@ pub fn context(api: Shared) -> Arc<Context> {
         validation: Default::default(),
         hash_key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"test key"),
         access: Default::default(),
-    })
+        cache,
+        applied: Default::default(),
+        secret_data: Default::default(),
+    });
+    (ctx, writers)
+}
+
+/// Relist every store from `api`'s objects: the managed kinds by the
+/// managed-by label, as the controller's watches select them, and every
+/// Secret.
+pub fn sync(writers: &mut Writers, api: &Shared) {
+    let objects: Vec<Value> = api.lock().unwrap().objects.values().cloned().collect();
+    let managed = |o: &&Value| {
+        o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "memcached-operator"
+    };
+    let of = |kind: &str| -> Vec<Value> {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == kind)
+            .filter(|o| kind == "Secret" || managed(o))
+            .cloned()
+            .collect()
+    };
+    relist(&mut writers.deployments, of("Deployment"));
+    relist(&mut writers.stateful_sets, of("StatefulSet"));
+    relist(&mut writers.services, of("Service"));
+    relist(&mut writers.pdbs, of("PodDisruptionBudget"));
+    relist(&mut writers.hpas, of("HorizontalPodAutoscaler"));
+    relist(&mut writers.network_policies, of("NetworkPolicy"));
+    relist(&mut writers.config_maps, of("ConfigMap"));
+    relist(&mut writers.service_monitors, of("ServiceMonitor"));
+    relist(&mut writers.endpoint_slices, of("EndpointSlice"));
+    relist(&mut writers.secrets, of("Secret"));
+}
+
+fn relist<K>(writer: &mut Writer<K>, objects: Vec<Value>)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    writer.apply_watcher_event(&Event::Init);
+    for object in objects {
+        let object: K = serde_json::from_value(object).unwrap();
+        writer.apply_watcher_event(&Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
 }

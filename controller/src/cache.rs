@@ -1,0 +1,348 @@
+//! The cluster as this controller's watches see it. Reconcile reads the
+//! objects it manages from here instead of asking the API server, so a
+//! converged reconcile sends no request.
+//!
+//! Managed objects are watched by the managed-by label: an object of the
+//! same name without it is not cached, and reconcile reads it from the API
+//! server before it would create one. Each store keeps only what reconcile
+//! reads, to stay small at thousands of objects: metadata with this
+//! controller's own managedFields entries, the workloads' `spec.replicas`
+//! and status (not their pod template), the EndpointSlices' endpoints, and
+//! of Secrets their name and resourceVersion (the data is read by
+//! [`crate::secrets`], only for the Secrets a Memcached mounts).
+
+use std::fmt::Debug;
+use std::future::{Future, ready};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::channel::mpsc::UnboundedSender;
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{Lookup, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use memcached_api::Memcached;
+use serde::de::DeserializeOwned;
+
+use crate::apply::HANDOVER_MANAGER;
+use crate::labels::MANAGER;
+use crate::service_monitor;
+use crate::workload::Workload;
+
+/// An object's metadata only.
+pub type Meta<K> = PartialObjectMeta<K>;
+
+/// How long a controller waits for its stores before it reconciles anyway
+/// (reading from the API server what a store lacks).
+pub const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The label every managed object carries.
+const MANAGED: &str = "app.kubernetes.io/managed-by=memcached-operator";
+
+/// Read side of the stores.
+#[derive(Clone)]
+pub struct Cache {
+    pub deployments: Store<Deployment>,
+    pub stateful_sets: Store<StatefulSet>,
+    pub services: Store<Meta<Service>>,
+    pub pdbs: Store<Meta<PodDisruptionBudget>>,
+    pub hpas: Store<Meta<HorizontalPodAutoscaler>>,
+    pub network_policies: Store<Meta<NetworkPolicy>>,
+    pub config_maps: Store<Meta<ConfigMap>>,
+    pub service_monitors: Store<Meta<DynamicObject>>,
+    pub endpoint_slices: Store<EndpointSlice>,
+    pub secrets: Store<Meta<Secret>>,
+}
+
+/// Write side of the stores, for [`watch`] (or a test that fills them).
+pub struct Writers {
+    pub deployments: Writer<Deployment>,
+    pub stateful_sets: Writer<StatefulSet>,
+    pub services: Writer<Meta<Service>>,
+    pub pdbs: Writer<Meta<PodDisruptionBudget>>,
+    pub hpas: Writer<Meta<HorizontalPodAutoscaler>>,
+    pub network_policies: Writer<Meta<NetworkPolicy>>,
+    pub config_maps: Writer<Meta<ConfigMap>>,
+    pub service_monitors: Writer<Meta<DynamicObject>>,
+    pub endpoint_slices: Writer<EndpointSlice>,
+    pub secrets: Writer<Meta<Secret>>,
+}
+
+/// Empty stores and their writers.
+pub fn new() -> (Cache, Writers) {
+    let writers = Writers {
+        deployments: Writer::default(),
+        stateful_sets: Writer::default(),
+        services: Writer::default(),
+        pdbs: Writer::default(),
+        hpas: Writer::default(),
+        network_policies: Writer::default(),
+        config_maps: Writer::default(),
+        service_monitors: Writer::new(service_monitor::api_resource()),
+        endpoint_slices: Writer::default(),
+        secrets: Writer::default(),
+    };
+    let cache = Cache {
+        deployments: writers.deployments.as_reader(),
+        stateful_sets: writers.stateful_sets.as_reader(),
+        services: writers.services.as_reader(),
+        pdbs: writers.pdbs.as_reader(),
+        hpas: writers.hpas.as_reader(),
+        network_policies: writers.network_policies.as_reader(),
+        config_maps: writers.config_maps.as_reader(),
+        service_monitors: writers.service_monitors.as_reader(),
+        endpoint_slices: writers.endpoint_slices.as_reader(),
+        secrets: writers.secrets.as_reader(),
+    };
+    (cache, writers)
+}
+
+/// The object `name` of namespace `ns` in `store`.
+pub fn get<K>(store: &Store<K>, ns: &str, name: &str) -> Option<Arc<K>>
+where
+    K: Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    store.get(&ObjectRef::new(name).within(ns))
+}
+
+/// The ServiceMonitor `name` of namespace `ns`.
+pub fn service_monitor(cache: &Cache, ns: &str, name: &str) -> Option<Arc<Meta<DynamicObject>>> {
+    let key = ObjectRef::new_with(name, service_monitor::api_resource()).within(ns);
+    cache.service_monitors.get(&key)
+}
+
+impl Cache {
+    /// Resolves once every store listed its objects, or after `timeout`
+    /// (naming the stores still empty: missing RBAC, an API not served).
+    /// ServiceMonitors are not waited for: without Prometheus Operator's CRD
+    /// that list never succeeds.
+    pub async fn synced(&self, timeout: Duration) {
+        let waits = [
+            ("deployments", listed(&self.deployments)),
+            ("statefulsets", listed(&self.stateful_sets)),
+            ("services", listed(&self.services)),
+            ("poddisruptionbudgets", listed(&self.pdbs)),
+            ("horizontalpodautoscalers", listed(&self.hpas)),
+            ("networkpolicies", listed(&self.network_policies)),
+            ("configmaps", listed(&self.config_maps)),
+            ("endpointslices", listed(&self.endpoint_slices)),
+            ("secrets", listed(&self.secrets)),
+        ];
+        let deadline = tokio::time::Instant::now() + timeout;
+        for (kind, wait) in waits {
+            if tokio::time::timeout_at(deadline, wait).await.is_err() {
+                tracing::warn!(
+                    kind,
+                    "the watch has not listed its objects yet: reconciling anyway, reading what it lacks from the API server"
+                );
+            }
+        }
+    }
+}
+
+/// Resolves once `store` listed its objects (or its writer is gone).
+fn listed<K>(store: &Store<K>) -> BoxFuture<'static, ()>
+where
+    K: Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let store = store.clone();
+    async move {
+        let _ = store.wait_until_ready().await;
+    }
+    .boxed()
+}
+
+/// Fill the stores from watches of `namespace` (all when `None`), and send
+/// the Memcached that controls a managed object whenever that object
+/// changes or goes away; a changed Secret sends the Memcached objects
+/// `mounting` names. Runs until dropped.
+pub fn watch(
+    client: &Client,
+    namespace: Option<&str>,
+    writers: Writers,
+    owners: UnboundedSender<ObjectRef<Memcached>>,
+    mounting: impl Fn(&Meta<Secret>) -> Vec<ObjectRef<Memcached>> + Send + 'static,
+) -> impl Future<Output = ()> + Send {
+    let api = ApiFor(client.clone(), namespace.map(str::to_string));
+    let monitors = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &service_monitor::api_resource()),
+        None => {
+            Api::<Meta<DynamicObject>>::all_with(client.clone(), &service_monitor::api_resource())
+        }
+    };
+    let managed = watcher::Config::default().labels(MANAGED);
+    let secrets = watcher(api.typed::<Meta<Secret>>(), watcher::Config::default());
+    let streams = [
+        owned(api.typed(), writers.deployments, keep_status, &owners),
+        owned(api.typed(), writers.stateful_sets, keep_status, &owners),
+        owned(api.typed(), writers.services, keep_own_meta, &owners),
+        owned(api.typed(), writers.pdbs, keep_own_meta, &owners),
+        owned(api.typed(), writers.hpas, keep_own_meta, &owners),
+        owned(
+            api.typed(),
+            writers.network_policies,
+            keep_own_meta,
+            &owners,
+        ),
+        owned(api.typed(), writers.config_maps, keep_own_meta, &owners),
+        owned(monitors, writers.service_monitors, keep_own_meta, &owners),
+        // The EndpointSlice controller copies the Service's labels.
+        reflect(
+            watcher(api.typed(), managed).modify(keep_endpoints),
+            writers.endpoint_slices,
+            |_| {},
+        ),
+        // Every Secret: the ones a Memcached mounts carry no label of ours.
+        reflect(
+            secrets.modify(keep_version),
+            writers.secrets,
+            move |secret| {
+                for owner in mounting(secret) {
+                    let _ = owners.unbounded_send(owner);
+                }
+            },
+        ),
+    ];
+    async move {
+        futures::future::join_all(streams).await;
+    }
+}
+
+/// Typed [`Api`]s over one namespace or all.
+struct ApiFor(Client, Option<String>);
+
+impl ApiFor {
+    fn typed<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        match &self.1 {
+            Some(ns) => Api::namespaced(self.0.clone(), ns),
+            None => Api::all(self.0.clone()),
+        }
+    }
+}
+
+/// Watch the managed objects `api` serves into `writer` (each stripped by
+/// `keep`), and send the Memcached controlling each one that changes.
+fn owned<K>(
+    api: Api<K>,
+    writer: Writer<K>,
+    keep: fn(&mut K),
+    owners: &UnboundedSender<ObjectRef<Memcached>>,
+) -> BoxFuture<'static, ()>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let owners = owners.clone();
+    let events = watcher(api, watcher::Config::default().labels(MANAGED)).modify(keep);
+    reflect(events, writer, move |object| {
+        if let Some(owner) = controlling_memcached(object.meta()) {
+            let _ = owners.unbounded_send(owner);
+        }
+    })
+}
+
+/// Drive `events` into `writer`, calling `touched` with every object that
+/// changed or went away.
+fn reflect<K>(
+    events: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+    writer: Writer<K>,
+    touched: impl Fn(&K) + Send + 'static,
+) -> BoxFuture<'static, ()>
+where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    events
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .for_each(move |object| {
+            match object {
+                Ok(object) => touched(&object),
+                Err(error) => tracing::debug!(%error, "watch failed; retrying"),
+            }
+            ready(())
+        })
+        .boxed()
+}
+
+/// The Memcached with a controller reference on `object`.
+pub fn controlling_memcached(object: &ObjectMeta) -> Option<ObjectRef<Memcached>> {
+    let owner = object
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))?;
+    let group = <Memcached as Resource>::group(&());
+    let same_group = owner
+        .api_version
+        .split_once('/')
+        .is_some_and(|(g, _)| g == group);
+    (same_group && owner.kind == <Memcached as Resource>::kind(&())).then(|| {
+        ObjectRef::new(&owner.name).within(object.namespace.as_deref().unwrap_or_default())
+    })
+}
+
+/// Keep only the managedFields entries of this controller (the others can
+/// be large and reconcile never reads them), and no annotations.
+fn keep_own_meta<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.annotations = None;
+    keep_own_fields(meta);
+}
+
+fn keep_own_fields(meta: &mut ObjectMeta) {
+    if let Some(fields) = &mut meta.managed_fields {
+        fields.retain(|f| matches!(f.manager.as_deref(), Some(MANAGER | HANDOVER_MANAGER)));
+    }
+}
+
+/// A workload without its pod template (reconcile reads its metadata,
+/// `spec.replicas` and status).
+fn keep_status<K: Workload>(object: &mut K) {
+    keep_own_meta(object);
+    object.drop_template();
+}
+
+/// An EndpointSlice's endpoints and labels.
+fn keep_endpoints(slice: &mut EndpointSlice) {
+    slice.metadata.annotations = None;
+    slice.metadata.managed_fields = None;
+    slice.metadata.owner_references = None;
+    slice.ports = None;
+    for endpoint in &mut slice.endpoints {
+        endpoint.target_ref = None;
+        endpoint.hints = None;
+        endpoint.node_name = None;
+        endpoint.zone = None;
+    }
+}
+
+/// A Secret's name, namespace and resourceVersion: nothing of its content
+/// (an annotation such as kubectl's last-applied-configuration can hold it).
+fn keep_version(secret: &mut Meta<Secret>) {
+    let meta = &mut secret.metadata;
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        resource_version: meta.resource_version.take(),
+        uid: meta.uid.take(),
+        ..Default::default()
+    };
+}
