@@ -13,11 +13,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use e2e_tests::cluster::leadership::{self, Replica};
 use e2e_tests::cluster::scenario::{
     self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, patch,
     ready_endpoints, ready_in, run_scenarios, touch, wait_ready,
 };
-use e2e_tests::cluster::{Env, condition, condition_status, pki, wait_for};
+use e2e_tests::cluster::{
+    Env, OPERATOR_NAMESPACE, condition, condition_status, pki, reconciles_at, wait_for,
+};
 use e2e_tests::fixtures;
 use serde_json::{Value, json};
 
@@ -56,6 +59,11 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "11. monitor mode (deploy/policy-audit.yaml) admits an invalid Memcached and reports it",
         audit_mode,
+    ),
+    // Last: the controller's own Deployment replaces the host process for good.
+    (
+        "12. the controller Deployment: both replicas Ready, a rollout restart finishes, one leader at a time",
+        controller_rollout,
     ),
 ];
 
@@ -795,6 +803,198 @@ fn leader_election(env: &mut Env) -> Result<(), String> {
         handover <= Duration::from_secs(20),
         format!("handover took {handover:?}"),
     )
+}
+
+/// deploy/controller.yaml on the cluster, its pods running the controller
+/// binary (the pod runtime maps the image to it, authenticated by a token of
+/// the pod's ServiceAccount, probed on /readyz every periodSeconds): both
+/// replicas turn Ready, the standby too, so `kubectl rollout status`
+/// finishes, and so does a `kubectl rollout restart`. Only the Lease holder
+/// reconciles: in the replicas' logs no replica reconciles outside its own
+/// term or after its successor started leading, and each successor took the
+/// Lease on the SIGTERMed leader's release; standbys' reconcile counters stay
+/// at 0, and the last leader reconciles a change.
+fn controller_rollout(env: &mut Env) -> Result<(), String> {
+    // Another leader would hold the Lease; SIGTERM releases it.
+    if let Some(operator) = env.operator.take() {
+        operator.stop();
+    }
+    let root = e2e_tests::workspace_root();
+    for manifest in ["deploy/rbac.yaml", "deploy/controller.yaml"] {
+        env.kubectl
+            .ok(&["apply", "-f", &root.join(manifest).to_string_lossy()])?;
+    }
+    let deployment = "deployment/memcached-operator";
+    let status = [
+        "rollout",
+        "status",
+        deployment,
+        "-n",
+        OPERATOR_NAMESPACE,
+        "--timeout=60s",
+    ];
+    let started = Instant::now();
+    env.kubectl.ok(&status)?;
+    let first_rollout = started.elapsed();
+    let before = both_ready(env, "after the rollout")?;
+
+    let ns = "rollout";
+    ensure_namespace(env, ns)?;
+    env.kubectl.apply(&memcached(ns, "cache", json!({})))?;
+    wait_ready(env, ns, "cache", 1)?;
+    only_the_leader_reconciled(env, &before)?;
+
+    let started = Instant::now();
+    env.kubectl
+        .ok(&["rollout", "restart", deployment, "-n", OPERATOR_NAMESPACE])?;
+    env.kubectl.ok(&status)?;
+    let restart = started.elapsed();
+    let old: Vec<&str> = before.iter().filter_map(pod_name).collect();
+    // Removed once their controller exited (SIGTERM; SIGKILL after 30 s).
+    wait_for(
+        "the old controller pods to stop",
+        Duration::from_secs(45),
+        || {
+            let pods = env.kubectl.get(&["pods", "-n", OPERATOR_NAMESPACE])?;
+            let names: Vec<&str> = pods["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(pod_name)
+                .collect();
+            if names.iter().any(|n| old.contains(n)) {
+                Err(format!("pods {names:?}"))
+            } else {
+                Ok(())
+            }
+        },
+    )?;
+    let after = both_ready(env, "after the restart")?;
+    patch(env, ns, "cache", json!({"spec": {"replicas": 2}}))?;
+    wait_ready(env, ns, "cache", 2)?;
+    let leader = only_the_leader_reconciled(env, &after)?;
+
+    let replicas = controller_logs(env)?;
+    check(
+        replicas.len() == before.len() + after.len(),
+        format!(
+            "{} controller logs for {} pods",
+            replicas.len(),
+            before.len() + after.len()
+        ),
+    )?;
+    let terms = leadership::exclusive_terms(&replicas)?;
+    let last = terms.last().ok_or("no replica ever led")?;
+    check(
+        last.replica == leader && last.until.is_none(),
+        format!("the last term is {last:?}, but {leader} holds the Lease"),
+    )?;
+    let handovers = leadership::handovers(&replicas, &terms);
+    println!(
+        "     kubectl rollout status: 2 replicas Ready {:.1}s after apply; \
+         rollout restart + rollout status {:.1}s",
+        first_rollout.as_secs_f64(),
+        restart.as_secs_f64()
+    );
+    for handover in &handovers {
+        println!(
+            "     SIGTERM handover {} -> {}: leading {:.2}s after the SIGTERM",
+            handover.from,
+            handover.to,
+            handover.after_signal.unwrap_or(f64::NAN),
+        );
+    }
+    // The first leader was an old pod: at least one handover, each one after
+    // the old leader's SIGTERM, taken on its release (not on expiry).
+    check(
+        !handovers.is_empty()
+            && handovers
+                .iter()
+                .all(|h| h.after_signal.is_some() && h.on_release),
+        format!("handovers {handovers:?}"),
+    )
+}
+
+/// The controller pods not being deleted: both replicas, both Ready.
+fn both_ready(env: &Env, when: &str) -> Result<Vec<Value>, String> {
+    let pods = env.kubectl.get(&[
+        "pods",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "-l",
+        "app.kubernetes.io/name=memcached-operator",
+    ])?;
+    let pods: Vec<Value> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .cloned()
+        .collect();
+    check(
+        pods.len() == 2
+            && pods
+                .iter()
+                .all(|p| condition_status(p, "Ready") == Some("True")),
+        format!("{when}: {} controller pods, not all Ready", pods.len()),
+    )?;
+    Ok(pods)
+}
+
+fn pod_name(pod: &Value) -> Option<&str> {
+    pod["metadata"]["name"].as_str()
+}
+
+/// Among `pods`, the Lease holder has reconciled and the others never did
+/// (their /metrics on the pod IP); the holder's name.
+fn only_the_leader_reconciled(env: &Env, pods: &[Value]) -> Result<String, String> {
+    let holder = lease_holder(env)?;
+    check(
+        pods.iter().any(|p| pod_name(p) == Some(holder.as_str())),
+        format!("{holder} holds the Lease, not one of the controller pods"),
+    )?;
+    for pod in pods {
+        let name = pod_name(pod).unwrap_or_default();
+        let port = pod["spec"]["containers"][0]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == "metrics")
+            .map(|p| p["containerPort"].clone());
+        let address = format!(
+            "{}:{}",
+            pod["status"]["podIP"].as_str().unwrap_or_default(),
+            port.unwrap_or_default()
+        );
+        let reconciles = reconciles_at(
+            address
+                .parse()
+                .map_err(|e| format!("pod {name} metrics address {address}: {e}"))?,
+        )?;
+        check(
+            (reconciles > 0) == (name == holder),
+            format!("{name} reconciled {reconciles} times; {holder} holds the Lease"),
+        )?;
+    }
+    Ok(holder)
+}
+
+/// Every controller pod's log (`pods/<namespace>/<pod>-<uid>/controller.log`
+/// in the cluster's directory), named by pod.
+fn controller_logs(env: &Env) -> Result<Vec<Replica>, String> {
+    let dir = env.cluster.workdir.join("pods").join(OPERATOR_NAMESPACE);
+    let mut replicas = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        let log = path.join("controller.log");
+        let dir_name = path.file_name().unwrap_or_default().to_string_lossy();
+        // `<pod>-<first 8 characters of the UID>`.
+        let pod = dir_name.rsplit_once('-').map_or(&*dir_name, |(pod, _)| pod);
+        if log.is_file() {
+            replicas.push(Replica::read(pod, &log)?);
+        }
+    }
+    Ok(replicas)
 }
 
 /// policy-server downloaded the module from the registry into its download
