@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use e2e_tests::cluster::scenario::{
     ready_endpoints, ready_in, run_scenarios, touch, wait_ready,
 };
 use e2e_tests::cluster::{
-    Env, OPERATOR_NAMESPACE, condition, condition_status, pki, reconciles_at, wait_for,
+    Env, Kubectl, OPERATOR_NAMESPACE, condition, condition_status, pki, reconciles_at, wait_for,
 };
 use e2e_tests::fixtures;
 use serde_json::{Value, json};
@@ -813,7 +814,7 @@ fn leader_election(env: &mut Env) -> Result<(), String> {
 /// reconciles: in the replicas' logs no replica reconciles outside its own
 /// term or after its successor started leading, and each successor took the
 /// Lease on the SIGTERMed leader's release; standbys' reconcile counters stay
-/// at 0, and the last leader reconciles a change.
+/// at 0, and the last leader, authenticated as its pod, reconciles a change.
 fn controller_rollout(env: &mut Env) -> Result<(), String> {
     // Another leader would hold the Lease; SIGTERM releases it.
     if let Some(operator) = env.operator.take() {
@@ -873,6 +874,7 @@ fn controller_rollout(env: &mut Env) -> Result<(), String> {
     patch(env, ns, "cache", json!({"spec": {"replicas": 2}}))?;
     wait_ready(env, ns, "cache", 2)?;
     let leader = only_the_leader_reconciled(env, &after)?;
+    runs_as_its_pod(env, &leader)?;
 
     let replicas = controller_logs(env)?;
     check(
@@ -979,22 +981,50 @@ fn only_the_leader_reconciled(env: &Env, pods: &[Value]) -> Result<String, Strin
     Ok(holder)
 }
 
-/// Every controller pod's log (`pods/<namespace>/<pod>-<uid>/controller.log`
-/// in the cluster's directory), named by pod.
+/// Every controller pod's log, named by pod.
 fn controller_logs(env: &Env) -> Result<Vec<Replica>, String> {
+    controller_pod_dirs(env)?
+        .iter()
+        .map(|(pod, dir)| Replica::read(pod, &dir.join("controller.log")))
+        .collect()
+}
+
+/// The pod runtime's directory of every controller pod that ran
+/// (`pods/<namespace>/<pod>-<first 8 characters of the UID>` in the
+/// cluster's directory), by pod name.
+fn controller_pod_dirs(env: &Env) -> Result<Vec<(String, PathBuf)>, String> {
     let dir = env.cluster.workdir.join("pods").join(OPERATOR_NAMESPACE);
-    let mut replicas = Vec::new();
+    let mut pods = Vec::new();
     for entry in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
         let path = entry.map_err(|e| e.to_string())?.path();
-        let log = path.join("controller.log");
-        let dir_name = path.file_name().unwrap_or_default().to_string_lossy();
-        // `<pod>-<first 8 characters of the UID>`.
-        let pod = dir_name.rsplit_once('-').map_or(&*dir_name, |(pod, _)| pod);
-        if log.is_file() {
-            replicas.push(Replica::read(pod, &log)?);
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let pod = name.rsplit_once('-').map_or(&*name, |(pod, _)| pod);
+        if path.join("controller.log").is_file() {
+            pods.push((pod.to_string(), path.clone()));
         }
     }
-    Ok(replicas)
+    Ok(pods)
+}
+
+/// The leader's credentials are its pod's: the ServiceAccount of
+/// deploy/rbac.yaml, in a token bound to the pod (`kubectl auth whoami`
+/// with the kubeconfig the pod runtime gave it).
+fn runs_as_its_pod(env: &Env, pod: &str) -> Result<(), String> {
+    let dirs = controller_pod_dirs(env)?;
+    let (_, dir) = dirs
+        .iter()
+        .find(|(name, _)| name == pod)
+        .ok_or_else(|| format!("no pod directory for {pod}"))?;
+    let kubectl = Kubectl::new(&env.binaries.kubectl, &dir.join("kubeconfig"));
+    let review: Value = serde_json::from_str(&kubectl.ok(&["auth", "whoami", "-o", "json"])?)
+        .map_err(|e| format!("kubectl auth whoami: {e}"))?;
+    let user = &review["status"]["userInfo"];
+    check(
+        user["username"]
+            == format!("system:serviceaccount:{OPERATOR_NAMESPACE}:memcached-operator")
+            && user["extra"]["authentication.kubernetes.io/pod-name"] == json!([pod]),
+        format!("{pod} authenticates as {user}"),
+    )
 }
 
 /// policy-server downloaded the module from the registry into its download
