@@ -1,7 +1,9 @@
 // Command cluster runs a local Kubernetes control plane for the end-to-end
 // tests and the demo: embedded etcd, kube-apiserver, the kube-controller-manager
 // controllers the operator relies on, kube-scheduler, kwok's fake nodes and,
-// behind every running pod, a real memcached started with the pod's own args.
+// behind every running pod, a real memcached started with the pod's own args,
+// or for the operator's own pods (deploy/controller.yaml) the controller
+// binary, probed and stopped as the kubelet would.
 //
 // It writes <workdir>/kubeconfig (cluster-admin), prints "cluster ready" once
 // nodes are Ready, and stops everything on SIGINT/SIGTERM.
@@ -32,18 +34,19 @@ func main() {
 	nodes := flag.Int("nodes", 6, "number of fake nodes, spread over three zones")
 	podCIDR := flag.String("pod-cidr", "10.244.0.0/16", "pod addresses; node i gets the i-th /24")
 	memcached := flag.String("memcached", "", "memcached binary to run behind each pod; empty: none")
+	controller := flag.String("controller", "", "controller binary to run behind each pod of the operator's image; empty: none")
 	flag.Parse()
 	if *workdir == "" {
 		fmt.Fprintln(os.Stderr, "--workdir is required")
 		os.Exit(2)
 	}
-	if err := run(*workdir, *nodes, *podCIDR, *memcached); err != nil {
+	if err := run(*workdir, *nodes, *podCIDR, *memcached, *controller); err != nil {
 		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(workdir string, nodes int, podCIDR, memcached string) error {
+func run(workdir string, nodes int, podCIDR, memcached, controller string) error {
 	workdir, err := filepath.Abs(workdir)
 	if err != nil {
 		return err
@@ -66,11 +69,12 @@ func run(workdir string, nodes int, podCIDR, memcached string) error {
 	if err != nil {
 		return err
 	}
-	if err := startFakeNodes(ctx, cp.kubeconfig, nodes, podCIDR); err != nil {
+	if err := startFakeNodes(ctx, cp.kubeconfig, nodes, podCIDR, controller != ""); err != nil {
 		return err
 	}
-	if memcached != "" {
-		if err := startPodRuntime(ctx, cp.client, memcached, filepath.Join(workdir, "pods")); err != nil {
+	if memcached != "" || controller != "" {
+		config := runtimeConfig{memcached: memcached, controller: controller, kubeconfig: cp.kubeconfig, root: filepath.Join(workdir, "pods")}
+		if err := startPodRuntime(ctx, cp.client, config); err != nil {
 			return err
 		}
 	}

@@ -29,19 +29,26 @@ import (
 //go:embed pod-started.yaml
 var podStarted string
 
+// podDelete replaces kwok's pod-delete stage when the pod runtime runs the
+// controller: it leaves the operator's pods to the runtime, which removes
+// them once their process stopped.
+//
+//go:embed pod-delete.yaml
+var podDelete string
+
 // fakeNodeAnnotation marks the nodes kwok plays the kubelet for.
 const fakeNodeAnnotation = "kwok.x-k8s.io/node"
 
 // startFakeNodes starts kwok's node and pod controllers with its "fast"
-// stages (nodes Ready at once; pods removed once deleted) and podStarted,
-// and registers `count` nodes, node i owning the i-th /24 of
-// podCIDR.
-func startFakeNodes(ctx context.Context, kubeconfig string, count int, podCIDR string) error {
+// stages (nodes Ready at once; pods removed once deleted, except the
+// operator's when the runtime stops them: podDelete) and podStarted, and
+// registers `count` nodes, node i owning the i-th /24 of podCIDR.
+func startFakeNodes(ctx context.Context, kubeconfig string, count int, podCIDR string, runtimeDeletesOperatorPods bool) error {
 	prefix, err := netip.ParsePrefix(podCIDR)
 	if err != nil || !prefix.Addr().Is4() || prefix.Bits() > 24-bitsFor(count) {
 		return fmt.Errorf("--pod-cidr %q must be an IPv4 range with room for %d /24s", podCIDR, count)
 	}
-	stages, err := kwokStages()
+	stages, err := kwokStages(runtimeDeletesOperatorPods)
 	if err != nil {
 		return err
 	}
@@ -116,9 +123,13 @@ func bitsFor(count int) int {
 	return bits
 }
 
-func kwokStages() (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
+func kwokStages(runtimeDeletesOperatorPods bool) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
 	grouped := map[internalversion.StageResourceRef][]*internalversion.Stage{}
-	for _, raw := range []string{nodefast.DefaultNodeInit, podStarted, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
+	deleteStage := podfast.DefaultPodDelete
+	if runtimeDeletesOperatorPods {
+		deleteStage = podDelete
+	}
+	for _, raw := range []string{nodefast.DefaultNodeInit, podStarted, podfast.DefaultPodComplete, deleteStage} {
 		stage, err := config.UnmarshalWithType[*internalversion.Stage](raw)
 		if err != nil {
 			return nil, err

@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 )
@@ -27,33 +29,69 @@ import (
 // memcachedContainer is the container the operator runs memcached in.
 const memcachedContainer = "memcached"
 
-// podRuntime plays the kubelet's container runtime for memcached: for every
-// Running pod with a memcached container it starts the real memcached on the
-// pod's IP with the container's args, its Secret volumes written where the
-// args expect them, marks the pod Ready once memcached listens, and stops it
-// when the pod goes away. A pod whose Secret is missing stays unready and is
-// retried, like a pod stuck in ContainerCreating.
+// podRuntime plays the kubelet's container runtime, for two kinds of pods.
+//
+// memcached: for every Running pod with a memcached container it starts the
+// real memcached on the pod's IP with the container's args, its Secret
+// volumes written where the args expect them, marks the pod Ready once
+// memcached listens, and kills it when the pod goes away. A pod whose Secret
+// is missing stays unready and is retried, like a pod stuck in
+// ContainerCreating.
+//
+// The operator (operator.go): a pod whose container runs the operator's
+// image runs the controller binary, probed and stopped as the kubelet would.
 type podRuntime struct {
-	client    kubernetes.Interface
-	memcached string
-	root      string
+	client     kubernetes.Interface
+	memcached  string
+	controller string
+	// api is where the controller's pods reach the API server.
+	api  *rest.Config
+	root string
 
 	mu      sync.Mutex
 	running map[types.UID]*process
 }
 
-// process is one pod's memcached; exited is closed once it has been reaped.
+// runtimeConfig is what startPodRuntime needs besides the client.
+type runtimeConfig struct {
+	// memcached and controller are the binaries behind memcached containers
+	// and operator containers; empty: such pods are not run.
+	memcached, controller string
+	// kubeconfig is the admin kubeconfig: the API server's address and CA.
+	kubeconfig string
+	// root holds a directory per pod (volumes, kubeconfig, container logs).
+	root string
+}
+
+// process is one pod's container; exited is closed once it has been reaped.
 type process struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// graceful: stopped like the kubelet stops a container (SIGTERM, the
+	// grace period, SIGKILL), then the pod is removed; else SIGKILL.
+	graceful bool
+	// stopProbes ends its readiness probe (graceful processes).
+	stopProbes context.CancelFunc
+	// terminating: SIGTERM was sent (under podRuntime.mu).
+	terminating bool
 }
 
-func startPodRuntime(ctx context.Context, client kubernetes.Interface, memcached, root string) error {
-	memcached, err := exec.LookPath(memcached)
-	if err != nil {
-		return err
+func startPodRuntime(ctx context.Context, client kubernetes.Interface, config runtimeConfig) error {
+	r := &podRuntime{client: client, root: config.root, running: map[types.UID]*process{}}
+	var err error
+	if config.memcached != "" {
+		if r.memcached, err = exec.LookPath(config.memcached); err != nil {
+			return err
+		}
 	}
-	r := &podRuntime{client: client, memcached: memcached, root: root, running: map[types.UID]*process{}}
+	if config.controller != "" {
+		if r.controller, err = exec.LookPath(config.controller); err != nil {
+			return err
+		}
+		if r.api, err = clientcmd.BuildConfigFromFlags("", config.kubeconfig); err != nil {
+			return err
+		}
+	}
 	// The periodic resync retries pods whose Secrets were missing, as the
 	// kubelet keeps retrying volume mounts.
 	factory := informers.NewSharedInformerFactory(client, 10*time.Second)
@@ -66,7 +104,7 @@ func startPodRuntime(ctx context.Context, client kubernetes.Interface, memcached
 				obj = tombstone.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
-				r.stop(pod.UID)
+				r.stop(ctx, pod, true)
 			}
 		},
 	})
@@ -87,29 +125,41 @@ func (r *podRuntime) sync(ctx context.Context, obj any) {
 		return
 	}
 	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
-		r.stop(pod.UID)
+		r.stop(ctx, pod, false)
 		return
 	}
-	if pod.Status.PodIP == "" || containerNamed(pod, memcachedContainer) == nil {
+	if pod.Status.PodIP == "" {
 		return
 	}
+	memcached := containerNamed(pod, memcachedContainer)
+	controller := r.operatorContainer(pod)
+	if (memcached == nil || r.memcached == "") && controller == nil {
+		return
+	}
+	r.forgetExited(ctx, pod)
 	r.mu.Lock()
 	_, started := r.running[pod.UID]
 	r.mu.Unlock()
 	if started {
 		return
 	}
-	if err := r.start(ctx, pod); err != nil {
-		klog.ErrorS(err, "memcached not started", "pod", klog.KObj(pod))
+	dir := filepath.Join(r.root, pod.Namespace, pod.Name+"-"+string(pod.UID)[:8])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		klog.ErrorS(err, "pod directory", "pod", klog.KObj(pod))
+		return
+	}
+	var err error
+	if controller != nil {
+		err = r.startController(ctx, pod, controller, dir)
+	} else {
+		err = r.startMemcached(ctx, pod, memcached, dir)
+	}
+	if err != nil {
+		klog.ErrorS(err, "container not started", "pod", klog.KObj(pod))
 	}
 }
 
-func (r *podRuntime) start(ctx context.Context, pod *corev1.Pod) error {
-	dir := filepath.Join(r.root, pod.Namespace, pod.Name+"-"+string(pod.UID)[:8])
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	container := containerNamed(pod, memcachedContainer)
+func (r *podRuntime) startMemcached(ctx context.Context, pod *corev1.Pod, container *corev1.Container, dir string) error {
 	mounts, err := r.writeVolumes(ctx, pod, container, dir)
 	if err != nil {
 		return err
@@ -125,30 +175,40 @@ func (r *podRuntime) start(ctx context.Context, pod *corev1.Pod) error {
 		}
 		args = append(args, arg)
 	}
-	log, err := os.Create(filepath.Join(dir, "memcached.log"))
+	proc, err := spawn(pod, container, dir, exec.Command(r.memcached, args...))
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(r.memcached, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return err
-	}
-	klog.InfoS("memcached started", "pod", klog.KObj(pod), "ip", pod.Status.PodIP, "args", args)
-	proc := &process{cmd: cmd, exited: make(chan struct{})}
 	r.mu.Lock()
 	r.running[pod.UID] = proc
 	r.mu.Unlock()
 	go r.markReadyWhenListening(ctx, pod, memcachedPort(container))
+	return nil
+}
+
+// spawn starts a container's process, its output in <dir>/<container>.log,
+// and reaps it in the background.
+func spawn(pod *corev1.Pod, container *corev1.Container, dir string, cmd *exec.Cmd) (*process, error) {
+	// Appended to: a restarted container keeps its earlier output.
+	log, err := os.OpenFile(filepath.Join(dir, container.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	klog.InfoS("container started", "pod", klog.KObj(pod), "container", container.Name, "ip", pod.Status.PodIP, "args", cmd.Args[1:])
+	proc := &process{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		log.Close()
 		close(proc.exited)
-		klog.InfoS("memcached exited", "pod", klog.KObj(pod), "err", err)
+		klog.InfoS("container exited", "pod", klog.KObj(pod), "container", container.Name, "err", err)
 	}()
-	return nil
+	return proc, nil
 }
 
 // markReadyWhenListening plays the readiness probe: once memcached accepts
@@ -166,8 +226,18 @@ func (r *podRuntime) markReadyWhenListening(ctx context.Context, pod *corev1.Pod
 		klog.ErrorS(err, "memcached does not listen", "pod", klog.KObj(pod), "address", address)
 		return
 	}
+	r.setReady(ctx, pod, true)
+}
+
+// setReady sets the pod's Ready and ContainersReady conditions and its
+// containers' ready flags, as the kubelet does after readiness probes.
+func (r *podRuntime) setReady(ctx context.Context, pod *corev1.Pod, ready bool) {
+	status, reason := corev1.ConditionTrue, ""
+	if !ready {
+		status, reason = corev1.ConditionFalse, "ContainersNotReady"
+	}
 	pods := r.client.CoreV1().Pods(pod.Namespace)
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil || current.UID != pod.UID {
 			return err
@@ -175,17 +245,17 @@ func (r *podRuntime) markReadyWhenListening(ctx context.Context, pod *corev1.Pod
 		now := metav1.Now()
 		for i := range current.Status.Conditions {
 			if condition := &current.Status.Conditions[i]; condition.Type == corev1.PodReady || condition.Type == corev1.ContainersReady {
-				condition.Status, condition.Reason, condition.LastTransitionTime = corev1.ConditionTrue, "", now
+				condition.Status, condition.Reason, condition.LastTransitionTime = status, reason, now
 			}
 		}
 		for i := range current.Status.ContainerStatuses {
-			current.Status.ContainerStatuses[i].Ready = true
+			current.Status.ContainerStatuses[i].Ready = ready
 		}
 		_, err = pods.UpdateStatus(ctx, current, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		klog.ErrorS(err, "marking the pod Ready", "pod", klog.KObj(pod))
+		klog.ErrorS(err, "setting the pod's readiness", "pod", klog.KObj(pod), "ready", ready)
 	}
 }
 
@@ -246,19 +316,37 @@ func (r *podRuntime) writeVolumes(ctx context.Context, pod *corev1.Pod, containe
 	return mounts, nil
 }
 
-// stop kills a pod's memcached and waits until it is gone. Pod events are
-// handled one at a time, so a pod recreated under the same name (a
-// StatefulSet pod, new UID) that kwok gives the address just freed starts
-// its memcached only after the old one released the address: otherwise the
-// readiness check could see the old process listening and the new one fail
-// to bind.
-func (r *podRuntime) stop(uid types.UID) {
+// stop ends a pod's process once the pod is deleted or not Running (gone:
+// the pod object was removed).
+//
+// memcached is killed and awaited. Pod events are handled one at a time, so
+// a pod recreated under the same name (a StatefulSet pod, new UID) that kwok
+// gives the address just freed starts its memcached only after the old one
+// released the address: otherwise the readiness check could see the old
+// process listening and the new one fail to bind.
+//
+// A graceful process (the controller) is terminated in the background, and
+// its pod removed afterwards (terminate); a pod removed before it was
+// terminated (a forced deletion) kills it at once.
+func (r *podRuntime) stop(ctx context.Context, pod *corev1.Pod, gone bool) {
 	r.mu.Lock()
-	proc, ok := r.running[uid]
-	delete(r.running, uid)
+	proc, ok := r.running[pod.UID]
+	if ok && proc.graceful && (proc.terminating || !gone) {
+		begin := !proc.terminating
+		proc.terminating = true
+		r.mu.Unlock()
+		if begin {
+			go r.terminate(ctx, pod, proc)
+		}
+		return
+	}
+	delete(r.running, pod.UID)
 	r.mu.Unlock()
 	if ok {
 		proc.kill()
+	} else if !gone && pod.DeletionTimestamp != nil && r.operatorContainer(pod) != nil {
+		// Never started: nothing to wait for.
+		r.remove(ctx, pod)
 	}
 }
 
@@ -274,11 +362,14 @@ func (r *podRuntime) stopAll() {
 
 // kill sends SIGKILL and waits (up to 10 s) for the process to be reaped.
 func (p *process) kill() {
+	if p.stopProbes != nil {
+		p.stopProbes()
+	}
 	_ = p.cmd.Process.Kill()
 	select {
 	case <-p.exited:
 	case <-time.After(10 * time.Second):
-		klog.InfoS("memcached did not exit within 10s of SIGKILL", "pid", p.cmd.Process.Pid)
+		klog.InfoS("container did not exit within 10s of SIGKILL", "pid", p.cmd.Process.Pid)
 	}
 }
 

@@ -1,6 +1,7 @@
 //! The product on a real Kubernetes control plane: the `cluster` Go program
 //! (etcd, kube-apiserver, controller manager, scheduler, kwok nodes, a real
-//! memcached behind every pod), the policy in the admission chain through
+//! memcached behind every memcached pod, the controller binary behind the
+//! operator's own pods), the policy in the admission chain through
 //! Kubewarden's policy-server configured from `deploy/policy.yaml` as
 //! kubewarden-controller would ([`kubewarden`]), loading the policy's OCI
 //! artifact from a local registry ([`registry`]), and the controller running
@@ -12,6 +13,7 @@
 mod http;
 mod kubectl;
 pub mod kubewarden;
+pub mod leadership;
 mod operator;
 pub mod pki;
 pub mod policy_server;
@@ -27,7 +29,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 pub use kubectl::{Kubectl, Outcome};
-pub use operator::Operator;
+pub use operator::{Operator, reconciles_at};
 
 use crate::workspace_root;
 use kubewarden::ClusterAdmissionPolicy;
@@ -183,7 +185,8 @@ pub fn condition_status<'a>(object: &'a Value, kind: &str) -> Option<&'a str> {
 /// The running control plane process.
 pub struct Cluster {
     child: Child,
-    /// Its working directory (logs, kubeconfig, per-pod memcached files).
+    /// Its working directory (logs, kubeconfig, `pods/<namespace>/<pod>-<uid>/`
+    /// with each pod's container logs).
     pub workdir: PathBuf,
     /// cluster-admin kubeconfig.
     pub kubeconfig: PathBuf,
@@ -194,6 +197,12 @@ pub struct Cluster {
 impl Cluster {
     /// Start the control plane in `workdir` and wait until it is ready.
     pub fn start(binaries: &Binaries, workdir: &Path) -> Result<Self, String> {
+        if !binaries.controller.is_file() {
+            return Err(format!(
+                "{} is missing; build it with `cargo build -p memcached-controller`",
+                binaries.controller.display()
+            ));
+        }
         let _ = std::fs::remove_dir_all(workdir);
         std::fs::create_dir_all(workdir).map_err(|e| e.to_string())?;
         let started = Instant::now();
@@ -202,6 +211,8 @@ impl Cluster {
             .arg(workdir)
             .arg("--memcached")
             .arg(&binaries.memcached)
+            .arg("--controller")
+            .arg(&binaries.controller)
             .stdout(Stdio::piped())
             .spawn()
             .map_err(|e| {

@@ -51,12 +51,7 @@ impl Operator {
 
     /// `memcached_operator_reconciles_total` from /metrics.
     pub fn reconciles(&self) -> Result<u64, String> {
-        let metrics = self.http_get("/metrics")?;
-        metrics
-            .lines()
-            .find_map(|line| line.strip_prefix("memcached_operator_reconciles_total "))
-            .and_then(|value| value.trim().parse().ok())
-            .ok_or_else(|| "no memcached_operator_reconciles_total in /metrics".to_string())
+        reconciles_at(self.address)
     }
 
     /// /readyz answers 200: leading and its watches are synced.
@@ -97,4 +92,15 @@ impl Drop for Operator {
     fn drop(&mut self) {
         terminate(&mut self.child);
     }
+}
+
+/// `memcached_operator_reconciles_total` from the /metrics a controller
+/// serves at `address`.
+pub fn reconciles_at(address: SocketAddr) -> Result<u64, String> {
+    let metrics = http::get(address, "/metrics")?;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("memcached_operator_reconciles_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .ok_or_else(|| format!("no memcached_operator_reconciles_total in {address}/metrics"))
 }
