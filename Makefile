@@ -10,7 +10,7 @@ WASM_BUILD := $(TARGET_DIR)/$(WASM_TARGET)/release/memcached_policy.wasm
 POLICY_SOURCES := $(shell find api/src policy-wasm/src -name '*.rs') api/Cargo.toml policy-wasm/Cargo.toml Cargo.toml Cargo.lock
 
 E2E_BIN := target/e2e
-CLUSTER_SOURCES := $(wildcard e2e-tests/cluster/*.go e2e-tests/cluster/cmd/kubectl/*.go) e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
+CLUSTER_SOURCES := $(wildcard e2e-tests/cluster/*.go e2e-tests/cluster/*.yaml e2e-tests/cluster/cmd/kubectl/*.go) e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
 REGISTRY_SOURCES := e2e-tests/registry/main.go e2e-tests/registry/go.mod e2e-tests/registry/go.sum
 NETNS := e2e-tests/netns.sh
 # helm, built from its Go module at the version e2e-tests/tools/go.mod pins.

@@ -18,9 +18,9 @@ use std::fmt::Debug;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
 
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -48,6 +48,14 @@ pub enum Outcome {
     Conflict,
     /// The object is being deleted: left alone until it is gone.
     Terminating,
+}
+
+/// The Memcached an object belongs to.
+pub struct Owner<'a> {
+    /// `namespace/name`: what [`LastApplied`] remembers it by.
+    pub key: &'a str,
+    /// Its uid: what the objects' controller references name.
+    pub uid: &'a str,
 }
 
 /// What this controller last applied to the objects of each Memcached, so
@@ -81,20 +89,75 @@ impl Fingerprint {
     }
 }
 
-/// A hash of the fields this manager's applies own in `meta`. Another
-/// manager that changes one of them takes it over, which changes the hash.
+/// A hash of the fields this manager's applies own in `meta`, and of when
+/// they last changed. Another manager that changes one of them takes it
+/// over, which changes the hash.
 fn owned_fields(meta: &ObjectMeta) -> u64 {
     let mut hasher = DefaultHasher::new();
-    for entry in meta.managed_fields.iter().flatten().filter(|m| {
+    // The time moves whenever the entry changes: a value changed under this
+    // manager's name (an old leader's late apply) changes no field set.
+    for entry in own_applies(meta) {
+        fields_digest(entry).hash(&mut hasher);
+        entry.api_version.hash(&mut hasher);
+        entry
+            .time
+            .as_ref()
+            .map(|t| t.0.as_millisecond())
+            .hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// Key of a compacted fieldsV1 (real ones only have `f:`, `k:`, `v:`, `i:`
+/// and `.` keys).
+const DIGEST: &str = "digest";
+
+/// The digest of one managedFields entry's fields, compacted or not.
+fn fields_digest(entry: &ManagedFieldsEntry) -> u64 {
+    let fields = entry.fields_v1.as_ref().map(|f| &f.0);
+    if let Some(digest) = fields.and_then(|f| f[DIGEST].as_str()?.parse().ok()) {
+        return digest;
+    }
+    let mut hasher = DefaultHasher::new();
+    hasher.write(&serde_json::to_vec(&fields).unwrap_or_default());
+    hasher.finish()
+}
+
+/// The managedFields entries of this manager's applies to the object itself.
+fn own_applies(meta: &ObjectMeta) -> impl Iterator<Item = &ManagedFieldsEntry> {
+    meta.managed_fields.iter().flatten().filter(|m| {
         m.manager.as_deref() == Some(MANAGER)
             && m.operation.as_deref() == Some("Apply")
             && m.subresource.is_none()
-    }) {
-        let fields = entry.fields_v1.as_ref().map(|f| &f.0);
-        hasher.write(&serde_json::to_vec(&fields).unwrap_or_default());
-        entry.api_version.hash(&mut hasher);
+    })
+}
+
+/// Keep only what reconcile reads of `meta`'s managedFields: this manager's
+/// applies, each as the digest of its fields (plus `f:spec.f:replicas` when
+/// owned, for the replicas handover), and the handover manager's entry. A
+/// Deployment's full field set is several KB of JSON; the digest is a number.
+pub fn compact_managed_fields(meta: &mut ObjectMeta) {
+    let Some(entries) = &mut meta.managed_fields else {
+        return;
+    };
+    entries.retain(|m| matches!(m.manager.as_deref(), Some(MANAGER | HANDOVER_MANAGER)));
+    for entry in entries
+        .iter_mut()
+        .filter(|m| m.manager.as_deref() == Some(MANAGER))
+    {
+        let mut compact = json!({DIGEST: fields_digest(entry).to_string()});
+        if owns_replicas(entry) {
+            compact["f:spec"] = json!({"f:replicas": {}});
+        }
+        entry.fields_v1 = Some(FieldsV1(compact));
     }
-    hasher.finish()
+}
+
+fn owns_replicas(entry: &ManagedFieldsEntry) -> bool {
+    entry
+        .fields_v1
+        .as_ref()
+        .is_some_and(|f| f.0["f:spec"].get("f:replicas").is_some())
 }
 
 impl LastApplied {
@@ -119,7 +182,14 @@ impl LastApplied {
         }
     }
 
-    /// Forget what was applied for the Memcached objects `keep` rejects (by uid).
+    /// Forget what was applied for the Memcached `owner` (`namespace/name`).
+    pub fn forget(&self, owner: &str) {
+        if let Ok(mut memory) = self.0.lock() {
+            memory.remove(owner);
+        }
+    }
+
+    /// Forget what was applied for the Memcached objects `keep` rejects (by `namespace/name`).
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         if let Ok(mut memory) = self.0.lock() {
             memory.retain(|owner, _| keep(owner));
@@ -144,7 +214,7 @@ impl LastApplied {
 pub async fn ensure<K>(
     api: &Api<K>,
     applied: &LastApplied,
-    owner_uid: &str,
+    owner: &Owner<'_>,
     name: &str,
     desired: Option<&K>,
     live: Option<&ObjectMeta>,
@@ -152,14 +222,14 @@ pub async fn ensure<K>(
 where
     K: Resource + Clone + Debug + Serialize + DeserializeOwned,
 {
-    let owned = live.is_some_and(|e| is_controlled_by_meta(e, owner_uid));
+    let owned = live.is_some_and(|e| is_controlled_by_meta(e, owner.uid));
     let terminating = live.is_some_and(|e| e.deletion_timestamp.is_some());
     let key = (api.resource_url().to_string(), name.to_string());
     match (desired, live) {
         (Some(_), Some(_)) if !owned => Ok((Outcome::Conflict, None)),
         (Some(_), Some(_)) if terminating => Ok((Outcome::Terminating, None)),
         (Some(d), Some(live))
-            if applied.get(owner_uid, &key).as_ref() == Some(&Fingerprint::new(d, live)) =>
+            if applied.get(owner.key, &key).as_ref() == Some(&Fingerprint::new(d, live)) =>
         {
             Ok((Outcome::Unchanged, None))
         }
@@ -173,16 +243,31 @@ where
                 Some(rv) if result.resource_version().as_ref() == Some(&rv) => Outcome::Unchanged,
                 Some(_) => Outcome::Updated,
             };
-            applied.set(owner_uid, key, Some(Fingerprint::new(d, result.meta())));
+            applied.set(owner.key, key, Some(Fingerprint::new(d, result.meta())));
             Ok((outcome, Some(result)))
         }
-        (None, Some(_)) if owned && !terminating => {
-            api.delete(name, &DeleteParams::background()).await?;
-            applied.set(owner_uid, key, None);
-            Ok((Outcome::Deleted, None))
+        (None, Some(live)) if owned && !terminating => {
+            // The cache may be behind: delete only the object it showed,
+            // never one created since under the same name.
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: live.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::background()
+            };
+            applied.set(owner.key, key, None);
+            match api.delete(name, &params).await {
+                Ok(_) => Ok((Outcome::Deleted, None)),
+                // Already gone, or another object now has the name.
+                Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {
+                    Ok((Outcome::Unchanged, None))
+                }
+                Err(e) => Err(e),
+            }
         }
         (None, _) => {
-            applied.set(owner_uid, key, None);
+            applied.set(owner.key, key, None);
             Ok((Outcome::Unchanged, None))
         }
     }
@@ -200,7 +285,7 @@ where
 {
     let value = serde_json::to_value(live).unwrap_or_default();
     let replicas = &value["spec"]["replicas"];
-    if replicas.is_null() || !owns_field(live, MANAGER, "f:replicas") {
+    if replicas.is_null() || !own_applies(live.meta()).any(owns_replicas) {
         return Ok(());
     }
     let patch = json!({
@@ -222,17 +307,6 @@ where
     }
 }
 
-/// True when `manager` applied `spec.<field>` (`field` as in managedFields, `f:name`).
-fn owns_field<K: Resource>(object: &K, manager: &str, field: &str) -> bool {
-    object.meta().managed_fields.iter().flatten().any(|m| {
-        m.manager.as_deref() == Some(manager)
-            && m.operation.as_deref() == Some("Apply")
-            && m.fields_v1
-                .as_ref()
-                .is_some_and(|f| f.0["f:spec"].get(field).is_some())
-    })
-}
-
 /// True when `object` has a controller owner reference to `uid`.
 pub fn is_controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
     is_controlled_by_meta(object.meta(), uid)
@@ -248,22 +322,49 @@ pub fn is_controlled_by_meta(meta: &ObjectMeta, uid: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::owns_field;
+    use super::*;
     use k8s_openapi::api::apps::v1::Deployment;
-    use serde_json::json;
+
+    fn deployment(own: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({"metadata": {"name": "c", "managedFields": [
+            {"manager": "memcached-operator", "operation": "Apply", "apiVersion": "apps/v1",
+             "fieldsType": "FieldsV1", "fieldsV1": own},
+            {"manager": "kube-controller-manager", "operation": "Update", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:replicas": {}, "f:paused": {}}}}
+        ]}}))
+        .unwrap()
+    }
 
     #[test]
-    fn reads_field_ownership_from_managed_fields() {
-        let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "c", "managedFields": [
-            {"manager": "memcached-operator", "operation": "Apply", "fieldsType": "FieldsV1",
-             "fieldsV1": {"f:spec": {"f:replicas": {}, "f:template": {}}}},
-            {"manager": "kube-controller-manager", "operation": "Update", "fieldsType": "FieldsV1",
-             "fieldsV1": {"f:spec": {"f:paused": {}}}}
-        ]}}))
-        .unwrap();
-        assert!(owns_field(&d, "memcached-operator", "f:replicas"));
-        assert!(!owns_field(&d, "memcached-operator", "f:paused"));
-        assert!(!owns_field(&d, "kube-controller-manager", "f:paused"));
-        assert!(!owns_field(&d, "someone", "f:replicas"));
+    fn reads_replicas_ownership_of_this_managers_applies_only() {
+        let d = deployment(json!({"f:spec": {"f:replicas": {}, "f:template": {}}}));
+        assert!(own_applies(&d.metadata).any(owns_replicas));
+        let d = deployment(json!({"f:spec": {"f:template": {}}}));
+        assert!(!own_applies(&d.metadata).any(owns_replicas));
+    }
+
+    #[test]
+    fn compacted_fields_keep_their_digest_and_replicas_ownership() {
+        let full = deployment(json!({"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {}}}}));
+        let mut compact = full.metadata.clone();
+        compact_managed_fields(&mut compact);
+        assert_eq!(owned_fields(&compact), owned_fields(&full.metadata));
+        assert!(own_applies(&compact).any(owns_replicas));
+        let entries = compact.managed_fields.as_ref().unwrap();
+        assert_eq!(entries.len(), 1, "another manager's entry is dropped");
+        assert!(
+            entries[0]
+                .fields_v1
+                .as_ref()
+                .unwrap()
+                .0
+                .get("f:spec")
+                .unwrap()
+                .get("f:template")
+                .is_none()
+        );
+        // A field taken over changes the digest.
+        let other = deployment(json!({"f:spec": {"f:template": {"f:spec": {}}}}));
+        assert_ne!(owned_fields(&other.metadata), owned_fields(&compact));
     }
 }

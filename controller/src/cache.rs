@@ -35,8 +35,7 @@ use kube::{Client, Resource};
 use memcached_api::Memcached;
 use serde::de::DeserializeOwned;
 
-use crate::apply::HANDOVER_MANAGER;
-use crate::labels::MANAGER;
+use crate::apply::compact_managed_fields;
 use crate::service_monitor;
 use crate::workload::Workload;
 
@@ -108,19 +107,56 @@ pub fn new() -> (Cache, Writers) {
     (cache, writers)
 }
 
+/// One object as a store has it.
+pub struct Cached<K> {
+    /// The object, when the store has it.
+    pub object: Option<Arc<K>>,
+    /// Whether the store has listed its objects: an object missing from a
+    /// store that has not may well exist.
+    pub listed: bool,
+}
+
+impl<K> Cached<K> {
+    /// The object, or `None` when the store knows it is absent; `fetch`
+    /// reads it from the API server when the store cannot tell, or when
+    /// `wanted` (an object without the managed-by label is not cached).
+    pub async fn or_fetch<F>(self, wanted: bool, fetch: F) -> Result<Option<K>, kube::Error>
+    where
+        K: Clone,
+        F: Future<Output = Result<Option<K>, kube::Error>>,
+    {
+        match self.object {
+            Some(object) => Ok(Some((*object).clone())),
+            None if wanted || !self.listed => fetch.await,
+            None => Ok(None),
+        }
+    }
+}
+
 /// The object `name` of namespace `ns` in `store`.
-pub fn get<K>(store: &Store<K>, ns: &str, name: &str) -> Option<Arc<K>>
+pub fn get<K>(store: &Store<K>, ns: &str, name: &str) -> Cached<K>
 where
     K: Lookup + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
-    store.get(&ObjectRef::new(name).within(ns))
+    cached(store, ObjectRef::new(name).within(ns))
 }
 
 /// The ServiceMonitor `name` of namespace `ns`.
-pub fn service_monitor(cache: &Cache, ns: &str, name: &str) -> Option<Arc<Meta<DynamicObject>>> {
+pub fn service_monitor(cache: &Cache, ns: &str, name: &str) -> Cached<Meta<DynamicObject>> {
     let key = ObjectRef::new_with(name, service_monitor::api_resource()).within(ns);
-    cache.service_monitors.get(&key)
+    cached(&cache.service_monitors, key)
+}
+
+fn cached<K>(store: &Store<K>, key: ObjectRef<K>) -> Cached<K>
+where
+    K: Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    Cached {
+        object: store.get(&key),
+        listed: store.wait_until_ready().now_or_never().is_some(),
+    }
 }
 
 impl Cache {
@@ -299,18 +335,12 @@ pub fn controlling_memcached(object: &ObjectMeta) -> Option<ObjectRef<Memcached>
     })
 }
 
-/// Keep only the managedFields entries of this controller (the others can
-/// be large and reconcile never reads them), and no annotations.
+/// Keep only what reconcile reads of managedFields (see
+/// [`compact_managed_fields`]), and no annotations.
 fn keep_own_meta<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
     meta.annotations = None;
-    keep_own_fields(meta);
-}
-
-fn keep_own_fields(meta: &mut ObjectMeta) {
-    if let Some(fields) = &mut meta.managed_fields {
-        fields.retain(|f| matches!(f.manager.as_deref(), Some(MANAGER | HANDOVER_MANAGER)));
-    }
+    compact_managed_fields(meta);
 }
 
 /// A workload without its pod template (reconcile reads its metadata,

@@ -28,9 +28,9 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio_rustls::rustls::pki_types::ServerName;
 
-use crate::apply::{LastApplied, Outcome, ensure, hand_over_replicas, is_controlled_by};
+use crate::apply::{LastApplied, Outcome, Owner, ensure, hand_over_replicas, is_controlled_by};
 use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-use crate::cache::{self, Cache, Meta};
+use crate::cache::{self, Cache, Cached, Meta};
 use crate::desired::{Desired, Workload as DesiredWorkload};
 use crate::labels::{MANAGER, MEMCACHED_PORT};
 use crate::metrics::{Instance, Metrics};
@@ -382,21 +382,24 @@ impl<'a> Applied<'a> {
         kind: &str,
         api: &Api<K>,
         name: &str,
-        live: Option<Arc<Meta<K>>>,
+        live: Cached<Meta<K>>,
         desired: Option<&K>,
     ) -> Result<(), Error>
     where
         K: Resource + Clone + Debug + Serialize + DeserializeOwned,
     {
-        let uid = self.mc.uid().unwrap_or_default();
+        let (key, uid) = (key(self.mc), self.mc.uid().unwrap_or_default());
+        let owner = Owner {
+            key: &key,
+            uid: &uid,
+        };
         let result = async {
-            let live = match live {
-                Some(live) => Some(live.metadata.clone()),
-                None if desired.is_some() => api.get_metadata_opt(name).await?.map(|m| m.metadata),
-                None => None,
-            };
+            let live = live
+                .or_fetch(desired.is_some(), api.get_metadata_opt(name))
+                .await?
+                .map(|m| m.metadata);
             let applied = &self.ctx.applied;
-            ensure(api, applied, &uid, name, desired, live.as_ref()).await
+            ensure(api, applied, &owner, name, desired, live.as_ref()).await
         }
         .await;
         match result {
@@ -448,12 +451,17 @@ async fn converge_workload<New: Workload, Old: Workload>(
     let news: Api<New> = namespaced(client, &ns);
     let olds: Api<Old> = namespaced(client, &ns);
     let kind = New::kind(&()).to_string();
-    let live = match cache::get(new_store, &ns, &name) {
-        Some(live) => Some((*live).clone()),
-        None => news.get_opt(&name).await?,
+    let owner_key = key(mc);
+    let owner = Owner {
+        key: &owner_key,
+        uid: &uid,
     };
+    let live = cache::get(new_store, &ns, &name)
+        .or_fetch(true, news.get_opt(&name))
+        .await?;
     let old = cache::get(old_store, &ns, &name)
-        .map(|o| (*o).clone())
+        .or_fetch(false, olds.get_opt(&name))
+        .await?
         .filter(|o| is_controlled_by(o, &uid));
     let workload = if !hold || live.is_none() {
         if spec.autoscaling_enabled() {
@@ -477,7 +485,7 @@ async fn converge_workload<New: Workload, Old: Workload>(
         let result = ensure(
             &news,
             &applied.ctx.applied,
-            &uid,
+            &owner,
             &name,
             Some(&desired),
             meta,
@@ -501,7 +509,7 @@ async fn converge_workload<New: Workload, Old: Workload>(
             let deleted = ensure::<Old>(
                 &olds,
                 &applied.ctx.applied,
-                &uid,
+                &owner,
                 &name,
                 None,
                 Some(old.meta()),
@@ -550,10 +558,18 @@ async fn converge_config_map(
     for config_map in stale {
         let name = config_map.name_any();
         applied
-            .converge::<ConfigMap>("ConfigMap", &api, &name, Some(config_map), None)
+            .converge::<ConfigMap>("ConfigMap", &api, &name, stale_one(config_map), None)
             .await?;
     }
     Ok(())
+}
+
+/// A cached object known to exist.
+fn stale_one<K>(object: Arc<K>) -> Cached<K> {
+    Cached {
+        object: Some(object),
+        listed: true,
+    }
 }
 
 /// Requeue a failed reconcile with exponential backoff: 5 s doubling to 160 s.
@@ -578,6 +594,17 @@ where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
 {
     Api::namespaced(client.clone(), ns)
+}
+
+/// Forget what was remembered of the Memcached `ns/name`: what was applied
+/// to its objects, its failure count and its metrics.
+pub fn forget(ctx: &Context, ns: &str, name: &str) {
+    let key = format!("{ns}/{name}");
+    ctx.applied.forget(&key);
+    if let Ok(mut failures) = ctx.failures.lock() {
+        failures.remove(&key);
+    }
+    ctx.metrics.retain(Some(ns), |i| i.name != name);
 }
 
 fn key(mc: &Memcached) -> String {

@@ -18,9 +18,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::Predicate;
-use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::controller::{Config as ControllerConfig, Controller, Error as ControllerError};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use memcached_api::Memcached;
@@ -31,7 +31,7 @@ use crate::cache::{self, Writers};
 use crate::labels::MANAGER;
 use crate::metrics::Metrics;
 use crate::network_policy::Access;
-use crate::reconcile::{Context, Error, error_policy, reconcile};
+use crate::reconcile::{self, Context, Error, error_policy, reconcile};
 use crate::secrets;
 
 /// Lease duration; renewed `LEASE_GRACE` seconds before it ends.
@@ -94,24 +94,29 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             instance: Some(settings.identity.clone()),
         },
     );
+    // Started only when awaited: a standby reconciles nothing.
     let controllers = {
         let (shutdown, client, settings) = (shutdown.clone(), client.clone(), settings.clone());
-        futures::future::join_all(namespaces.into_iter().map(move |ns| {
-            let (cache, writers) = cache::new();
-            let ctx = Arc::new(Context {
-                client: client.clone(),
-                recorder: recorder.clone(),
-                failures: Default::default(),
-                metrics: metrics.clone(),
-                validation: settings.validation.clone(),
-                hash_key: hash_key.clone(),
-                access: settings.access.clone(),
-                cache,
-                applied: Default::default(),
-                secret_data: Default::default(),
+        async move {
+            let tasks = namespaces.into_iter().map(|ns| {
+                let (cache, writers) = cache::new();
+                let ctx = Arc::new(Context {
+                    client: client.clone(),
+                    recorder: recorder.clone(),
+                    failures: Default::default(),
+                    metrics: metrics.clone(),
+                    validation: settings.validation.clone(),
+                    hash_key: hash_key.clone(),
+                    access: settings.access.clone(),
+                    cache,
+                    applied: Default::default(),
+                    secret_data: Default::default(),
+                });
+                // A task each: one namespace's work never stalls another's.
+                tokio::spawn(controller(ns, ctx, writers, wait(shutdown.clone())))
             });
-            controller(ns, ctx, writers, wait(shutdown.clone()))
-        }))
+            futures::future::join_all(tasks).await;
+        }
     };
     if !settings.leader_election {
         controllers.await;
@@ -323,12 +328,13 @@ pub async fn controller(
     let ns = namespace.clone();
     let ns = ns.as_deref();
     let client = ctx.client.clone();
-    let forget = (ctx.clone(), reader.clone());
+    let forget = (ctx.clone(), namespace.clone(), reader.clone());
     // Status writes change neither generation nor annotations: they do not retrigger reconcile.
     let memcacheds = watcher(scoped::<Memcached>(&client, ns), watcher::Config::default())
         .default_backoff()
+        .modify(drop_unread_metadata)
         .reflect(writer)
-        .inspect(move |event| forget_deleted(&forget.0, &forget.1, event))
+        .inspect(move |event| forget_gone(&forget.0, forget.1.as_deref(), &forget.2, event))
         .applied_objects()
         .predicate_filter(
             predicates::generation.combine(predicates::annotations),
@@ -345,9 +351,8 @@ pub async fn controller(
             .forget_if_deleted(&mounting.1.cache.secrets, secret);
         secrets::mounting(&mounting.0, secret)
     });
-    let store = reader.clone();
-    let metrics = ctx.metrics.clone();
     let cache = ctx.cache.clone();
+    let (store, forget_ctx) = (reader.clone(), ctx.clone());
     let reconciling = async move {
         cache.synced(cache::SYNC_TIMEOUT).await;
         Controller::for_stream(memcacheds, reader)
@@ -367,14 +372,22 @@ pub async fn controller(
                 error_policy,
                 ctx,
             )
-            .for_each(|_| {
-                let live = store.state();
-                metrics.retain(namespace.as_deref(), |i| {
-                    live.iter().any(|mc| {
-                        mc.name_any() == i.name
-                            && mc.namespace().as_deref() == Some(i.namespace.as_str())
-                    })
-                });
+            .for_each(|result| {
+                // Deleted while it was being reconciled: what the reconcile
+                // remembered after the deletion was handled goes too.
+                let reconciled = match &result {
+                    Ok((object, _)) => Some((object.namespace.clone(), object.name.clone())),
+                    Err(ControllerError::ReconcilerFailed(_, object)) => {
+                        Some((object.namespace.clone(), object.name.clone()))
+                    }
+                    _ => None,
+                };
+                if let Some((Some(ns), name)) = reconciled {
+                    let key = ObjectRef::<Memcached>::new(&name).within(&ns);
+                    if store.get(&key).is_none() {
+                        reconcile::forget(&forget_ctx, &ns, &name);
+                    }
+                }
                 std::future::ready(())
             })
             .await;
@@ -385,23 +398,45 @@ pub async fn controller(
     }
 }
 
-/// Forget what was applied for a Memcached once it is gone.
-fn forget_deleted(
+/// Drop what reconcile never reads and can be large: managedFields, and
+/// the copy of the whole object `kubectl apply` keeps in an annotation.
+fn drop_unread_metadata(mc: &mut Memcached) {
+    mc.metadata.managed_fields = None;
+    if let Some(annotations) = &mut mc.metadata.annotations {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// Forget what was remembered of a Memcached once it is gone (on its
+/// deletion, and after a relist for those deleted meanwhile), and the data
+/// of Secrets no Memcached mounts any more.
+fn forget_gone(
     ctx: &Context,
+    namespace: Option<&str>,
     store: &Store<Memcached>,
     event: &watcher::Result<watcher::Event<Memcached>>,
 ) {
     match event {
         Ok(watcher::Event::Delete(mc)) => {
-            let uid = mc.uid();
-            ctx.applied.retain(|owner| Some(owner) != uid.as_deref());
+            reconcile::forget(ctx, &mc.namespace().unwrap_or_default(), &mc.name_any());
         }
         Ok(watcher::Event::InitDone) => {
-            let live: HashSet<String> = store.state().iter().filter_map(|mc| mc.uid()).collect();
-            ctx.applied.retain(|owner| live.contains(owner));
+            let live: HashSet<String> = store
+                .state()
+                .iter()
+                .map(|mc| format!("{}/{}", mc.namespace().unwrap_or_default(), mc.name_any()))
+                .collect();
+            ctx.applied.retain(|key| live.contains(key));
+            if let Ok(mut failures) = ctx.failures.lock() {
+                failures.retain(|key, _| live.contains(key));
+            }
+            ctx.metrics.retain(namespace, |i| {
+                live.contains(&format!("{}/{}", i.namespace, i.name))
+            });
         }
-        _ => {}
+        _ => return,
     }
+    ctx.secret_data.retain_mounted(store);
 }
 
 /// An Api over one namespace, or over all.

@@ -6,7 +6,7 @@
 //! to this controller, and kept for the next reconciles: only Secrets a
 //! Memcached mounts are ever read.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -46,8 +46,25 @@ impl SecretCache {
     /// Drop the data of `secret` when the watch saw it deleted.
     pub fn forget_if_deleted(&self, versions: &Store<Meta<Secret>>, secret: &Meta<Secret>) {
         let (ns, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
-        if cache::get(versions, &ns, &name).is_none() {
+        if cache::get(versions, &ns, &name).object.is_none() {
             self.set((ns, name), None);
+        }
+    }
+
+    /// Drop the data of the Secrets no Memcached of `memcacheds` mounts.
+    pub fn retain_mounted(&self, memcacheds: &Store<Memcached>) {
+        let mounted: HashSet<(String, String)> = memcacheds
+            .state()
+            .iter()
+            .flat_map(|mc| {
+                let ns = mc.namespace().unwrap_or_default();
+                secret_mounts(&mc.spec)
+                    .into_iter()
+                    .map(move |(_, secret, _)| (ns.clone(), secret))
+            })
+            .collect();
+        if let Ok(mut cached) = self.0.lock() {
+            cached.retain(|key, _| mounted.contains(key));
         }
     }
 
@@ -73,7 +90,9 @@ pub async fn read(
     let mut missing = Vec::new();
     for (_, name, _) in secret_mounts(spec) {
         let key = (ns.clone(), name.clone());
-        let version = cache::get(versions, &ns, &name).and_then(|s| s.resource_version());
+        let version = cache::get(versions, &ns, &name)
+            .object
+            .and_then(|s| s.resource_version());
         let data = match version.and_then(|v| cached.get(&key, &v)) {
             Some(data) => Some(data),
             // New, changed, or not seen by the watch (yet): read it.

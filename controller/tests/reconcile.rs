@@ -464,3 +464,55 @@ async fn an_unlabelled_object_is_read_before_applying() {
         foreign
     );
 }
+
+/// A value changed under this controller's own manager name (an old
+/// leader's late apply) changes the entry's time: applied again.
+#[tokio::test]
+async fn a_change_under_this_managers_name_is_applied_again() {
+    let api = Shared::default();
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    let deployment = path("apps/v1", "deployments", "c");
+    let entry = |time: &str| {
+        json!([{"manager": "memcached-operator", "operation": "Apply",
+        "apiVersion": "apps/v1", "time": time, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}])
+    };
+    reconcile(store_cr(&api, json!({})), ctx.clone())
+        .await
+        .unwrap();
+    let mc = store_cr(&api, json!({}));
+    api.lock().unwrap().objects.get_mut(&deployment).unwrap()["metadata"]["managedFields"] =
+        entry("2026-01-01T00:00:00Z");
+    fake_api::sync(&mut writers, &api);
+    reconcile(mc.clone(), ctx.clone()).await.unwrap();
+    fake_api::sync(&mut writers, &api);
+    requests(&api);
+    reconcile(mc.clone(), ctx.clone()).await.unwrap();
+    assert_eq!(requests(&api), Vec::<String>::new(), "converged");
+    api.lock().unwrap().objects.get_mut(&deployment).unwrap()["metadata"]["managedFields"] =
+        entry("2026-01-01T00:00:09Z");
+    fake_api::sync(&mut writers, &api);
+    reconcile(mc, ctx).await.unwrap();
+    assert_eq!(requests(&api), [format!("PATCH {deployment}")]);
+}
+
+/// The cache still shows an object this Memcached owned, but the name now
+/// belongs to a new object: the delete's uid precondition spares it.
+#[tokio::test]
+async fn a_stale_cache_never_deletes_a_newer_object() {
+    let api = Shared::default();
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    let spec = json!({"serverListConfigMap": "servers"});
+    reconcile(store_cr(&api, spec.clone()), ctx.clone())
+        .await
+        .unwrap();
+    let config_map = path("v1", "configmaps", "servers");
+    api.lock().unwrap().objects.get_mut(&config_map).unwrap()["metadata"]["uid"] = json!("uid-old");
+    fake_api::sync(&mut writers, &api);
+    // Deleted and created again by someone else; the watch has not seen it yet.
+    let users = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "servers", "namespace": NS, "uid": "uid-users"}, "data": {"mine": "yes"}});
+    insert(&api, config_map.clone(), users.clone());
+    reconcile(store_cr(&api, json!({})), ctx).await.unwrap();
+    assert_eq!(api.lock().unwrap().objects[&config_map], users);
+    assert!(!writes(&api).iter().any(|w| w.starts_with("DELETE")));
+}

@@ -721,9 +721,6 @@ fn switch_workload(
 fn restart_no_writes(env: &mut Env) -> Result<(), String> {
     install_service_monitor_crd(env)?;
     let operator = env.operator.take().ok_or("no controller running")?;
-    let count = env.kubectl.get(&["memcached", "-A"])?["items"]
-        .as_array()
-        .map_or(0, Vec::len) as u64;
     // Converged first: nothing changes between two looks a few seconds apart.
     let before = wait_for("a converged cluster", SETTLE, || {
         let first = resource_versions(env)?;
@@ -736,6 +733,7 @@ fn restart_no_writes(env: &mut Env) -> Result<(), String> {
         }
     })?;
     operator.stop();
+    let count = lasting_memcacheds(env)?;
     let restarted = env.operator.insert(env.start_operator("operator-b")?);
     wait_for(
         "the restarted controller to reconcile every Memcached",
@@ -752,6 +750,30 @@ fn restart_no_writes(env: &mut Env) -> Result<(), String> {
     std::thread::sleep(Duration::from_secs(3));
     let after = resource_versions(env)?;
     check(before == after, changed(&before, &after))
+}
+
+/// Memcached objects that will still exist in a moment: none being
+/// deleted, none in a namespace being deleted (earlier scenarios' own).
+fn lasting_memcacheds(env: &Env) -> Result<u64, String> {
+    let terminating: Vec<String> = env.kubectl.get(&["namespaces"])?["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["status"]["phase"] == "Terminating")
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    let memcacheds = env.kubectl.get(&["memcached", "-A"])?;
+    let lasting = memcacheds["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["metadata"]["deletionTimestamp"].is_null())
+        .filter(|m| {
+            let ns = m["metadata"]["namespace"].as_str().unwrap_or_default();
+            !terminating.iter().any(|t| t == ns)
+        })
+        .count();
+    Ok(lasting as u64)
 }
 
 fn leader_election(env: &mut Env) -> Result<(), String> {

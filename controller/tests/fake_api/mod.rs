@@ -139,6 +139,16 @@ fn handle(
             (StatusCode::OK, object)
         }
         Method::DELETE => {
+            // DeleteOptions.preconditions.uid, as the API server checks it.
+            let options: Value = serde_json::from_slice(body).unwrap_or_default();
+            let expected = &options["preconditions"]["uid"];
+            let stored = api.objects.get(path).map(|o| o["metadata"]["uid"].clone());
+            if !expected.is_null() && stored.as_ref().is_some_and(|uid| uid != expected) {
+                return (
+                    StatusCode::CONFLICT,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409, "message": "Precondition failed: UID in precondition"}),
+                );
+            }
             api.writes.push(format!("DELETE {path}"));
             api.objects.remove(path).map_or_else(not_found, |_| {
                 (
