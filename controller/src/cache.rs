@@ -153,6 +153,9 @@ where
     K: Lookup + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
+    // Polled once without waiting. The readiness channel keeps one waker,
+    // which this poll replaces: only reconciles call this, and they start
+    // after `Cache::synced`, the one waiter, is done.
     Cached {
         object: store.get(&key),
         listed: store.wait_until_ready().now_or_never().is_some(),
