@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::apply_defaults;
-use crate::field::{ErrorList, invalid_message};
+use crate::field::{ErrorList, Path, invalid_message};
 use crate::types::{GROUP, KIND, MemcachedSpec, SECTIONS, VERSIONS};
 use crate::validation::{self, ObjectName, Options};
 
@@ -128,6 +128,12 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
         Ok(spec) => spec,
         Err(message) => return Decision::bad_request(message),
     };
+    // An oversized list is refused before anything walks or copies it
+    // (defaulting adds no item to a list that has any).
+    let sizes = validation::limits::validate_sizes(&spec, &Path::new("spec"));
+    if !sizes.is_empty() {
+        return rejection(&request, &sizes, Vec::new());
+    }
     let original = spec.clone();
     apply_defaults(&mut spec);
 
@@ -446,6 +452,33 @@ mod tests {
 
     fn judge(request: Request) -> Decision {
         review(request, &Settings::default())
+    }
+
+    /// An oversized list is refused with its size error alone: nothing else
+    /// of the spec is walked, not even the other rules it breaks.
+    #[test]
+    fn an_oversized_list_is_refused_before_anything_else() {
+        let spec =
+            json!({"replicas": 500, "tolerations": vec![json!({"operator": "Exists"}); 101]});
+        let request = Request {
+            operation: "CREATE".into(),
+            group: GROUP.into(),
+            version: "v1beta1".into(),
+            kind: KIND.into(),
+            resource_group: GROUP.into(),
+            resource: RESOURCE.into(),
+            sub_resource: String::new(),
+            name: "my-cache".into(),
+            object: json!({"metadata": {"name": "my-cache"}, "spec": spec}),
+            old_object: Value::Null,
+        };
+        assert_eq!(
+            judge(request),
+            Decision::bad_request(
+                r#"Memcached.memcached.c5c3.io "my-cache" is invalid: spec.tolerations: Too many: 101: must have at most 100 items"#
+                    .into()
+            )
+        );
     }
 
     #[test]
