@@ -78,15 +78,20 @@ struct Fingerprint {
 }
 
 impl Fingerprint {
-    fn new<K: Serialize>(desired: &K, live: &ObjectMeta) -> Self {
-        let mut hasher = DefaultHasher::new();
-        hasher.write(&serde_json::to_vec(desired).unwrap_or_default());
+    /// `desired`: the desired object's hash ([`desired_hash`]).
+    fn new(desired: u64, live: &ObjectMeta) -> Self {
         Fingerprint {
             uid: live.uid.clone(),
-            desired: hasher.finish(),
+            desired,
             owned: owned_fields(live),
         }
     }
+}
+
+fn desired_hash<K: Serialize>(desired: &K) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    hasher.write(&serde_json::to_vec(desired).unwrap_or_default());
+    hasher.finish()
 }
 
 /// A hash of the fields this manager's applies own in `meta`, and of when
@@ -182,28 +187,11 @@ impl LastApplied {
         }
     }
 
-    /// Forget what was applied for the Memcached `owner` (`namespace/name`).
-    pub fn forget(&self, owner: &str) {
-        if let Ok(mut memory) = self.0.lock() {
-            memory.remove(owner);
-        }
-    }
-
     /// Forget what was applied for the Memcached objects `keep` rejects (by `namespace/name`).
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         if let Ok(mut memory) = self.0.lock() {
             memory.retain(|owner, _| keep(owner));
         }
-    }
-
-    /// Number of Memcached objects remembered.
-    pub fn len(&self) -> usize {
-        self.0.lock().map_or(0, |m| m.len())
-    }
-
-    /// True when nothing is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -225,11 +213,12 @@ where
     let owned = live.is_some_and(|e| is_controlled_by_meta(e, owner.uid));
     let terminating = live.is_some_and(|e| e.deletion_timestamp.is_some());
     let key = (api.resource_url().to_string(), name.to_string());
+    let hash = desired.map(desired_hash).unwrap_or_default();
     match (desired, live) {
         (Some(_), Some(_)) if !owned => Ok((Outcome::Conflict, None)),
         (Some(_), Some(_)) if terminating => Ok((Outcome::Terminating, None)),
-        (Some(d), Some(live))
-            if applied.get(owner.key, &key).as_ref() == Some(&Fingerprint::new(d, live)) =>
+        (Some(_), Some(live))
+            if applied.get(owner.key, &key).as_ref() == Some(&Fingerprint::new(hash, live)) =>
         {
             Ok((Outcome::Unchanged, None))
         }
@@ -243,7 +232,7 @@ where
                 Some(rv) if result.resource_version().as_ref() == Some(&rv) => Outcome::Unchanged,
                 Some(_) => Outcome::Updated,
             };
-            applied.set(owner.key, key, Some(Fingerprint::new(d, result.meta())));
+            applied.set(owner.key, key, Some(Fingerprint::new(hash, result.meta())));
             Ok((outcome, Some(result)))
         }
         (None, Some(live)) if owned && !terminating => {

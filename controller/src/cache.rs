@@ -19,6 +19,7 @@ use std::time::Duration;
 use futures::channel::mpsc::UnboundedSender;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
@@ -133,6 +134,16 @@ impl<K> Cached<K> {
     }
 }
 
+/// An object known to exist (from a listing of the store).
+impl<K> From<Arc<K>> for Cached<K> {
+    fn from(object: Arc<K>) -> Self {
+        Cached {
+            object: Some(object),
+            listed: true,
+        }
+    }
+}
+
 /// The object `name` of namespace `ns` in `store`.
 pub fn get<K>(store: &Store<K>, ns: &str, name: &str) -> Cached<K>
 where
@@ -215,7 +226,6 @@ pub fn watch(
     owners: UnboundedSender<ObjectRef<Memcached>>,
     mounting: impl Fn(&Meta<Secret>) -> Vec<ObjectRef<Memcached>> + Send + 'static,
 ) -> impl Future<Output = ()> + Send {
-    let api = ApiFor(client.clone(), namespace.map(str::to_string));
     let monitors = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &service_monitor::api_resource()),
         None => {
@@ -223,24 +233,57 @@ pub fn watch(
         }
     };
     let managed = watcher::Config::default().labels(MANAGED);
-    let secrets = watcher(api.typed::<Meta<Secret>>(), watcher::Config::default());
+    let secrets = watcher(
+        scoped::<Meta<Secret>>(client, namespace),
+        watcher::Config::default(),
+    );
     let streams = [
-        owned(api.typed(), writers.deployments, keep_status, &owners),
-        owned(api.typed(), writers.stateful_sets, keep_status, &owners),
-        owned(api.typed(), writers.services, keep_own_meta, &owners),
-        owned(api.typed(), writers.pdbs, keep_own_meta, &owners),
-        owned(api.typed(), writers.hpas, keep_own_meta, &owners),
         owned(
-            api.typed(),
+            scoped(client, namespace),
+            writers.deployments,
+            keep_status,
+            &owners,
+        ),
+        owned(
+            scoped(client, namespace),
+            writers.stateful_sets,
+            keep_status,
+            &owners,
+        ),
+        owned(
+            scoped(client, namespace),
+            writers.services,
+            keep_own_meta,
+            &owners,
+        ),
+        owned(
+            scoped(client, namespace),
+            writers.pdbs,
+            keep_own_meta,
+            &owners,
+        ),
+        owned(
+            scoped(client, namespace),
+            writers.hpas,
+            keep_own_meta,
+            &owners,
+        ),
+        owned(
+            scoped(client, namespace),
             writers.network_policies,
             keep_own_meta,
             &owners,
         ),
-        owned(api.typed(), writers.config_maps, keep_own_meta, &owners),
+        owned(
+            scoped(client, namespace),
+            writers.config_maps,
+            keep_own_meta,
+            &owners,
+        ),
         owned(monitors, writers.service_monitors, keep_own_meta, &owners),
         // The EndpointSlice controller copies the Service's labels.
         reflect(
-            watcher(api.typed(), managed).modify(keep_endpoints),
+            watcher(scoped(client, namespace), managed).modify(keep_endpoints),
             writers.endpoint_slices,
             |_| {},
         ),
@@ -260,19 +303,15 @@ pub fn watch(
     }
 }
 
-/// Typed [`Api`]s over one namespace or all.
-struct ApiFor(Client, Option<String>);
-
-impl ApiFor {
-    fn typed<K>(&self) -> Api<K>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    {
-        match &self.1 {
-            Some(ns) => Api::namespaced(self.0.clone(), ns),
-            None => Api::all(self.0.clone()),
-        }
-    }
+/// An Api over one namespace, or over all.
+pub fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    namespace.map_or_else(
+        || Api::all(client.clone()),
+        |ns| Api::namespaced(client.clone(), ns),
+    )
 }
 
 /// Watch the managed objects `api` serves into `writer` (each stripped by
@@ -322,7 +361,7 @@ where
 }
 
 /// The Memcached with a controller reference on `object`.
-pub fn controlling_memcached(object: &ObjectMeta) -> Option<ObjectRef<Memcached>> {
+fn controlling_memcached(object: &ObjectMeta) -> Option<ObjectRef<Memcached>> {
     let owner = object
         .owner_references
         .iter()

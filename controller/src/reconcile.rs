@@ -8,7 +8,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -30,7 +29,7 @@ use tokio_rustls::rustls::pki_types::ServerName;
 
 use crate::apply::{LastApplied, Outcome, Owner, ensure, hand_over_replicas, is_controlled_by};
 use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-use crate::cache::{self, Cache, Cached, Meta};
+use crate::cache::{self, Cache, Cached, Meta, scoped};
 use crate::desired::{Desired, Workload as DesiredWorkload};
 use crate::labels::{MANAGER, MEMCACHED_PORT};
 use crate::metrics::{Instance, Metrics};
@@ -176,14 +175,14 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     applied
         .converge(
             "Service",
-            &namespaced(&client, &ns),
+            &scoped(&client, Some(&ns)),
             &name,
             live,
             Some(&desired.service),
         )
         .await?;
     let live = cache::get(&cache.pdbs, &ns, &name);
-    let pdbs: Api<PodDisruptionBudget> = namespaced(&client, &ns);
+    let pdbs: Api<PodDisruptionBudget> = scoped(&client, Some(&ns));
     applied
         .converge(
             "PodDisruptionBudget",
@@ -194,7 +193,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         )
         .await?;
     let live = cache::get(&cache.hpas, &ns, &name);
-    let hpas: Api<HorizontalPodAutoscaler> = namespaced(&client, &ns);
+    let hpas: Api<HorizontalPodAutoscaler> = scoped(&client, Some(&ns));
     applied
         .converge(
             "HorizontalPodAutoscaler",
@@ -205,7 +204,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         )
         .await?;
     let live = cache::get(&cache.network_policies, &ns, &name);
-    let policies: Api<NetworkPolicy> = namespaced(&client, &ns);
+    let policies: Api<NetworkPolicy> = scoped(&client, Some(&ns));
     applied
         .converge(
             "NetworkPolicy",
@@ -313,6 +312,9 @@ pub const APPLY_FAILED: &str = "ApplyFailed";
 struct Applied<'a> {
     ctx: &'a Context,
     mc: &'a Memcached,
+    /// The Memcached's [`key`] and uid.
+    key: String,
+    uid: String,
     problems: Vec<Problem>,
     /// The workload or the Service belongs to someone else.
     foreign: bool,
@@ -323,6 +325,8 @@ impl<'a> Applied<'a> {
         Applied {
             ctx,
             mc,
+            key: key(mc),
+            uid: mc.uid().unwrap_or_default(),
             problems: Vec::new(),
             foreign: false,
         }
@@ -388,11 +392,7 @@ impl<'a> Applied<'a> {
     where
         K: Resource + Clone + Debug + Serialize + DeserializeOwned,
     {
-        let (key, uid) = (key(self.mc), self.mc.uid().unwrap_or_default());
-        let owner = Owner {
-            key: &key,
-            uid: &uid,
-        };
+        let owner = self.owner();
         let result = async {
             let live = live
                 .or_fetch(desired.is_some(), api.get_metadata_opt(name))
@@ -410,6 +410,14 @@ impl<'a> Applied<'a> {
                 self.record_outcome(kind, name, result.map(|(o, _)| o))
                     .await
             }
+        }
+    }
+
+    /// The Memcached as the objects' owner.
+    fn owner(&self) -> Owner<'_> {
+        Owner {
+            key: &self.key,
+            uid: &self.uid,
         }
     }
 
@@ -446,16 +454,11 @@ async fn converge_workload<New: Workload, Old: Workload>(
     (new_store, old_store): (&Store<New>, &Store<Old>),
 ) -> Result<Workloads, Error> {
     let (client, mc) = (&applied.ctx.client, applied.mc);
-    let (name, uid) = (mc.name_any(), mc.uid().unwrap_or_default());
+    let (name, uid) = (mc.name_any(), applied.uid.clone());
     let ns = mc.namespace().unwrap_or_default();
-    let news: Api<New> = namespaced(client, &ns);
-    let olds: Api<Old> = namespaced(client, &ns);
+    let news: Api<New> = scoped(client, Some(&ns));
+    let olds: Api<Old> = scoped(client, Some(&ns));
     let kind = New::kind(&()).to_string();
-    let owner_key = key(mc);
-    let owner = Owner {
-        key: &owner_key,
-        uid: &uid,
-    };
     let live = cache::get(new_store, &ns, &name)
         .or_fetch(true, news.get_opt(&name))
         .await?;
@@ -485,7 +488,7 @@ async fn converge_workload<New: Workload, Old: Workload>(
         let result = ensure(
             &news,
             &applied.ctx.applied,
-            &owner,
+            &applied.owner(),
             &name,
             Some(&desired),
             meta,
@@ -509,7 +512,7 @@ async fn converge_workload<New: Workload, Old: Workload>(
             let deleted = ensure::<Old>(
                 &olds,
                 &applied.ctx.applied,
-                &owner,
+                &applied.owner(),
                 &name,
                 None,
                 Some(old.meta()),
@@ -537,11 +540,8 @@ async fn converge_config_map(
     desired: Option<ConfigMap>,
 ) -> Result<(), Error> {
     let mc = applied.mc;
-    let (ns, uid) = (
-        mc.namespace().unwrap_or_default(),
-        mc.uid().unwrap_or_default(),
-    );
-    let api: Api<ConfigMap> = namespaced(&applied.ctx.client, &ns);
+    let (ns, uid) = (mc.namespace().unwrap_or_default(), applied.uid.clone());
+    let api: Api<ConfigMap> = scoped(&applied.ctx.client, Some(&ns));
     let store = &applied.ctx.cache.config_maps;
     let wanted = desired.as_ref().and_then(|c| c.metadata.name.clone());
     if let Some(name) = &wanted {
@@ -558,18 +558,10 @@ async fn converge_config_map(
     for config_map in stale {
         let name = config_map.name_any();
         applied
-            .converge::<ConfigMap>("ConfigMap", &api, &name, stale_one(config_map), None)
+            .converge::<ConfigMap>("ConfigMap", &api, &name, config_map.into(), None)
             .await?;
     }
     Ok(())
-}
-
-/// A cached object known to exist.
-fn stale_one<K>(object: Arc<K>) -> Cached<K> {
-    Cached {
-        object: Some(object),
-        listed: true,
-    }
 }
 
 /// Requeue a failed reconcile with exponential backoff: 5 s doubling to 160 s.
@@ -588,26 +580,20 @@ pub fn error_policy(mc: Arc<Memcached>, error: &Error, ctx: Arc<Context>) -> Act
     Action::requeue(delay)
 }
 
-/// An Api over namespace `ns`.
-fn namespaced<K>(client: &Client, ns: &str) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
-{
-    Api::namespaced(client.clone(), ns)
-}
-
-/// Forget what was remembered of the Memcached `ns/name`: what was applied
-/// to its objects, its failure count and its metrics.
-pub fn forget(ctx: &Context, ns: &str, name: &str) {
-    let key = format!("{ns}/{name}");
-    ctx.applied.forget(&key);
+/// Forget what was remembered of the Memcached objects of `namespace`
+/// (`None`: all) whose key (`namespace/name`) `keep` rejects: what was
+/// applied to their objects, their failure counts and their metrics.
+pub fn retain(ctx: &Context, namespace: Option<&str>, keep: impl Fn(&str) -> bool) {
+    ctx.applied.retain(&keep);
     if let Ok(mut failures) = ctx.failures.lock() {
-        failures.remove(&key);
+        failures.retain(|key, _| keep(key));
     }
-    ctx.metrics.retain(Some(ns), |i| i.name != name);
+    ctx.metrics
+        .retain(namespace, |i| keep(&format!("{}/{}", i.namespace, i.name)));
 }
 
-fn key(mc: &Memcached) -> String {
+/// `namespace/name`: what is remembered of a Memcached is keyed by it.
+pub fn key(mc: &Memcached) -> String {
     format!("{}/{}", mc.namespace().unwrap_or_default(), mc.name_any())
 }
 

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
+use kube::Client;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::Predicate;
@@ -22,12 +22,11 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller, Error as
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
-use kube::{Client, Resource, ResourceExt};
 use memcached_api::Memcached;
 use memcached_api::validation::Options;
 use tokio::sync::watch;
 
-use crate::cache::{self, Writers};
+use crate::cache::{self, Writers, scoped};
 use crate::labels::MANAGER;
 use crate::metrics::Metrics;
 use crate::network_policy::Access;
@@ -328,28 +327,34 @@ pub async fn controller(
     let ns = namespace.clone();
     let ns = ns.as_deref();
     let client = ctx.client.clone();
-    let forget = (ctx.clone(), namespace.clone(), reader.clone());
+    let (forget_ctx, forget_store) = (ctx.clone(), reader.clone());
+    let forget_namespace = namespace.clone();
     // Status writes change neither generation nor annotations: they do not retrigger reconcile.
     let memcacheds = watcher(scoped::<Memcached>(&client, ns), watcher::Config::default())
         .default_backoff()
         .modify(drop_unread_metadata)
         .reflect(writer)
-        .inspect(move |event| forget_gone(&forget.0, forget.1.as_deref(), &forget.2, event))
+        .inspect(move |event| {
+            forget_gone(
+                &forget_ctx,
+                forget_namespace.as_deref(),
+                &forget_store,
+                event,
+            )
+        })
         .applied_objects()
         .predicate_filter(
             predicates::generation.combine(predicates::annotations),
             Default::default(),
         );
     let (owners, changed) = futures::channel::mpsc::unbounded();
-    let mounting = (reader.clone(), ctx.clone());
+    let (memcached_store, secrets_ctx) = (reader.clone(), ctx.clone());
     // A changed Secret rolls the pods that mount it at once (without it the
-    // next periodic reconcile would).
+    // next periodic reconcile would); a deleted one's data is dropped.
     let watches = cache::watch(&client, ns, writers, owners, move |secret| {
-        mounting
-            .1
-            .secret_data
-            .forget_if_deleted(&mounting.1.cache.secrets, secret);
-        secrets::mounting(&mounting.0, secret)
+        let versions = &secrets_ctx.cache.secrets;
+        secrets_ctx.secret_data.forget_if_deleted(versions, secret);
+        secrets::mounting(&memcached_store, secret)
     });
     let cache = ctx.cache.clone();
     let (store, forget_ctx) = (reader.clone(), ctx.clone());
@@ -383,9 +388,10 @@ pub async fn controller(
                     _ => None,
                 };
                 if let Some((Some(ns), name)) = reconciled {
-                    let key = ObjectRef::<Memcached>::new(&name).within(&ns);
-                    if store.get(&key).is_none() {
-                        reconcile::forget(&forget_ctx, &ns, &name);
+                    let object = ObjectRef::<Memcached>::new(&name).within(&ns);
+                    if store.get(&object).is_none() {
+                        let gone = format!("{ns}/{name}");
+                        reconcile::retain(&forget_ctx, Some(&ns), |key| key != gone);
                     }
                 }
                 std::future::ready(())
@@ -418,34 +424,14 @@ fn forget_gone(
 ) {
     match event {
         Ok(watcher::Event::Delete(mc)) => {
-            reconcile::forget(ctx, &mc.namespace().unwrap_or_default(), &mc.name_any());
+            let gone = reconcile::key(mc);
+            reconcile::retain(ctx, namespace, |key| key != gone);
         }
         Ok(watcher::Event::InitDone) => {
-            let live: HashSet<String> = store
-                .state()
-                .iter()
-                .map(|mc| format!("{}/{}", mc.namespace().unwrap_or_default(), mc.name_any()))
-                .collect();
-            ctx.applied.retain(|key| live.contains(key));
-            if let Ok(mut failures) = ctx.failures.lock() {
-                failures.retain(|key, _| live.contains(key));
-            }
-            ctx.metrics.retain(namespace, |i| {
-                live.contains(&format!("{}/{}", i.namespace, i.name))
-            });
+            let live: HashSet<String> = store.state().iter().map(|mc| reconcile::key(mc)).collect();
+            reconcile::retain(ctx, namespace, |key| live.contains(key));
         }
         _ => return,
     }
     ctx.secret_data.retain_mounted(store);
-}
-
-/// An Api over one namespace, or over all.
-fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
-{
-    namespace.map_or_else(
-        || Api::all(client.clone()),
-        |ns| Api::namespaced(client.clone(), ns),
-    )
 }
