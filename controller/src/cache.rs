@@ -144,7 +144,9 @@ impl<K> From<Arc<K>> for Cached<K> {
     }
 }
 
-/// The object `name` of namespace `ns` in `store`.
+/// The object `name` of namespace `ns` in `store`. For reconciles only: it
+/// polls the store's readiness, which must not happen while
+/// [`Cache::synced`] waits.
 pub fn get<K>(store: &Store<K>, ns: &str, name: &str) -> Cached<K>
 where
     K: Lookup + Clone + 'static,

@@ -17,7 +17,7 @@ use memcached_api::{Memcached, MemcachedSpec};
 use ring::hmac;
 
 use crate::args::AUTH_KEY;
-use crate::cache::{self, Meta};
+use crate::cache::Meta;
 use crate::pod_template::{AUTH_VOLUME, secret_mounts};
 
 /// One Secret's data: key to bytes.
@@ -46,7 +46,7 @@ impl SecretCache {
     /// Drop the data of `secret` when the watch saw it deleted.
     pub fn forget_if_deleted(&self, versions: &Store<Meta<Secret>>, secret: &Meta<Secret>) {
         let (ns, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
-        if cache::get(versions, &ns, &name).object.is_none() {
+        if version(versions, &ns, &name).is_none() {
             self.set((ns, name), None);
         }
     }
@@ -90,10 +90,7 @@ pub async fn read(
     let mut missing = Vec::new();
     for (_, name, _) in secret_mounts(spec) {
         let key = (ns.clone(), name.clone());
-        let version = cache::get(versions, &ns, &name)
-            .object
-            .and_then(|s| s.resource_version());
-        let data = match version.and_then(|v| cached.get(&key, &v)) {
+        let data = match version(versions, &ns, &name).and_then(|v| cached.get(&key, &v)) {
             Some(data) => Some(data),
             // New, changed, or not seen by the watch (yet): read it.
             None => {
@@ -116,6 +113,15 @@ pub async fn read(
         }
     }
     Ok((found, missing))
+}
+
+/// The resourceVersion of the Secret `ns/name` as the watch saw it. A plain
+/// store read: the Secret watch calls this while the cache is still syncing,
+/// so it must not poll the store's readiness ([`crate::cache::get`] does).
+fn version(versions: &Store<Meta<Secret>>, ns: &str, name: &str) -> Option<String> {
+    versions
+        .get(&ObjectRef::new(name).within(ns))
+        .and_then(|s| s.resource_version())
 }
 
 /// The Memcached objects of `store` whose pods mount `secret`.
