@@ -29,12 +29,27 @@ export KWCTL POLICY_SERVER
 # Debian packages the tests and the demo need, by the command that shows each is there.
 DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus
 
-.PHONY: all deps demo test unit-tests kwctl-tests e2e e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
+.PHONY: all toolchain deps demo test unit-tests kwctl-tests e2e e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
 
 all: policy.wasm
 
+## toolchain: the Rust toolchain of rust-toolchain.toml with its wasm target, rustfmt and clippy. rustup adds
+## a toolchain file's targets only when it installs the toolchain itself, so a toolchain already present
+## without them (the usual state of anyone who has Rust) gets them here. Without rustup, cargo must have them.
+RUST_CHANNEL := $(shell sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
+toolchain:
+	@if command -v rustup >/dev/null; then \
+		targets=$$(rustup target list --installed --toolchain $(RUST_CHANNEL) 2>/dev/null || true); \
+		components=$$(rustup component list --installed --toolchain $(RUST_CHANNEL) 2>/dev/null || true); \
+		if ! grep -qx '$(WASM_TARGET)' <<<"$$targets" || ! grep -q '^rustfmt' <<<"$$components" \
+			|| ! grep -q '^clippy' <<<"$$components"; then \
+			rustup toolchain install $(RUST_CHANNEL) --profile minimal --component rustfmt,clippy \
+				--target $(WASM_TARGET); \
+		fi; \
+	fi
+
 ## policy.wasm: the policy, release build, size-optimised with wasm-opt (Debian's binaryen) when present.
-policy.wasm: $(POLICY_SOURCES)
+policy.wasm: $(POLICY_SOURCES) | toolchain
 	$(CARGO) build --locked --release --target $(WASM_TARGET) -p memcached-policy
 	@if command -v wasm-opt >/dev/null; then \
 		wasm-opt -Oz --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int \
