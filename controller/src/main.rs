@@ -23,6 +23,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Reconcile Memcached resources (the default in the container image).
+    ///
+    /// A flag given twice takes its last value, as Go flags do, so a
+    /// deployment's extra arguments can override the ones it sets.
+    #[command(args_override_self = true)]
     Run(Box<RunArgs>),
     /// Print the CustomResourceDefinition (both versions) as YAML.
     Crd,
@@ -178,5 +182,27 @@ fn init_logs(format: &str) {
         builder.json().with_current_span(true).init();
     } else {
         builder.init();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        let cli = Cli::try_parse_from(["memcached-controller", "run"].iter().chain(args))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        match cli.command {
+            Command::Run(args) => *args,
+            _ => panic!("not run"),
+        }
+    }
+
+    #[test]
+    fn a_repeated_flag_takes_its_last_value() {
+        let args = run_args(&["--log-format", "json", "--log-format", "text"]);
+        assert_eq!(args.log_format, "text");
+        let args = run_args(&["--watch-namespaces", "a,b", "--watch-namespaces", "c"]);
+        assert_eq!(args.watch_namespaces, ["c"]);
     }
 }
