@@ -29,9 +29,15 @@ export KWCTL POLICY_SERVER
 # Debian packages the tests and the demo need, by the command that shows each is there.
 DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus
 
-.PHONY: all toolchain deps demo test unit-tests kwctl-tests e2e e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
+.PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
 
 all: policy.wasm
+
+## help: the documented targets, each with the first sentence of its `## target:` comment.
+help:
+	@awk '/^## [^ :]+:/ { if (t) print t; t = substr($$0, 4); next } \
+		/^## / && t { t = t " " substr($$0, 4); next } { if (t) print t; t = "" }' $(MAKEFILE_LIST) \
+		| sed 's/^\([^:]*\): /\1\t/; s/\. .*/./' | awk -F'\t' '{ printf "  %-30s %s\n", $$1, $$2 }'
 
 ## toolchain: the Rust toolchain of rust-toolchain.toml with its wasm target, rustfmt and clippy. rustup adds
 ## a toolchain file's targets only when it installs the toolchain itself, so a toolchain already present
@@ -97,9 +103,9 @@ $(E2E_BIN)/cluster: $(CLUSTER_SOURCES)
 $(E2E_BIN)/registry: $(REGISTRY_SOURCES)
 	cd e2e-tests/registry && go build -trimpath -ldflags=-s -o ../../$@ .
 
-## push REGISTRY=ghcr.io/c5c3: kwctl push of annotated-policy.wasm as
-## registry://$(REGISTRY)/policies/memcached:v<version> (version from metadata.yml; credentials from
-## ~/.docker/config.json, as `docker login` writes them).
+## push: kwctl push of annotated-policy.wasm as registry://$(REGISTRY)/policies/memcached:v<version>
+## (`make push REGISTRY=ghcr.io/c5c3`; version from metadata.yml; credentials from ~/.docker/config.json, as
+## `docker login` writes them).
 POLICY_VERSION = $(shell sed -n 's/^ *io.kubewarden.policy.version: *//p' metadata.yml)
 push: annotated-policy.wasm
 	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=<host>[/<namespace>] (e.g. ghcr.io/c5c3)"; exit 1; }
@@ -128,11 +134,12 @@ prometheus-test:
 	cp deploy/prometheus/memcached-operator-rules.test.yaml "$(TMPDIR_OR_TMP)/prometheus-test/"
 	cd "$(TMPDIR_OR_TMP)/prometheus-test" && promtool test rules memcached-operator-rules.test.yaml
 
-## test: every test from one build of the workspace (`cargo test --workspace --features $(FEATURES)`): unit
+## test: lint, then every test from one build of the workspace (`cargo test --workspace --features $(FEATURES)`): unit
 ## tests, the policy through wasmtime, the controller against real memcached, the end-to-end suites on a real
 ## control plane (each enters its own network namespace; admission through policy-server), then the policy on
 ## kwctl, the Helm chart with helm and the alerts with promtool.
 test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
+	$(MAKE) --no-print-directory lint
 	$(CARGO) test --locked --workspace --features $(FEATURES)
 	python3 e2e-tests/check_metadata.py
 	bats e2e-tests/e2e.bats
@@ -166,14 +173,15 @@ bench: policy.wasm
 	$(CARGO) bench --locked -p e2e-tests --bench worst_case
 	$(CARGO) bench --locked -p memcached-controller --bench stats
 
-## bench-kwctl: kwctl bench of annotated-policy.wasm on the full-featured CR against Kubewarden's
-## template policy on its own Pod request, in one run: both medians and their ratio (ROUNDS=n repeats).
+## bench-kwctl: kwctl bench of annotated-policy.wasm on the full-featured CR (mutating, and judging only)
+## interleaved with Kubewarden's template policy and its mutating capabilities-psp and psa-label-enforcer
+## policies on their own requests (../shared/bench): medians and ratios, last ours / capabilities-psp
+## (ROUNDS=n repeats).
 BENCH_REFERENCE := $(abspath ../shared/bench)
 BENCH_REQUEST := e2e-tests/fixtures/requests/seed-valid-cr-with-all-features-v1beta1.json
 ROUNDS ?= 1
 bench-kwctl: annotated-policy.wasm
-	python3 e2e-tests/kwctl_bench.py "$(KWCTL)" $(ROUNDS) annotated-policy.wasm $(BENCH_REQUEST) \
-		$(BENCH_REFERENCE)/template-policy.wasm $(BENCH_REFERENCE)/pod_creation.json
+	python3 e2e-tests/kwctl_bench.py "$(KWCTL)" $(ROUNDS) annotated-policy.wasm $(BENCH_REQUEST) $(BENCH_REFERENCE)
 
 ## bench-e2e: control-plane start, apply -> Ready, admission latency through policy-server seen by kube-apiserver,
 ## 200 CRs at once; then the keys pymemcache's HashClient still finds after scaling, a pod deletion and a rollout,
@@ -190,18 +198,23 @@ bench-e2e: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/
 crd:
 	$(CARGO) run --locked -q -p memcached-controller -- crd > deploy/crd.yaml
 
-## fixtures: regenerate e2e-tests/fixtures from the seed documents.
+## fixtures: regenerate e2e-tests/fixtures from the seed documents it keeps (e2e-tests/fixtures/seeds).
 fixtures:
-	cd e2e-tests/fixtures && python3 generate.py ../../../shared/seeds
+	cd e2e-tests/fixtures && python3 generate.py
 
-lint:
+## lint: rustfmt, clippy with -D warnings (the workspace's lints, Cargo.toml) on every target and on the wasm
+## policy, gofmt and go vet of the Go control plane.
+lint: | toolchain
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets --features $(FEATURES) -- -D warnings
+	$(CARGO) clippy --locked --target $(WASM_TARGET) -p memcached-policy -- -D warnings
 	cd e2e-tests/cluster && test -z "$$(gofmt -l .)" && go vet ./...
 
+## fmt: format the Rust code.
 fmt:
 	$(CARGO) fmt --all
 
+## clean: remove cargo's target directory and the built policies.
 clean:
 	$(CARGO) clean
 	rm -f policy.wasm annotated-policy.wasm

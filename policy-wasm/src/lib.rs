@@ -1,7 +1,9 @@
 //! Kubewarden policy for `Memcached` (memcached.c5c3.io): waPC glue only.
 //! Every default and rule lives in `memcached-api`.
 
+// A global allocator cannot be written without unsafe code: the one module the workspace allows it in.
 #[cfg(any(target_arch = "wasm32", test))]
+#[allow(unsafe_code)]
 mod arena;
 pub mod request;
 pub mod settings;
@@ -31,6 +33,7 @@ pub fn validate_settings(payload: &[u8]) -> CallResult {
 
 /// Registers the policy's waPC functions.
 #[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code)] // the waPC host calls it by this exact symbol name
 #[unsafe(no_mangle)]
 pub extern "C" fn wapc_init() {
     use kubewarden_policy_sdk::wapc_guest::register_function;

@@ -217,7 +217,7 @@ impl Cluster {
             .spawn()
             .map_err(|e| {
                 format!(
-                    "cannot start {} ({e}); build it with `make e2e-cluster`",
+                    "cannot start {} ({e}); build it with `make target/e2e/cluster`",
                     binaries.cluster.display()
                 )
             })?;
