@@ -136,13 +136,13 @@ prometheus-test:
 
 ## test: lint, then every test from one build of the workspace (`cargo test --workspace --features $(FEATURES)`): unit
 ## tests, the policy through wasmtime, the controller against real memcached, the end-to-end suites on a real
-## control plane (each enters its own network namespace; admission through policy-server), then the policy on
-## kwctl, the Helm chart with helm and the alerts with promtool.
+## control plane (each enters its own network namespace; admission through policy-server), then `make toolchain`
+## against the rustup states users have, the policy on kwctl, the Helm chart with helm and the alerts with promtool.
 test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
 	$(MAKE) --no-print-directory lint
 	$(CARGO) test --locked --workspace --features $(FEATURES)
 	python3 e2e-tests/check_metadata.py
-	bats e2e-tests/e2e.bats
+	bats e2e-tests/toolchain.bats e2e-tests/e2e.bats
 	$(MAKE) --no-print-directory helm-test prometheus-test
 
 ## unit-tests: the tests that need no control plane (policy.wasm and memcached are still used; a plain
