@@ -42,5 +42,5 @@ fn property<'a>(schema: &'a mut JSONSchemaProps, name: &str) -> Option<&'a mut J
 
 /// The CRD as YAML, the content of `deploy/crd.yaml`.
 pub fn crd_yaml() -> String {
-    serde_yaml::to_string(&crd()).unwrap_or_default()
+    crate::yaml::to_string(&crd()).unwrap_or_default()
 }

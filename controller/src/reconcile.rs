@@ -9,16 +9,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
+use memcached_api::field::{FieldError, invalid_message};
 use memcached_api::validation::{self, Options};
 use memcached_api::{Memcached, MemcachedSpec, apply_defaults};
 use ring::hmac;
@@ -31,6 +33,7 @@ use crate::apply::{LastApplied, Outcome, Owner, ensure, hand_over_replicas, is_c
 use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::cache::{self, Cache, Cached, Meta, scoped};
 use crate::desired::{Desired, Workload as DesiredWorkload};
+use crate::events::{self, Target, warn};
 use crate::labels::{MANAGER, MEMCACHED_PORT};
 use crate::metrics::{Instance, Metrics};
 use crate::network_policy::Access;
@@ -112,21 +115,8 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         generate_name: mc.metadata.generate_name.as_deref().unwrap_or_default(),
     };
     let errors = validation::validate_object(object, &spec, &ctx.validation);
-    let invalid_spec = (!errors.is_empty()).then(|| {
-        errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    });
-    if let Some(errors) = &invalid_spec {
-        warn(
-            &ctx,
-            &mc,
-            "InvalidSpec",
-            format!("the stored spec fails validation (reconciling anyway): {errors}"),
-        )
-        .await;
+    if !errors.is_empty() {
+        return refuse_invalid(&ctx, &mc, &ns, &spec, &errors).await;
     }
 
     let (secrets, missing) = secrets::read(
@@ -142,11 +132,12 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
             &mc,
             "SecretNotFound",
             format!("Secret(s) not found: {}", missing.join(", ")),
+            None,
         )
         .await;
     }
     if let Some(problem) = secrets::auth_file_problem(&spec, &secrets) {
-        warn(&ctx, &mc, "InvalidAuthSecret", problem).await;
+        warn(&ctx, &mc, "InvalidAuthSecret", problem, None).await;
     }
     let hash = (!secrets.is_empty()).then(|| secrets::hash(&ctx.hash_key, &secrets));
     let desired = Desired::new(&mc, spec.clone(), hash.as_deref(), &ctx.access);
@@ -174,7 +165,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     let live = cache::get(&cache.services, &ns, &name);
     applied
         .converge(
-            "Service",
+            &ApiResource::erase::<Service>(&()),
             &scoped(&client, Some(&ns)),
             &name,
             live,
@@ -185,7 +176,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     let pdbs: Api<PodDisruptionBudget> = scoped(&client, Some(&ns));
     applied
         .converge(
-            "PodDisruptionBudget",
+            &ApiResource::erase::<PodDisruptionBudget>(&()),
             &pdbs,
             &name,
             live,
@@ -196,7 +187,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     let hpas: Api<HorizontalPodAutoscaler> = scoped(&client, Some(&ns));
     applied
         .converge(
-            "HorizontalPodAutoscaler",
+            &ApiResource::erase::<HorizontalPodAutoscaler>(&()),
             &hpas,
             &name,
             live,
@@ -207,7 +198,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     let policies: Api<NetworkPolicy> = scoped(&client, Some(&ns));
     applied
         .converge(
-            "NetworkPolicy",
+            &ApiResource::erase::<NetworkPolicy>(&()),
             &policies,
             &name,
             live,
@@ -215,11 +206,11 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         )
         .await?;
     let live = cache::service_monitor(cache, &ns, &name);
-    let monitors: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &service_monitor::api_resource());
+    let monitor = service_monitor::api_resource();
+    let monitors: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &monitor);
     applied
         .converge(
-            "ServiceMonitor",
+            &monitor,
             &monitors,
             &name,
             live,
@@ -249,14 +240,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         Some(p) if current.as_ref().is_none_or(|c| c.ready < p.ready) => (other_kind, Some(p)),
         _ => (kind, current),
     };
-    let mut observed = observe(
-        &mc,
-        &spec,
-        serving_kind,
-        serving.as_ref(),
-        missing,
-        invalid_spec,
-    );
+    let mut observed = observe(&mc, &spec, serving_kind, serving.as_ref(), missing);
     observed.server_list = servers;
     observed.stable_names = list_stable;
     observed.switching = previous.is_some();
@@ -278,7 +262,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         (Some(_), Err(e)) => {
             let message =
                 format!("live stats are not read: TLS is on but its client cannot be set up: {e}");
-            warn(&ctx, &mc, "TLSClientUnavailable", message.clone()).await;
+            warn(&ctx, &mc, "TLSClientUnavailable", message.clone(), None).await;
             problems.push(Problem {
                 reason: "TLSClientUnavailable",
                 message,
@@ -302,6 +286,84 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     } else {
         REQUEUE_NOT_READY
     }))
+}
+
+/// Degraded reason of a stored spec the policy would refuse.
+pub const INVALID_SPEC: &str = "InvalidSpec";
+
+/// A stored spec the policy would refuse (admitted without it, or while
+/// policy-server was down under `failurePolicy: Ignore`): reported on the
+/// Memcached with the policy's own message, and nothing is applied, deleted
+/// or retracted for it. The running workload, if any, keeps serving the
+/// last valid spec and is described as it is; the server list stays.
+async fn refuse_invalid(
+    ctx: &Context,
+    mc: &Memcached,
+    ns: &str,
+    spec: &MemcachedSpec,
+    errors: &[FieldError],
+) -> Result<Action, Error> {
+    let qualified_kind = format!("{}.{}", Memcached::kind(&()), Memcached::group(&()));
+    let message = invalid_message(&qualified_kind, &mc.name_any(), errors);
+    warn(ctx, mc, INVALID_SPEC, message.clone(), None).await;
+    let (workload, rollout) = running_workload(ctx, mc, spec);
+    let previous = mc.status.as_ref();
+    let observed = Observed {
+        workload,
+        desired: rollout.and_then(|r| r.replicas).unwrap_or(0),
+        ready: rollout.map_or(0, |r| r.ready),
+        updated: rollout.map_or(0, |r| r.updated),
+        available: rollout.is_some_and(|r| r.available),
+        invalid_spec: Some(message),
+        generation: mc.metadata.generation,
+        selector: crate::labels::selector_string(mc),
+        server_list: previous
+            .and_then(|s| s.server_list.clone())
+            .unwrap_or_default(),
+        stable_names: true,
+        ..Default::default()
+    };
+    write_status(
+        &Api::namespaced(ctx.client.clone(), ns),
+        mc,
+        &observed,
+        &ClusterStats::default(),
+    )
+    .await?;
+    ctx.failures.lock().map(|mut f| f.remove(&key(mc))).ok();
+    Ok(Action::await_change())
+}
+
+/// The workload of either kind this Memcached controls, as the cache sees
+/// it; the kind `spec` names when both run.
+fn running_workload(
+    ctx: &Context,
+    mc: &Memcached,
+    spec: &MemcachedSpec,
+) -> (&'static str, Option<Rollout>) {
+    let (ns, name, uid) = (
+        mc.namespace().unwrap_or_default(),
+        mc.name_any(),
+        mc.uid().unwrap_or_default(),
+    );
+    let deployment = cache::get(&ctx.cache.deployments, &ns, &name)
+        .object
+        .and_then(|w| serving(w.as_ref(), &uid));
+    let stateful_set = cache::get(&ctx.cache.stateful_sets, &ns, &name)
+        .object
+        .and_then(|w| serving(w.as_ref(), &uid));
+    match (deployment, stateful_set) {
+        (d, Some(s)) if d.is_none() || spec.stateful_set() => ("StatefulSet", Some(s)),
+        (d, _) => ("Deployment", d),
+    }
+}
+
+/// The rollout of `workload` when this Memcached (`uid`) controls it and it
+/// is not being deleted: someone else's workload, or one on its way out,
+/// serves nothing of this Memcached's.
+fn serving<W: Workload>(workload: &W, uid: &str) -> Option<Rollout> {
+    (is_controlled_by(workload, uid) && workload.meta().deletion_timestamp.is_none())
+        .then(|| workload.rollout())
 }
 
 /// Degraded reason when the API server refuses an apply.
@@ -336,10 +398,10 @@ impl<'a> Applied<'a> {
     /// problem, any other error ends the reconcile (retried with backoff).
     async fn record<T>(
         &mut self,
-        kind: &str,
-        name: &str,
+        target: &Target<'_>,
         result: Result<(Outcome, T), kube::Error>,
     ) -> Result<Option<T>, Error> {
+        let (kind, name) = (target.resource.kind.as_str(), target.name);
         match result {
             Ok((outcome, object)) => {
                 if outcome == Outcome::Conflict {
@@ -351,12 +413,13 @@ impl<'a> Applied<'a> {
                         ),
                     });
                 }
-                report(self.ctx, self.mc, kind, outcome).await;
+                events::report(self.ctx, self.mc, target, outcome).await;
                 Ok(Some(object))
             }
             Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => {
                 let message = format!("{kind}: {} ({})", e.message, e.reason);
-                warn(self.ctx, self.mc, APPLY_FAILED, message.clone()).await;
+                let (ctx, mc) = (self.ctx, self.mc);
+                events::warn(ctx, mc, APPLY_FAILED, message.clone(), Some(target)).await;
                 self.problems.push(Problem {
                     reason: APPLY_FAILED,
                     message,
@@ -369,21 +432,18 @@ impl<'a> Applied<'a> {
 
     async fn record_outcome(
         &mut self,
-        kind: &str,
-        name: &str,
+        target: &Target<'_>,
         result: Result<Outcome, kube::Error>,
     ) -> Result<(), Error> {
-        self.record(kind, name, result.map(|o| (o, ())))
-            .await
-            .map(drop)
+        self.record(target, result.map(|o| (o, ()))).await.map(drop)
     }
 
-    /// Converge one optional object of kind `kind`: `live` is what the cache
+    /// Converge one optional object of kind `resource`: `live` is what the cache
     /// holds; an object the cache lacks is read from the API server when it
     /// is wanted (it may be someone else's, or newer than the watch).
     async fn converge<K>(
         &mut self,
-        kind: &str,
+        resource: &ApiResource,
         api: &Api<K>,
         name: &str,
         live: Cached<Meta<K>>,
@@ -407,8 +467,8 @@ impl<'a> Applied<'a> {
             // CRD): the next reconcile tries again.
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
             result => {
-                self.record_outcome(kind, name, result.map(|(o, _)| o))
-                    .await
+                let target = Target { resource, name };
+                self.record_outcome(&target, result.map(|(o, _)| o)).await
             }
         }
     }
@@ -422,11 +482,15 @@ impl<'a> Applied<'a> {
     }
 
     /// A preparatory write (no Event of its own): only refusals are recorded.
-    async fn check(&mut self, kind: &str, result: Result<(), kube::Error>) -> Result<(), Error> {
+    async fn check(
+        &mut self,
+        target: &Target<'_>,
+        result: Result<(), kube::Error>,
+    ) -> Result<(), Error> {
         match result {
             Ok(()) => Ok(()),
             Err(e) => self
-                .record(kind, "", Err::<(Outcome, ()), _>(e))
+                .record(target, Err::<(Outcome, ()), _>(e))
                 .await
                 .map(drop),
         }
@@ -458,7 +522,11 @@ async fn converge_workload<New: Workload, Old: Workload>(
     let ns = mc.namespace().unwrap_or_default();
     let news: Api<New> = scoped(client, Some(&ns));
     let olds: Api<Old> = scoped(client, Some(&ns));
-    let kind = New::kind(&()).to_string();
+    let resource = ApiResource::erase::<New>(&());
+    let target = Target {
+        resource: &resource,
+        name: &name,
+    };
     let live = cache::get(new_store, &ns, &name)
         .or_fetch(true, news.get_opt(&name))
         .await?;
@@ -471,7 +539,7 @@ async fn converge_workload<New: Workload, Old: Workload>(
             match (&live, &old) {
                 (Some(live), _) if is_controlled_by(live, &uid) => {
                     let handover = hand_over_replicas(&news, live).await;
-                    applied.check(&kind, handover).await?;
+                    applied.check(&target, handover).await?;
                 }
                 // A new workload starts as large as the autoscaler made the old
                 // one, or at its lower bound; the next reconcile hands the count
@@ -495,15 +563,13 @@ async fn converge_workload<New: Workload, Old: Workload>(
         )
         .await
         .map(|(outcome, after)| (outcome, after.or_else(|| live.clone())));
-        applied.record(&kind, &name, result).await?.unwrap_or(live)
+        applied.record(&target, result).await?.unwrap_or(live)
     } else {
         live
     };
     // Someone else's workload: its readiness and pods are not this
     // Memcached's. One being deleted no longer counts either.
-    let current = workload
-        .filter(|w| is_controlled_by(w, &uid) && w.meta().deletion_timestamp.is_none())
-        .map(|w| w.rollout());
+    let current = workload.and_then(|w| serving(&w, &uid));
     let replaced = current
         .as_ref()
         .is_some_and(|r| r.complete(desired_replicas(spec, Some(r))));
@@ -523,7 +589,13 @@ async fn converge_workload<New: Workload, Old: Workload>(
                 other => other,
             });
             applied
-                .record_outcome(&Old::kind(&()), &name, deleted)
+                .record_outcome(
+                    &Target {
+                        resource: &ApiResource::erase::<Old>(&()),
+                        name: &name,
+                    },
+                    deleted,
+                )
                 .await?;
             None
         }
@@ -543,11 +615,12 @@ async fn converge_config_map(
     let (ns, uid) = (mc.namespace().unwrap_or_default(), applied.uid.clone());
     let api: Api<ConfigMap> = scoped(&applied.ctx.client, Some(&ns));
     let store = &applied.ctx.cache.config_maps;
+    let config_maps = ApiResource::erase::<ConfigMap>(&());
     let wanted = desired.as_ref().and_then(|c| c.metadata.name.clone());
     if let Some(name) = &wanted {
         let live = cache::get(store, &ns, name);
         applied
-            .converge("ConfigMap", &api, name, live, desired.as_ref())
+            .converge(&config_maps, &api, name, live, desired.as_ref())
             .await?;
     }
     let stale = store.state_filter(|c| {
@@ -558,7 +631,7 @@ async fn converge_config_map(
     for config_map in stale {
         let name = config_map.name_any();
         applied
-            .converge::<ConfigMap>("ConfigMap", &api, &name, config_map.into(), None)
+            .converge::<ConfigMap>(&config_maps, &api, &name, config_map.into(), None)
             .await?;
     }
     Ok(())
@@ -603,7 +676,6 @@ fn observe(
     workload: &'static str,
     rollout: Option<&Rollout>,
     missing: Vec<String>,
-    invalid_spec: Option<String>,
 ) -> Observed {
     let seen = rollout.copied().unwrap_or_default();
     Observed {
@@ -613,7 +685,6 @@ fn observe(
         updated: seen.updated,
         available: seen.available,
         missing_secrets: missing,
-        invalid_spec,
         generation: mc.metadata.generation,
         selector: crate::labels::selector_string(mc),
         ..Default::default()
@@ -700,85 +771,4 @@ async fn write_status(
     )
     .await?;
     Ok(())
-}
-
-async fn report(ctx: &Context, mc: &Memcached, kind: &str, outcome: Outcome) {
-    let (reason, note, type_) = match outcome {
-        Outcome::Unchanged => return,
-        Outcome::Created => ("Created", format!("created {kind}"), EventType::Normal),
-        Outcome::Updated => ("Updated", format!("updated {kind}"), EventType::Normal),
-        Outcome::Deleted => (
-            "Deleted",
-            format!("deleted {kind}: its feature is off"),
-            EventType::Normal,
-        ),
-        Outcome::Replaced => (
-            "Deleted",
-            format!(
-                "deleted {kind}: spec.workload names the other kind, which now runs every replica ready"
-            ),
-            EventType::Normal,
-        ),
-        Outcome::Conflict => (
-            "ResourceConflict",
-            format!("a {kind} of this name exists and is not owned by this Memcached: left alone"),
-            EventType::Warning,
-        ),
-        Outcome::Terminating => (
-            "Terminating",
-            format!("{kind} is being deleted: applied again once it is gone"),
-            EventType::Normal,
-        ),
-    };
-    tracing::info!(kind, ?outcome, "managed object");
-    publish(ctx, mc, type_, reason, note).await;
-}
-
-async fn warn(ctx: &Context, mc: &Memcached, reason: &str, note: String) {
-    tracing::warn!(reason, note, "memcached needs attention");
-    publish(ctx, mc, EventType::Warning, reason, note).await;
-}
-
-async fn publish(ctx: &Context, mc: &Memcached, type_: EventType, reason: &str, note: String) {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(truncate(note, MAX_NOTE_BYTES)),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &mc.object_ref(&())).await {
-        tracing::debug!(error = %e, "cannot publish event");
-    }
-}
-
-/// The API server refuses Event notes of 1 KiB or more.
-pub const MAX_NOTE_BYTES: usize = 1000;
-
-/// `text` cut to at most `max` bytes at a character boundary, marked with `…`.
-pub fn truncate(mut text: String, max: usize) -> String {
-    if text.len() <= max {
-        return text;
-    }
-    let mut cut = max - '…'.len_utf8();
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    text.truncate(cut);
-    text.push('…');
-    text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn truncates_notes_at_a_character_boundary() {
-        assert_eq!(truncate("short".into(), 10), "short");
-        let long = "é".repeat(600);
-        let cut = truncate(long, MAX_NOTE_BYTES);
-        assert!(cut.len() <= MAX_NOTE_BYTES, "{}", cut.len());
-        assert!(cut.ends_with('…'));
-    }
 }

@@ -1,27 +1,36 @@
 //! `render -f cr.yaml`: every object the controller would apply for a CR,
-//! without a cluster (like `helm template`).
+//! without a cluster (like `helm template`). A CR the API server or the
+//! policy would refuse renders nothing: every error is reported, one a line,
+//! in their own words (unknown fields as `kubectl apply --validate=strict`
+//! reports them, the rest as the policy's validation words them).
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+use kube::Resource;
 use memcached_api::validation::{self, ObjectName, Options};
-use memcached_api::{Memcached, apply_defaults};
-use serde::{Deserialize, Serialize};
+use memcached_api::{Memcached, MemcachedSpec, apply_defaults};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::desired::{Desired, Workload};
 use crate::server_list;
+use crate::unknown_fields::unknown_fields;
 use crate::workload::initial_replicas;
 
-/// Render every Memcached document of `yaml` to multi-document YAML.
-/// Validation errors and warnings are returned separately.
+/// Render every Memcached document of `yaml` to multi-document YAML, with
+/// the policy's warnings. `Err`: every error of every document, one a line
+/// (`<name>: error: <message>`) after a heading, and the warnings after them.
 pub fn render(yaml: &str) -> Result<(String, Vec<String>), String> {
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple(yaml).map_err(|e| format!("invalid YAML: {e}"))?;
     let mut out = String::new();
-    let mut notes = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(yaml) {
-        let value =
-            serde_yaml::Value::deserialize(document).map_err(|e| format!("invalid YAML: {e}"))?;
-        if value.is_null() {
-            continue;
-        }
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    for document in documents.into_iter().filter(|d| !d.is_null()) {
+        let unknown = match schema_of(&document) {
+            Some(schema) => unknown_fields(&document, &schema),
+            None => Vec::new(),
+        };
         let mc: Memcached =
-            serde_yaml::from_value(value).map_err(|e| format!("not a Memcached: {e}"))?;
+            serde_json::from_value(document).map_err(|e| format!("not a Memcached: {e}"))?;
         let mut spec = mc.spec.clone();
         apply_defaults(&mut spec);
         let name = mc.metadata.name.clone().unwrap_or_default();
@@ -29,35 +38,66 @@ pub fn render(yaml: &str) -> Result<(String, Vec<String>), String> {
             name: &name,
             generate_name: mc.metadata.generate_name.as_deref().unwrap_or_default(),
         };
-        for e in validation::validate_object(object, &spec, &Options::default()) {
-            notes.push(format!("{name}: error: {e}"));
-        }
-        notes.extend(
+        let invalid = validation::validate_object(object, &spec, &Options::default());
+        let refused = unknown
+            .iter()
+            .map(|field| format!("{name}: error: unknown field {field:?}"))
+            .chain(invalid.iter().map(|e| format!("{name}: error: {e}")))
+            .collect::<Vec<_>>();
+        warnings.extend(
             validation::warnings(&spec)
                 .into_iter()
                 .map(|w| format!("{name}: warning: {w}")),
         );
-        let desired = Desired::new(&mc, spec.clone(), None, &Default::default());
-        match &desired.workload {
-            Workload::Deployment(d) => write(&mut out, d)?,
-            Workload::StatefulSet(s) => write(&mut out, s)?,
+        if !refused.is_empty() {
+            errors.extend(refused);
+            continue;
         }
-        write(&mut out, &desired.service)?;
-        write_optional(&mut out, &desired.pdb)?;
-        write_optional(&mut out, &desired.hpa)?;
-        write_optional(&mut out, &desired.network_policy)?;
-        write_optional(&mut out, &desired.service_monitor)?;
-        // Under autoscaling the list follows the HPA; it starts at minReplicas.
-        let servers = server_list::build(&mc, spec.stateful_set(), initial_replicas(&spec));
-        write_optional(&mut out, &server_list::config_map(&mc, &spec, &servers))?;
+        write_objects(&mut out, &mc, &spec)?;
     }
-    Ok((out, notes))
+    if errors.is_empty() {
+        Ok((out, warnings))
+    } else {
+        errors.extend(warnings);
+        Err(format!("refused, nothing rendered:\n{}", errors.join("\n")))
+    }
+}
+
+/// The CRD schema of the document's version (`None`: a version the CRD does
+/// not serve, left to decoding).
+fn schema_of(document: &Value) -> Option<JSONSchemaProps> {
+    let api_version = document["apiVersion"].as_str()?;
+    let version = api_version.strip_prefix(&format!("{}/", Memcached::group(&())))?;
+    crate::crd::crd()
+        .spec
+        .versions
+        .into_iter()
+        .find(|v| v.name == version)?
+        .schema?
+        .open_api_v3_schema
+}
+
+/// Every object the controller would apply for `mc` with its defaulted `spec`.
+fn write_objects(out: &mut String, mc: &Memcached, spec: &MemcachedSpec) -> Result<(), String> {
+    let desired = Desired::new(mc, spec.clone(), None, &Default::default());
+    match &desired.workload {
+        Workload::Deployment(d) => write(out, d)?,
+        Workload::StatefulSet(s) => write(out, s)?,
+    }
+    write(out, &desired.service)?;
+    write_optional(out, &desired.pdb)?;
+    write_optional(out, &desired.hpa)?;
+    write_optional(out, &desired.network_policy)?;
+    write_optional(out, &desired.service_monitor)?;
+    // Under autoscaling the list follows the HPA; it starts at minReplicas.
+    let servers = server_list::build(mc, spec.stateful_set(), initial_replicas(spec));
+    write_optional(out, &server_list::config_map(mc, spec, &servers))
 }
 
 /// Append one YAML document (k8s-openapi and dynamic objects carry their apiVersion and kind).
 fn write<T: Serialize>(out: &mut String, object: &T) -> Result<(), String> {
     out.push_str("---\n");
-    out.push_str(&serde_yaml::to_string(object).map_err(|e| e.to_string())?);
+    out.push_str(&crate::yaml::to_string(object)?);
     Ok(())
 }
 

@@ -61,10 +61,11 @@ pub struct ServerStats {
 pub struct ClusterStats {
     /// Version of the first server that answered (sorted by address).
     pub version: Option<String>,
-    /// Sum of `curr_connections`.
-    pub current_connections: i64,
-    /// sum(hits) / sum(hits + misses) as `"0.00"`; `"0.00"` with no gets.
-    pub hit_ratio: String,
+    /// Sum of `curr_connections`; `None` when no server answered.
+    pub current_connections: Option<i64>,
+    /// sum(hits) / sum(hits + misses) as `"0.00"`; `None` when no server
+    /// answered or none has served a get (no ratio without gets).
+    pub hit_ratio: Option<String>,
     /// How many servers answered.
     pub reachable: usize,
 }
@@ -122,7 +123,7 @@ impl StatsClient {
                 Ok(stats) => {
                     combined.reachable += 1;
                     combined.version.get_or_insert(stats.version);
-                    combined.current_connections += stats.curr_connections;
+                    *combined.current_connections.get_or_insert(0) += stats.curr_connections;
                     hits += u128::from(stats.get_hits);
                     gets += u128::from(stats.get_hits) + u128::from(stats.get_misses);
                 }
@@ -255,13 +256,14 @@ async fn read_line<S: AsyncRead + Unpin>(stream: &mut BufReader<S>) -> Result<St
     Ok(text.trim_end_matches(['\r', '\n']).to_string())
 }
 
-/// `hits / gets` rounded to two decimals, computed in integers.
-pub fn hit_ratio(hits: u128, gets: u128) -> String {
+/// `hits / gets` rounded to two decimals, computed in integers; `None`
+/// without gets.
+pub fn hit_ratio(hits: u128, gets: u128) -> Option<String> {
     if gets == 0 {
-        return "0.00".into();
+        return None;
     }
     let hundredths = (hits * 200 + gets) / (gets * 2); // round half up
-    format!("{}.{:02}", hundredths / 100, hundredths % 100)
+    Some(format!("{}.{:02}", hundredths / 100, hundredths % 100))
 }
 
 #[cfg(test)]
@@ -270,12 +272,13 @@ mod tests {
 
     #[test]
     fn hit_ratio_rounds_to_two_decimals() {
-        assert_eq!(hit_ratio(0, 0), "0.00");
-        assert_eq!(hit_ratio(95, 100), "0.95");
-        assert_eq!(hit_ratio(1, 3), "0.33");
-        assert_eq!(hit_ratio(2, 3), "0.67");
-        assert_eq!(hit_ratio(5, 5), "1.00");
-        assert_eq!(hit_ratio(1, 200), "0.01");
+        assert_eq!(hit_ratio(0, 0), None, "no gets, no ratio");
+        assert_eq!(hit_ratio(0, 4).as_deref(), Some("0.00"));
+        assert_eq!(hit_ratio(95, 100).as_deref(), Some("0.95"));
+        assert_eq!(hit_ratio(1, 3).as_deref(), Some("0.33"));
+        assert_eq!(hit_ratio(2, 3).as_deref(), Some("0.67"));
+        assert_eq!(hit_ratio(5, 5).as_deref(), Some("1.00"));
+        assert_eq!(hit_ratio(1, 200).as_deref(), Some("0.01"));
     }
 
     #[test]

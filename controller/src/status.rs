@@ -3,7 +3,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use memcached_api::MemcachedStatus;
 
-use crate::reconcile::Problem;
+use crate::reconcile::{INVALID_SPEC, Problem};
 use crate::stats::ClusterStats;
 
 /// What one reconcile saw.
@@ -21,7 +21,8 @@ pub struct Observed {
     pub available: bool,
     /// Referenced Secrets that do not exist.
     pub missing_secrets: Vec<String>,
-    /// Validation errors of the stored spec (admitted without the policy).
+    /// The policy's message for a stored spec it would refuse (admitted
+    /// without it): nothing was applied.
     pub invalid_spec: Option<String>,
     /// Generation of the CR.
     pub generation: Option<i64>,
@@ -54,7 +55,9 @@ pub fn compute(
         && seen.missing_secrets.is_empty()
         && !seen.foreign;
     let rolling = seen.switching || seen.updated < seen.desired || seen.ready < seen.desired;
-    let (degraded, degraded_reason, degraded_message) = if !seen.missing_secrets.is_empty() {
+    let (degraded, degraded_reason, degraded_message) = if let Some(errors) = &seen.invalid_spec {
+        (true, INVALID_SPEC, errors.clone())
+    } else if !seen.missing_secrets.is_empty() {
         (
             true,
             "SecretNotFound",
@@ -62,8 +65,6 @@ pub fn compute(
         )
     } else if let Some(problem) = seen.problems.first() {
         (true, problem.reason, problem.message.clone())
-    } else if let Some(errors) = &seen.invalid_spec {
-        (true, "InvalidSpec", errors.clone())
     } else if seen.ready < seen.desired {
         (
             true,
@@ -151,12 +152,8 @@ pub fn compute(
         state: Some(state),
         selector: Some(seen.selector.clone()).filter(|s| !s.is_empty()),
         memcached_version: stats.version.clone(),
-        current_connections: Some(stats.current_connections),
-        hit_ratio: Some(if stats.hit_ratio.is_empty() {
-            "0.00".into()
-        } else {
-            stats.hit_ratio.clone()
-        }),
+        current_connections: stats.current_connections,
+        hit_ratio: stats.hit_ratio.clone(),
         observed_generation: seen.generation,
         server_list: (!seen.foreign
             && (ready || seen.stable_names)
@@ -217,7 +214,11 @@ mod tests {
             (Some("3/3"), Some("MemcachedReady"))
         );
         assert_eq!(s.server_list, Some(vec!["c.ns:11211".to_string()]));
-        assert_eq!(s.hit_ratio.as_deref(), Some("0.00"));
+        assert_eq!(
+            (s.hit_ratio.as_ref(), s.current_connections),
+            (None, None),
+            "no stats read: no ratio, no connection count"
+        );
         let s = compute(None, &seen(3, 2), &ClusterStats::default(), &at(1));
         assert_eq!(cond(&s, "Ready").status, "False");
         assert_eq!(cond(&s, "Degraded").reason, "ReplicasNotReady");
@@ -245,10 +246,23 @@ mod tests {
     }
 
     #[test]
-    fn missing_secrets_take_precedence() {
+    fn an_invalid_spec_takes_precedence() {
         let mut o = seen(1, 1);
         o.missing_secrets = vec!["tls".into()];
-        o.invalid_spec = Some("x".into());
+        o.invalid_spec = Some("spec.replicas: Invalid value: 99".into());
+        let s = compute(None, &o, &ClusterStats::default(), &at(1));
+        assert_eq!(cond(&s, "Degraded").reason, "InvalidSpec");
+        assert_eq!(
+            cond(&s, "Degraded").message,
+            "spec.replicas: Invalid value: 99"
+        );
+        assert_eq!(s.state.as_deref(), Some("Degraded: InvalidSpec"));
+    }
+
+    #[test]
+    fn missing_secrets_take_precedence_over_replicas() {
+        let mut o = seen(1, 0);
+        o.missing_secrets = vec!["tls".into()];
         let s = compute(None, &o, &ClusterStats::default(), &at(1));
         assert_eq!(cond(&s, "Degraded").reason, "SecretNotFound");
         assert!(cond(&s, "Degraded").message.contains("tls"));
@@ -280,8 +294,8 @@ mod tests {
         assert_eq!(cond(&flipped, "Ready").last_transition_time, at(3));
         assert_eq!(cond(&flipped, "Available").last_transition_time, at(3));
         let stats = ClusterStats {
-            current_connections: 7,
-            hit_ratio: "0.50".into(),
+            current_connections: Some(7),
+            hit_ratio: Some("0.50".into()),
             ..Default::default()
         };
         let later = compute(Some(&flipped), &seen(1, 1), &stats, &at(9));

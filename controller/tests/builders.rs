@@ -30,7 +30,7 @@ fn workload(desired: &Desired) -> Value {
 }
 
 fn yaml(text: &str) -> Value {
-    serde_yaml::from_str(text).unwrap()
+    serde_saphyr::from_str(text).unwrap()
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Value {

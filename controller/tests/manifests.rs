@@ -1,14 +1,14 @@
 //! deploy/: the controller passes the restricted Pod Security profile, RBAC
 //! stays least-privilege, and the Helm chart carries the same CRD and RBAC.
 
-use serde::Deserialize;
 use serde_json::Value;
 
 fn documents(file: &str) -> Vec<Value> {
     let path = format!("{}/../deploy/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).unwrap())
+    serde_saphyr::from_multiple::<Value>(&text)
+        .unwrap()
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect()
 }

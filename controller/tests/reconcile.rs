@@ -209,31 +209,150 @@ fn condition(api: &Shared, type_: &str) -> Value {
         .clone()
 }
 
-/// A stored Memcached the policy would refuse (here: its name is one
-/// character too long for a StatefulSet's pods) is still reconciled, with a
-/// Warning Event that names the field.
+/// Every Event the controller recorded since the last call.
+fn events(api: &Shared) -> Vec<Value> {
+    std::mem::take(&mut api.lock().unwrap().events)
+}
+
+/// A stored Memcached the policy would refuse (admitted without it) is
+/// refused visibly: Degraded/InvalidSpec with the policy's message, a
+/// Warning Event, and no request but the status write; fixing it converges.
 #[tokio::test]
-async fn an_invalid_stored_name_is_reported() {
+async fn an_invalid_stored_spec_is_refused_visibly() {
     let api = Shared::default();
-    let name = "c".repeat(53);
-    let object = json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
-        "metadata": {"name": name, "namespace": NS, "uid": "uid-1", "generation": 1},
-        "spec": {"workload": "StatefulSet"}});
-    let cr_path = path("memcached.c5c3.io/v1beta1", "memcacheds", &name);
-    api.lock().unwrap().objects.insert(cr_path, object.clone());
-    let mc: Memcached = serde_json::from_value(object).unwrap();
-    reconcile(Arc::new(mc), context(api.clone())).await.unwrap();
-    let events = std::mem::take(&mut api.lock().unwrap().events);
-    let invalid = events
-        .iter()
-        .find(|e| e["reason"] == "InvalidSpec")
-        .unwrap_or_else(|| panic!("no InvalidSpec Event in {events:?}"));
-    assert_eq!(invalid["type"], "Warning");
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    fake_api::sync(&mut writers, &api);
+    let invalid = json!({"replicas": 99, "memcached": {"maxMemoryMB": 8}});
+    let action = reconcile(store_cr(&api, invalid.clone()), ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(action, Action::await_change());
+    assert_eq!(
+        requests(&api),
+        [format!("PATCH {}/status", cr_path())],
+        "nothing but the status is written"
+    );
+    let degraded = condition(&api, "Degraded");
+    let message = degraded["message"].as_str().unwrap_or_default();
+    assert_eq!(
+        (degraded["status"].as_str(), degraded["reason"].as_str()),
+        (Some("True"), Some("InvalidSpec"))
+    );
     assert!(
-        invalid["note"]
-            .as_str()
-            .is_some_and(|n| n.contains("metadata.name: Invalid value")),
-        "{invalid}"
+        message.starts_with(r#"Memcached.memcached.c5c3.io "c" is invalid: ["#)
+            && message.contains("spec.replicas: Invalid value: 99")
+            && message.contains("spec.memcached.maxMemoryMB: Invalid value: 8"),
+        "{message}"
+    );
+    let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
+    assert_eq!(status["state"], "Degraded: InvalidSpec");
+    let warnings: Vec<Value> = events(&api)
+        .into_iter()
+        .filter(|e| e["reason"] == "InvalidSpec")
+        .collect();
+    assert!(
+        warnings.len() == 1 && warnings[0]["type"] == "Warning" && warnings[0]["note"] == message,
+        "{warnings:?}"
+    );
+
+    // Fixed: converges as usual.
+    reconcile(store_cr(&api, json!({"replicas": 2})), ctx)
+        .await
+        .unwrap();
+    let objects = &api.lock().unwrap().objects;
+    assert_eq!(
+        objects[&path("apps/v1", "deployments", "c")]["spec"]["replicas"],
+        2
+    );
+    assert!(objects.contains_key(&path("v1", "services", "c")));
+    assert_eq!(
+        objects[&cr_path()]["status"]["conditions"][2]["reason"],
+        "ReplicasNotReady"
+    );
+}
+
+/// A running Memcached whose stored spec turns invalid keeps its workload,
+/// Service and server list as they are, and the status still counts its pods.
+#[tokio::test]
+async fn an_invalid_spec_changes_nothing_that_runs() {
+    let api = Shared::default();
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    fake_api::sync(&mut writers, &api);
+    let valid = json!({"replicas": 2, "highAvailability": {"podDisruptionBudget": {"enabled": true, "maxUnavailable": 1}}});
+    reconcile(store_cr(&api, valid.clone()), ctx.clone())
+        .await
+        .unwrap();
+    let key = path("apps/v1", "deployments", "c");
+    api.lock().unwrap().objects.get_mut(&key).unwrap()["status"] = json!({"replicas": 2, "readyReplicas": 2, "updatedReplicas": 2,
+        "conditions": [{"type": "Available", "status": "True"}]});
+    fake_api::sync(&mut writers, &api);
+    reconcile(store_cr(&api, valid), ctx.clone()).await.unwrap();
+    let before = api.lock().unwrap().objects.clone();
+    requests(&api);
+    // Valid, this spec would delete the PDB and scale the Deployment.
+    let invalid = json!({"replicas": 99});
+    reconcile(store_cr(&api, invalid), ctx).await.unwrap();
+    assert_eq!(requests(&api), [format!("PATCH {}/status", cr_path())]);
+    let after = api.lock().unwrap().objects.clone();
+    for (path, object) in &before {
+        if !path.contains("/memcacheds/") {
+            assert_eq!(after.get(path), Some(object), "{path} changed");
+        }
+    }
+    assert_eq!(
+        after.len(),
+        before.len(),
+        "an object was created or deleted"
+    );
+    let status = &after[&cr_path()]["status"];
+    assert_eq!(status["serverList"], json!(["c.default:11211"]));
+    assert_eq!(
+        (
+            status["replicas"].as_i64(),
+            status["readyReplicas"].as_i64()
+        ),
+        (Some(2), Some(2))
+    );
+    assert_eq!(status["state"], "Degraded: InvalidSpec");
+}
+
+/// Each Event about a managed object names it (`related`, and the note), so
+/// kubectl shows one per object instead of one merged series.
+#[tokio::test]
+async fn events_name_the_object_they_are_about() {
+    let api = Shared::default();
+    events(&api);
+    converge(&api, json!({"highAvailability": {"podDisruptionBudget": {"enabled": true, "maxUnavailable": 1}}})).await;
+    let created: Vec<(String, String, String)> = events(&api)
+        .into_iter()
+        .filter(|e| e["reason"] == "Created")
+        .map(|e| {
+            let related = &e["related"];
+            (
+                related["kind"].as_str().unwrap_or_default().to_string(),
+                related["apiVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                e["note"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        created,
+        [
+            (
+                "Deployment".into(),
+                "apps/v1".into(),
+                "created Deployment c".into()
+            ),
+            ("Service".into(), "v1".into(), "created Service c".into()),
+            (
+                "PodDisruptionBudget".into(),
+                "policy/v1".into(),
+                "created PodDisruptionBudget c".into()
+            ),
+        ]
     );
 }
 

@@ -59,18 +59,51 @@ spec: {}
             "Service"
         ]
     );
-    assert!(stdout.contains("- -m\n        - '64'\n"), "{stdout}");
+    // Quoted as kubectl quotes a string that would read as a number.
+    assert!(stdout.contains("- -m\n        - \"64\"\n"), "{stdout}");
     assert!(stderr.is_empty(), "{stderr}");
 }
 
+/// A CR the policy would refuse renders nothing and fails, one line per
+/// error in the policy's words, the warnings after them.
 #[test]
-fn reports_what_the_policy_would_reject() {
-    let (_, stderr, ok) = render(
-        "apiVersion: memcached.c5c3.io/v1beta1\nkind: Memcached\nmetadata: {name: c}\nspec: {replicas: 99}\n",
+fn refuses_what_the_policy_would_reject() {
+    let (stdout, stderr, ok) = render(
+        "apiVersion: memcached.c5c3.io/v1beta1\nkind: Memcached\nmetadata: {name: c}\n\
+         spec: {replicas: 99, memcached: {maxMemoryMB: 8}}\n",
     );
-    assert!(ok);
+    assert!(!ok, "exit 0 on an invalid CR: {stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains(": error: ")).collect();
+    assert_eq!(errors.len(), 2, "{stderr}");
     assert!(
-        stderr.contains("c: error: spec.replicas: Invalid value: 99"),
+        errors[0].ends_with("c: error: spec.replicas: Invalid value: 99: spec.replicas in body should be less than or equal to 64")
+            && errors[1].contains("c: error: spec.memcached.maxMemoryMB: Invalid value: 8"),
+        "{stderr}"
+    );
+}
+
+/// Misspelt fields are reported as `kubectl apply --validate=strict` reports
+/// them (the API server's words, checked against it in the e2e suite) and
+/// fail the render instead of being dropped.
+#[test]
+fn reports_unknown_fields_like_strict_validation() {
+    let (stdout, stderr, ok) = render(
+        "apiVersion: memcached.c5c3.io/v1beta1\nkind: Memcached\nmetadata: {name: c, lables: {a: b}}\n\
+         spec:\n  replica: 3\n  memcached: {maxMemoryMb: 64}\n  tolerations: [{key: k, efect: NoSchedule}]\n",
+    );
+    assert!(!ok, "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    let mut errors: Vec<&str> = stderr.lines().filter(|l| l.contains(": error: ")).collect();
+    errors.sort();
+    assert_eq!(
+        errors,
+        [
+            r#"c: error: unknown field "metadata.lables""#,
+            r#"c: error: unknown field "spec.memcached.maxMemoryMb""#,
+            r#"c: error: unknown field "spec.replica""#,
+            r#"c: error: unknown field "spec.tolerations[0].efect""#,
+        ],
         "{stderr}"
     );
 }
@@ -113,8 +146,8 @@ fn renders_the_stateful_set_and_its_server_list() {
         "name: keystone-cache\n",
         &format!("name: {}\n", "k".repeat(53)),
     );
-    let (_, stderr, ok) = render(&long);
-    assert!(ok);
+    let (stdout, stderr, ok) = render(&long);
+    assert!(!ok && stdout.is_empty(), "{stdout}");
     assert!(
         stderr.contains("error: metadata.name: Invalid value:")
             && stderr.contains("no more than 52 characters"),

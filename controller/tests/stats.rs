@@ -79,9 +79,23 @@ async fn sums_several_servers_and_skips_dead_ones() {
         .collect(&[a.addr, refused, silent.local_addr().unwrap(), b.addr])
         .await;
     assert_eq!(stats.reachable, 2);
-    assert_eq!(stats.hit_ratio, "0.50");
-    assert!(stats.current_connections >= 2);
+    assert_eq!(stats.hit_ratio.as_deref(), Some("0.50"));
+    assert!(stats.current_connections.is_some_and(|c| c >= 2));
     assert!(stats.version.is_some());
+}
+
+/// What was not read stays unknown: no ratio before the first get, no
+/// numbers at all when no server answered (kubectl then shows blanks).
+#[tokio::test]
+async fn unknown_numbers_stay_absent() {
+    let server = start(&[]);
+    let idle = StatsClient::default().collect(&[server.addr]).await;
+    assert_eq!(idle.reachable, 1);
+    assert_eq!(idle.hit_ratio, None, "no gets yet: {idle:?}");
+    assert!(idle.current_connections.is_some(), "{idle:?}");
+    let refused: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let none = StatsClient::default().collect(&[refused]).await;
+    assert_eq!((none.current_connections, none.hit_ratio), (None, None));
 }
 
 #[tokio::test]

@@ -1,12 +1,13 @@
 //! The controller against the real API server's semantics (`make e2e`):
 //! server-side apply converging both ways, the replica handover to the HPA,
 //! refusals and conflicts in status, readiness of standbys and the Lease
-//! handover after SIGTERM and SIGKILL, the StatefulSet name bound.
+//! handover after SIGTERM and SIGKILL, the StatefulSet name bound, an
+//! invalid spec stored without the policy.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
 
-use std::io::BufReader;
+use std::io::{BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +16,10 @@ use e2e_tests::cluster::scenario::{
     self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, run_scenarios, touch,
     wait_ready,
 };
-use e2e_tests::cluster::{Env, Operator, condition, wait_for};
+use e2e_tests::cluster::{Env, Operator, Outcome, condition, wait_for};
+use memcached_api::field::invalid_message;
+use memcached_api::validation::{self, ObjectName, Options};
+use memcached_api::{MemcachedSpec, apply_defaults};
 use serde_json::{Value, json};
 
 const SCENARIOS: &[(&str, Scenario)] = &[
@@ -42,6 +46,14 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "6. a 52-character StatefulSet runs its pods, a 53-character one cannot (the policy's bound)",
         stateful_set_name_bound,
+    ),
+    (
+        "7. without the policy, an invalid Memcached is refused visibly and converges once fixed",
+        invalid_spec_without_the_policy,
+    ),
+    (
+        "8. render names unknown fields as kubectl apply --validate=strict does",
+        render_reports_unknown_fields_as_kubectl,
     ),
 ];
 
@@ -473,6 +485,173 @@ fn stateful_set_name_bound(env: &mut Env) -> Result<(), String> {
         format!("a pod of the 53-character StatefulSet exists: {pods}"),
     )?;
     delete_namespace(env, ns)
+}
+
+/// The protect policy's webhook removed (the CRD alone, as when
+/// policy-server is down under `failurePolicy: Ignore`): a Memcached the
+/// policy would refuse is stored. The controller reports it on the object
+/// (Degraded/InvalidSpec with the policy's own message, a Warning Event) and
+/// creates nothing for it; the fixed spec converges. The webhook is restored
+/// afterwards, whatever happened.
+fn invalid_spec_without_the_policy(env: &mut Env) -> Result<(), String> {
+    let ns = "invalid";
+    ensure_namespace(env, ns)?;
+    env.unregister(&env.protect)?;
+    let result = refused_until_fixed(env, ns);
+    let cleanup = env
+        .register(&env.protect)
+        .and_then(|()| env.wait_for_protection());
+    result.and(cleanup).and(delete_namespace(env, ns))
+}
+
+fn refused_until_fixed(env: &Env, ns: &str) -> Result<(), String> {
+    // Schema-valid (the CRD bounds each field), but the limit cannot hold 512 MB.
+    let spec = json!({
+        "memcached": {"maxMemoryMB": 512},
+        "resources": {"requests": {"memory": "96Mi"}, "limits": {"memory": "128Mi"}},
+    });
+    let expected = policy_message(ns, "cache", &spec)?;
+    // kube-apiserver drops the webhook asynchronously.
+    wait_for("the Memcached stored without the policy", SETTLE, || {
+        env.kubectl.apply(&memcached(ns, "cache", spec.clone()))
+    })?;
+    let mc = wait_for("Degraded InvalidSpec", SETTLE, || {
+        let mc = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
+        match condition(&mc, "Degraded") {
+            Some(c) if c["status"] == "True" && c["reason"] == "InvalidSpec" => Ok(mc.clone()),
+            other => Err(format!("Degraded {other:?}")),
+        }
+    })?;
+    let message = condition(&mc, "Degraded").map(|c| c["message"].clone());
+    check(
+        message.as_ref().and_then(Value::as_str) == Some(expected.as_str()),
+        format!("Degraded message {message:?}, the policy says {expected:?}"),
+    )?;
+    check(
+        mc["status"]["state"] == "Degraded: InvalidSpec",
+        format!("status.state {}", mc["status"]["state"]),
+    )?;
+    let events = env.kubectl.get(&["events.events.k8s.io", "-n", ns])?;
+    check(
+        events["items"].as_array().into_iter().flatten().any(|e| {
+            e["reason"] == "InvalidSpec"
+                && e["type"] == "Warning"
+                && e["regarding"]["name"] == "cache"
+                && e["note"] == expected.as_str()
+        }),
+        format!("no InvalidSpec Warning Event with the policy's message: {events}"),
+    )?;
+    println!(
+        "     {}",
+        env.kubectl
+            .ok(&["get", "memcached", "cache", "-n", ns, "-o", "wide"])?
+            .trim_end()
+            .replace('\n', "\n     ")
+    );
+    // The controller had its chance: a few reconciles later, still nothing.
+    std::thread::sleep(Duration::from_secs(3));
+    for kind in ["deployments", "statefulsets", "services", "configmaps"] {
+        let managed = env.kubectl.get(&[
+            kind,
+            "-n",
+            ns,
+            "-l",
+            "app.kubernetes.io/managed-by=memcached-operator",
+        ])?;
+        check(
+            managed["items"].as_array().is_some_and(Vec::is_empty),
+            format!("{kind} created for an invalid spec: {managed}"),
+        )?;
+    }
+
+    let fixed = json!({
+        "memcached": {"maxMemoryMB": 64},
+        "resources": {"requests": {"memory": "96Mi"}, "limits": {"memory": "128Mi"}},
+    });
+    env.kubectl.apply(&memcached(ns, "cache", fixed))?;
+    let mc = wait_ready(env, ns, "cache", 1)?;
+    check(
+        condition(&mc, "Degraded").is_some_and(|c| c["status"] == "False"),
+        format!("still degraded once fixed: {}", mc["status"]),
+    )
+}
+
+/// The real API server's strict field validation and `render` name the same
+/// misspelt fields in the same words, and both refuse the object.
+fn render_reports_unknown_fields_as_kubectl(env: &mut Env) -> Result<(), String> {
+    let ns = "strict";
+    ensure_namespace(env, ns)?;
+    let manifest = memcached(
+        ns,
+        "cache",
+        json!({"replica": 2, "memcached": {"maxMemoryMb": 64}}),
+    );
+    let args = ["apply", "--validate=strict", "--dry-run=server", "-f", "-"];
+    let kubectl = env.kubectl.run(&args, Some(&manifest));
+    println!("     kubectl: {}", kubectl.stderr.trim_end());
+    let render = render(env, &manifest)?;
+    println!(
+        "     render: {}",
+        render.stderr.trim_end().replace('\n', "\n     ")
+    );
+    check(!kubectl.success, "the API server stored unknown fields")?;
+    check(!render.success, "render exited 0 on unknown fields")?;
+    for field in [
+        r#"unknown field "spec.replica""#,
+        r#"unknown field "spec.memcached.maxMemoryMb""#,
+    ] {
+        check(
+            kubectl.stderr.contains(field),
+            format!("kubectl does not say {field}"),
+        )?;
+        check(
+            render.stderr.contains(field),
+            format!("render does not say {field}"),
+        )?;
+    }
+    delete_namespace(env, ns)
+}
+
+/// `memcached-controller render -f -` of `manifest`.
+fn render(env: &Env, manifest: &str) -> Result<Outcome, String> {
+    let mut child = Command::new(&env.binaries.controller)
+        .args(["render", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(manifest.as_bytes())
+            .map_err(|e| e.to_string())?;
+    }
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    Ok(Outcome {
+        success: output.status.success(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    })
+}
+
+/// The policy's rejection message for `spec` (defaulted as the policy does).
+fn policy_message(ns: &str, name: &str, spec: &Value) -> Result<String, String> {
+    let mut spec: MemcachedSpec =
+        serde_json::from_value(spec.clone()).map_err(|e| e.to_string())?;
+    apply_defaults(&mut spec);
+    let object = ObjectName {
+        name,
+        generate_name: "",
+    };
+    let errors = validation::validate_object(object, &spec, &Options::default());
+    if errors.is_empty() {
+        return Err(format!("the policy would admit {spec:?} in {ns}"));
+    }
+    Ok(invalid_message(
+        "Memcached.memcached.c5c3.io",
+        name,
+        &errors,
+    ))
 }
 
 // ---------------------------------------------------------------- helpers

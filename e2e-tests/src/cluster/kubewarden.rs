@@ -32,7 +32,7 @@ impl ClusterAdmissionPolicy {
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let manifest: Value = serde_yaml::from_str(&text)
+        let manifest: Value = serde_saphyr::from_str(&text)
             .map_err(|e| format!("{} is not YAML: {e}", path.display()))?;
         if manifest["kind"] != "ClusterAdmissionPolicy" {
             return Err(format!(

@@ -464,7 +464,7 @@ fn policy_version() -> Result<String, String> {
     let path = workspace_root().join("metadata.yml");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let metadata: Value =
-        serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     metadata["annotations"]["io.kubewarden.policy.version"]
         .as_str()
         .map(str::to_string)
