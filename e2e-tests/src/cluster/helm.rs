@@ -17,10 +17,8 @@ pub struct Helm {
 impl Helm {
     /// helm as `kubeconfig`'s user; its state under `<workdir>/helm`.
     pub fn new(kubeconfig: &Path, workdir: &Path) -> Self {
-        let bin = std::env::var_os("HELM").map_or_else(
-            || workspace_root().join("target/tools/helm"),
-            PathBuf::from,
-        );
+        let bin = std::env::var_os("HELM")
+            .map_or_else(|| workspace_root().join("target/tools/helm"), PathBuf::from);
         Helm {
             bin,
             kubeconfig: kubeconfig.to_path_buf(),
@@ -34,7 +32,12 @@ impl Helm {
     }
 
     /// `helm template <release> <chart> -n <namespace> <args>`: the manifests.
-    pub fn template(&self, release: &str, namespace: &str, args: &[&str]) -> Result<String, String> {
+    pub fn template(
+        &self,
+        release: &str,
+        namespace: &str,
+        args: &[&str],
+    ) -> Result<String, String> {
         let chart = Self::chart();
         let mut all = vec!["template", release, path(&chart), "--namespace", namespace];
         all.extend_from_slice(args);

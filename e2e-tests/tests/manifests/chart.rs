@@ -88,7 +88,9 @@ pub fn runs(env: &mut Env, release: &Release) -> Result<(), String> {
         "the controller pods to stop",
         Duration::from_secs(60),
         || {
-            let left = env.kubectl.ok(&["get", "pods", "-n", release.namespace, "-o", "name"])?;
+            let left = env
+                .kubectl
+                .ok(&["get", "pods", "-n", release.namespace, "-o", "name"])?;
             check(left.trim().is_empty(), format!("pods left: {left}"))
         },
     )?;
@@ -139,7 +141,10 @@ fn started_controllers(env: &Env, release: &Release) -> Result<Vec<Value>, Strin
             && pods
                 .iter()
                 .all(|p| condition_status(p, "Ready") == Some("True")),
-        format!("{} of {replicas} controller pods, not all Ready", pods.len()),
+        format!(
+            "{} of {replicas} controller pods, not all Ready",
+            pods.len()
+        ),
     )?;
     for pod in &pods {
         let log = controller_log(env, pod)?;
@@ -147,10 +152,16 @@ fn started_controllers(env: &Env, release: &Release) -> Result<Vec<Value>, Strin
         if let Some(error) = log.lines().find(|l| l.starts_with("Error:")) {
             return Err(format!("controller {name} exited: {error}"));
         }
-        let first = log.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
+        let first = log
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default();
         check(
             first.starts_with('{') == (release.log_format == "json"),
-            format!("controller {name} does not log {}: {first}", release.log_format),
+            format!(
+                "controller {name} does not log {}: {first}",
+                release.log_format
+            ),
         )?;
     }
     Ok(pods)
@@ -192,14 +203,18 @@ fn admits_the_controller(env: &Env, release: &Release, pods: &[Value]) -> Result
     let policy = env
         .kubectl
         .get(&["networkpolicy", "cache", "-n", release.cache_namespace])?;
-    let ingress = policy["spec"]["ingress"].as_array().cloned().unwrap_or_default();
+    let ingress = policy["spec"]["ingress"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let namespace_of = |peer: &Value| {
         peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
             .as_str()
             .map(str::to_string)
     };
     let peers = |rule: Option<&Value>| -> Vec<Value> {
-        rule.and_then(|r| r["from"].as_array().cloned()).unwrap_or_default()
+        rule.and_then(|r| r["from"].as_array().cloned())
+            .unwrap_or_default()
     };
     let operator = peers(ingress.first())
         .into_iter()
@@ -209,7 +224,10 @@ fn admits_the_controller(env: &Env, release: &Release, pods: &[Value]) -> Result
         .as_object()
         .cloned()
         .unwrap_or_default();
-    check(!wanted.is_empty(), "the operator peer selects every pod of its namespace")?;
+    check(
+        !wanted.is_empty(),
+        "the operator peer selects every pod of its namespace",
+    )?;
     for pod in pods {
         let labels = &pod["metadata"]["labels"];
         check(
@@ -220,7 +238,10 @@ fn admits_the_controller(env: &Env, release: &Release, pods: &[Value]) -> Result
             ),
         )?;
     }
-    let scrapers: Vec<String> = peers(ingress.get(1)).iter().filter_map(namespace_of).collect();
+    let scrapers: Vec<String> = peers(ingress.get(1))
+        .iter()
+        .filter_map(namespace_of)
+        .collect();
     check(
         scrapers == release.metrics_namespaces,
         format!(
@@ -238,7 +259,9 @@ fn admits_the_controller(env: &Env, release: &Release, pods: &[Value]) -> Result
 /// A Memcached in a namespace the controller does not watch: no status, no
 /// objects made for it.
 fn untouched(env: &Env, namespace: &str) -> Result<(), String> {
-    let mc = env.kubectl.get(&["memcached", "untouched", "-n", namespace])?;
+    let mc = env
+        .kubectl
+        .get(&["memcached", "untouched", "-n", namespace])?;
     check(
         mc["status"].is_null() && mc["metadata"]["finalizers"].is_null(),
         format!("{namespace}/untouched was reconciled: {}", mc["status"]),
