@@ -125,7 +125,7 @@ const USED: &[(&str, &str, &str, &[&str])] = &[
         "servicemonitors",
         &["get", "list", "watch", "create", "patch", "delete"],
     ),
-    // secrets::read (get), the metadata watch (list, watch), hash_key (get).
+    // secrets::read (get), the metadata watch (list, watch).
     ("ClusterRole", "", "secrets", &["get", "list", "watch"]),
     // The EndpointSlice watch of cache::watch.
     (
@@ -148,7 +148,8 @@ const USED: &[(&str, &str, &str, &[&str])] = &[
         "leases",
         &["get", "list", "watch", "create", "patch"],
     ),
-    // hash_key::load_or_create, in the controller's namespace only.
+    // hash_key::load_or_create, in the controller's namespace only: get (by name), create.
+    ("Role", "", "secrets", &["get"]),
     ("Role", "", "secrets", &["create"]),
 ];
 

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """Render the chart with real helm and check what it must never lose: the
 controller's rules are exactly deploy/rbac.yaml's (cluster-wide, or per watched
-namespace), the aggregated roles are deploy/rbac-user-roles.yaml's, the
-templated CRD is deploy/crd.yaml, and every option lands where it belongs.
+namespace, and its own namespace's Roles in every mode), the aggregated roles
+are deploy/rbac-user-roles.yaml's, the templated CRD is deploy/crd.yaml, the
+alerts are deploy/prometheus/'s with the chart's values applied (promtool checks
+the result), every option lands where it belongs, and the chart renders as a
+subchart of an umbrella chart.
 
 usage: check_chart.py HELM"""
 
+import copy
 import json
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -18,9 +23,9 @@ CHART = DEPLOY / "helm/memcached-operator"
 ALL_VALUES = CHART / "ci/all-values.yaml"
 
 
-def render(helm, *args, fail=False):
+def render(helm, *args, fail=False, chart=CHART):
     run = subprocess.run(
-        [helm, "template", "rel", str(CHART), "--namespace", "ops", *args],
+        [helm, "template", "rel", str(chart), "--namespace", "ops", *args],
         capture_output=True, text=True,
     )
     if fail:
@@ -49,9 +54,11 @@ def check_defaults(helm):
     rbac = load("rbac.yaml")
     assert one(objects, "ClusterRole", "rel-memcached-operator")["rules"] == one(rbac, "ClusterRole")["rules"], \
         "the chart's ClusterRole drifted from deploy/rbac.yaml"
-    leader = one(objects, "Role", "rel-memcached-operator-leader-election")
-    assert leader["rules"] == one(rbac, "Role")["rules"]
-    assert leader["metadata"]["namespace"] == "ops"
+    for suffix in ("leader-election", "hash-key"):
+        role = one(objects, "Role", f"rel-memcached-operator-{suffix}")
+        assert role["rules"] == one(rbac, "Role", f"memcached-operator-{suffix}")["rules"], suffix
+        assert role["metadata"]["namespace"] == "ops", suffix
+        assert one(objects, "RoleBinding", role["metadata"]["name"])["roleRef"]["name"] == role["metadata"]["name"]
     binding = one(objects, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel-memcached-operator", "namespace": "ops"}]
     user_roles = {o["metadata"]["name"]: o for o in load("rbac-user-roles.yaml")}
@@ -66,6 +73,8 @@ def check_defaults(helm):
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["MEMORY_OVERHEAD"]["value"] == "32Mi"
+    assert env["METRICS_NAMESPACES"]["value"] == "monitoring"
+    check_operator_pod_labels(deployment, "app.kubernetes.io/instance=rel,app.kubernetes.io/name=memcached-operator")
     assert "--leader-election" in container["args"]
     labels = deployment["metadata"]["labels"]
     for key in ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance",
@@ -76,6 +85,43 @@ def check_defaults(helm):
     assert one(objects, "Service")["spec"]["ports"][0]["targetPort"] == "metrics"
     for kind in ("ServiceMonitor", "PrometheusRule", "ConfigMap", "CustomResourceDefinition"):
         assert not kinds(objects, kind), f"{kind} is opt-in"
+    rule = one(render(helm, "--set", "metrics.prometheusRule.enabled=true"), "PrometheusRule")
+    assert rule["spec"] == load("prometheus/memcached-operator-rules.yaml")[0]["spec"], \
+        "the default alert values must render deploy/prometheus/ unchanged"
+
+
+def check_operator_pod_labels(deployment, expected):
+    """OPERATOR_POD_LABELS: the pods' selector labels, which every pod carries."""
+    env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    value = env["OPERATOR_POD_LABELS"]["value"]
+    assert value == expected, value
+    pairs = dict(pair.split("=", 1) for pair in value.split(","))
+    assert pairs == deployment["spec"]["selector"]["matchLabels"]
+    assert pairs.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def expected_rules(overrides):
+    """deploy/prometheus/'s rule spec with `enabled`, `severity` and `for` of `overrides` applied by hand."""
+    spec = copy.deepcopy(load("prometheus/memcached-operator-rules.yaml")[0]["spec"])
+    groups = []
+    for group in spec["groups"]:
+        rules = []
+        for rule in group["rules"]:
+            config = overrides.get(rule["alert"], {})
+            if config.get("enabled", True):
+                rule["labels"]["severity"] = config.get("severity", rule["labels"]["severity"])
+                rule["for"] = config.get("for", rule["for"])
+                rules.append(rule)
+        groups.append({"name": group["name"], "rules": rules})
+    return {"groups": groups}
+
+
+def promtool_check(spec):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "rules.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        run = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
 
 
 def check_all_values(helm):
@@ -88,13 +134,20 @@ def check_all_values(helm):
     for namespace in values["watchNamespaces"]:
         role = [o for o in kinds(objects, "Role") if o["metadata"]["namespace"] == namespace]
         assert len(role) == 1 and role[0]["rules"] == rules, namespace
-    assert len(kinds(objects, "RoleBinding")) == len(values["watchNamespaces"]) + 1
+    # The release namespace: leader election and the hash-key Secret, whatever is watched.
+    assert len(kinds(objects, "RoleBinding")) == len(values["watchNamespaces"]) + 2
+    hash_key = one(objects, "Role", "cache-operator-hash-key")
+    assert hash_key["metadata"]["namespace"] == "ops"
+    assert hash_key["rules"] == one(load("rbac.yaml"), "Role", "memcached-operator-hash-key")["rules"]
     deployment = one(objects, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert container["image"] == f"{values['image']['repository']}@{values['image']['digest']}"
     assert "--watch-namespaces=team-a,team-b" in container["args"]
     assert container["args"][-1] == "--log-format=json", "extraArgs come last"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["METRICS_NAMESPACES"]["value"] == "monitoring,cattle-monitoring-system"
+    check_operator_pod_labels(deployment, "app.kubernetes.io/instance=rel,app.kubernetes.io/name=mc-op")
     for key in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priorityClassName"):
         assert pod[key] == values[key], key
     assert pod["imagePullSecrets"] == values["imagePullSecrets"]
@@ -109,7 +162,16 @@ def check_all_values(helm):
     assert monitor["spec"]["endpoints"][0]["interval"] == "15s"
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
     rule = one(objects, "PrometheusRule")
-    assert rule["spec"] == load("prometheus/memcached-operator-rules.yaml")[0]["spec"]
+    alerts = values["metrics"]["prometheusRule"]["alerts"]
+    expected = expected_rules(alerts)
+    for group in expected["groups"]:
+        for r in group["rules"]:
+            if r["alert"] == "MemcachedHitRatioLow":
+                r["expr"] = r["expr"].replace("< 0.8", "< 0.65").replace("> 1\n", "> 5\n")
+            if r["alert"] == "MemcachedConnectionsNearLimit":
+                r["expr"] = r["expr"].replace("> 0.9", "> 0.95")
+    assert rule["spec"] == expected, json.dumps(rule["spec"], indent=1)
+    promtool_check(rule["spec"])
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     dashboard = one(objects, "ConfigMap")
     assert json.loads(dashboard["data"]["memcached.json"]) == json.loads((DEPLOY / "grafana/memcached.json").read_text())
@@ -130,10 +192,39 @@ def check_switches(helm):
     assert "additional properties" in render(helm, "--set", "replicas=2", fail=True), \
         "values.schema.json must refuse unknown keys"
     assert "logFormat" in render(helm, "--set", "logFormat=xml", fail=True)
+    # Without leader election the hash-key Role stays: the controller reads its Secret at every start.
+    solo = render(helm, "--set", "replicaCount=1,leaderElection.enabled=false")
+    assert [o["metadata"]["name"] for o in kinds(solo, "Role")] == ["rel-memcached-operator-hash-key"]
+    assert "metricsNamespaces" in render(helm, "--set-json", "metricsNamespaces=[]", fail=True), \
+        "an empty list would admit every namespace to the exporters"
+    assert "additional properties" in render(
+        helm, "--set", "metrics.prometheusRule.alerts.Bogus.enabled=false", fail=True)
+    assert render(helm, "--set", "global.imageRegistry=example.com"), "global is Helm's, always allowed"
+
+
+def check_subchart(helm):
+    """An umbrella chart depending on this one (file://) renders: Helm passes it `global`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        umbrella = pathlib.Path(tmp) / "umbrella"
+        umbrella.mkdir()
+        (umbrella / "Chart.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "v2", "name": "umbrella", "version": "1.0.0",
+            "dependencies": [{"name": "memcached-operator", "version": "*", "repository": f"file://{CHART}"}],
+        }))
+        (umbrella / "values.yaml").write_text(yaml.safe_dump({
+            "global": {"imageRegistry": "registry.example.com"},
+            "memcached-operator": {"replicaCount": 1},
+        }))
+        build = subprocess.run([helm, "dependency", "build", str(umbrella)], capture_output=True, text=True,
+                               env={"HOME": tmp, "PATH": "/usr/bin:/bin", "HELM_CACHE_HOME": tmp,
+                                    "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp})
+        assert build.returncode == 0, build.stderr
+        objects = render(helm, chart=umbrella)
+        assert one(objects, "Deployment")["spec"]["replicas"] == 1
 
 
 def main(helm):
-    for check in (check_defaults, check_all_values, check_switches):
+    for check in (check_defaults, check_all_values, check_switches, check_subchart):
         check(helm)
         print(f"ok {check.__name__}")
 

@@ -56,7 +56,8 @@ func (r *podRuntime) operatorContainer(pod *corev1.Pod) *corev1.Container {
 // the kubelet resolves it, authenticated as the pod's ServiceAccount with a
 // token bound to the pod (TokenRequest, like the kubelet's projected
 // token), its ports named metrics and health bound on the pod's IP (which
-// stands in for the pod's network namespace). The container's readiness
+// stands in for the pod's network namespace), as are wildcard addresses in
+// its arguments (podAddress). The container's readiness
 // probe runs until the process is stopped; a process that exits on its own
 // is restarted at the next resync (restartPolicy Always).
 func (r *podRuntime) startController(ctx context.Context, pod *corev1.Pod, container *corev1.Container, dir string) error {
@@ -84,7 +85,7 @@ func (r *podRuntime) startController(ctx context.Context, pod *corev1.Pod, conta
 	expand := expansion.MappingFuncFor(values)
 	args := make([]string, 0, len(raw)+len(container.Args))
 	for _, arg := range append(append([]string{}, raw...), container.Args...) {
-		args = append(args, expansion.Expand(arg, expand))
+		args = append(args, podAddress(expansion.Expand(arg, expand), pod.Status.PodIP))
 	}
 	cmd := exec.Command(r.controller, args...)
 	// What the container sees: its own variables after the runtime's; the
@@ -102,6 +103,25 @@ func (r *podRuntime) startController(ctx context.Context, pod *corev1.Pod, conta
 	r.mu.Unlock()
 	go r.probeReadiness(probeCtx, pod, container)
 	return nil
+}
+
+// podAddress puts the pod's IP in place of a wildcard listen address in an
+// argument (`ADDRESS` or `--flag=ADDRESS`; host 0.0.0.0, :: or empty, with a
+// port): in a pod that address is the pod's own network namespace, here the
+// pod's IP stands in for it, so replicas do not bind each other's ports.
+func podAddress(arg, podIP string) string {
+	prefix, value := "", arg
+	if flag, rest, ok := strings.Cut(arg, "="); ok && strings.HasPrefix(flag, "-") {
+		prefix, value = flag+"=", rest
+	}
+	host, port, err := net.SplitHostPort(value)
+	if err != nil || (host != "" && host != "0.0.0.0" && host != "::") {
+		return arg
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return arg
+	}
+	return prefix + net.JoinHostPort(podIP, port)
 }
 
 // containerEnv is the container's environment as the kubelet resolves it,

@@ -1,8 +1,14 @@
-//! The shipped manifests against a real API server (`make e2e-manifests`):
-//! every file of `deploy/` and the Helm chart rendered by real helm (default
-//! values and `ci/all-values.yaml`) pass `kubectl apply --dry-run=server`
-//! (schemas, defaulting, admission including the policy webhook, RBAC
-//! escalation checks), and `kubectl` shows a live Memcached as documented.
+//! The shipped manifests against a real API server (`make e2e`, `--test
+//! manifests`): every file of `deploy/` and the Helm chart rendered by real
+//! helm (default values and `ci/all-values.yaml`) pass `kubectl apply
+//! --dry-run=server` (schemas, defaulting, admission including the policy
+//! webhook, RBAC escalation checks), and `kubectl` shows a live Memcached as
+//! documented. Then the chart is installed for real (`helm install`) in four
+//! renders, one at a time: the pod runtime runs the controller binary behind
+//! the chart's pods, with the chart's args and env and authenticated as the
+//! chart's ServiceAccount, so its RBAC and flags are what the controller gets.
+//! Each install must start (readiness probes pass, no exit) and reconcile a
+//! Memcached; with watchNamespaces, only in the watched namespaces.
 //!
 //! Kinds of other projects (the Prometheus Operator's ServiceMonitor and
 //! PrometheusRule, Kubewarden's ClusterAdmissionPolicy) get stand-in CRDs that
@@ -11,13 +17,16 @@
 //! (default `target/tools/helm`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use e2e_tests::cluster::helm::Helm;
 use e2e_tests::cluster::scenario::{self, Scenario, check, run_scenarios};
 use e2e_tests::cluster::{Env, condition_status, wait_for};
 use e2e_tests::workspace_root;
 use serde_json::{Value, json};
+
+#[path = "manifests/chart.rs"]
+mod chart;
 
 const SCENARIOS: &[(&str, Scenario)] = &[
     (
@@ -39,6 +48,22 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "5. users bound to the built-in view and edit roles can read and write Memcacheds",
         aggregated_roles,
+    ),
+    (
+        "6. helm install with default values: the controller starts and reconciles",
+        chart_runs_defaults,
+    ),
+    (
+        "7. helm install, typical values (nameOverride, monitoring): NetworkPolicies admit its pods",
+        chart_runs_typical,
+    ),
+    (
+        "8. helm install with watchNamespaces, no leader election: only those namespaces are reconciled",
+        chart_runs_watching_namespaces,
+    ),
+    (
+        "9. helm install with ci/all-values.yaml: the controller starts and reconciles",
+        chart_runs_all_values,
     ),
 ];
 
@@ -259,30 +284,8 @@ fn deploy_files(env: &mut Env) -> Result<(), String> {
 }
 
 /// `helm template` of the chart into namespace `ops`.
-fn helm_template(args: &[&str]) -> Result<String, String> {
-    let root = workspace_root();
-    let helm =
-        std::env::var_os("HELM").map_or_else(|| root.join("target/tools/helm"), PathBuf::from);
-    let output = Command::new(&helm)
-        .args(["template", "rel"])
-        .arg(root.join("deploy/helm/memcached-operator"))
-        .args(["--namespace", "ops"])
-        .args(args)
-        .output()
-        .map_err(|e| {
-            format!(
-                "cannot run {} ({e}); build it with `make target/tools/helm`",
-                helm.display()
-            )
-        })?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(format!(
-            "helm template {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
+fn helm_template(env: &Env, args: &[&str]) -> Result<String, String> {
+    Helm::new(&env.cluster.kubeconfig, &env.cluster.workdir).template("rel", "ops", args)
 }
 
 /// Dry-run a rendered chart; every document must come back.
@@ -308,14 +311,95 @@ fn dry_run_chart(env: &Env, what: &str, rendered: &str) -> Result<(), String> {
 }
 
 fn chart_defaults(env: &mut Env) -> Result<(), String> {
-    let rendered = helm_template(&["--include-crds"])?;
+    let rendered = helm_template(env, &["--include-crds"])?;
     dry_run_chart(env, "chart, default values", &rendered)
 }
 
 fn chart_all_values(env: &mut Env) -> Result<(), String> {
     let values = workspace_root().join("deploy/helm/memcached-operator/ci/all-values.yaml");
-    let rendered = helm_template(&["-f", &values.to_string_lossy()])?;
+    let rendered = helm_template(env, &["-f", &values.to_string_lossy()])?;
     dry_run_chart(env, "chart, ci/all-values.yaml", &rendered)
+}
+
+fn chart_runs_defaults(env: &mut Env) -> Result<(), String> {
+    chart::runs(
+        env,
+        &chart::Release {
+            name: "mo",
+            namespace: "chart-defaults",
+            args: &[],
+            cache_namespace: "chart-defaults-caches",
+            unwatched: None,
+            metrics_namespaces: &["monitoring"],
+            log_format: "json",
+            adopts_crd: false,
+        },
+    )
+}
+
+fn chart_runs_typical(env: &mut Env) -> Result<(), String> {
+    chart::runs(
+        env,
+        &chart::Release {
+            name: "caching",
+            namespace: "chart-typical",
+            args: &[
+                "--set",
+                "nameOverride=cache-op,logFormat=text,metricsNamespaces={monitoring,cattle-monitoring-system},\
+                 metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true",
+            ],
+            cache_namespace: "chart-typical-caches",
+            unwatched: None,
+            metrics_namespaces: &["monitoring", "cattle-monitoring-system"],
+            log_format: "text",
+            adopts_crd: false,
+        },
+    )
+}
+
+fn chart_runs_watching_namespaces(env: &mut Env) -> Result<(), String> {
+    chart::runs(
+        env,
+        &chart::Release {
+            name: "scoped",
+            namespace: "chart-scoped",
+            args: &[
+                "--set",
+                "watchNamespaces={chart-watched},leaderElection.enabled=false,replicaCount=1",
+            ],
+            cache_namespace: "chart-watched",
+            unwatched: Some("chart-unwatched"),
+            metrics_namespaces: &["monitoring"],
+            log_format: "json",
+            adopts_crd: false,
+        },
+    )
+}
+
+/// `ci/all-values.yaml` with the image the pod runtime runs (its registry is
+/// an example); it watches team-a and team-b and manages the CRD.
+fn chart_runs_all_values(env: &mut Env) -> Result<(), String> {
+    let values = workspace_root().join("deploy/helm/memcached-operator/ci/all-values.yaml");
+    chart::runs(
+        env,
+        &chart::Release {
+            name: "all-values",
+            namespace: "chart-all-values",
+            args: &[
+                "-f",
+                &values.to_string_lossy(),
+                "--set",
+                "image.repository=ghcr.io/c5c3/memcached-operator",
+                "--skip-crds",
+            ],
+            cache_namespace: "team-a",
+            unwatched: None,
+            metrics_namespaces: &["monitoring", "cattle-monitoring-system"],
+            // logFormat: text, then extraArgs --log-format=json.
+            log_format: "json",
+            adopts_crd: true,
+        },
+    )
 }
 
 fn kubectl_ux(env: &mut Env) -> Result<(), String> {

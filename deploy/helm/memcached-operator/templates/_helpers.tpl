@@ -43,6 +43,19 @@ app.kubernetes.io/name: {{ include "memcached-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/*
+The selector labels as key=value,... (OPERATOR_POD_LABELS): every Memcached NetworkPolicy admits
+the controller pods by exactly these labels, so nameOverride and the release name carry over.
+*/}}
+{{- define "memcached-operator.selectorLabelList" -}}
+{{- $labels := include "memcached-operator.selectorLabels" . | fromYaml }}
+{{- $pairs := list }}
+{{- range $key := keys $labels | sortAlpha }}
+{{- $pairs = append $pairs (printf "%s=%s" $key (get $labels $key)) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
 {{/* The ServiceAccount the controller runs as. */}}
 {{- define "memcached-operator.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
@@ -76,20 +89,53 @@ objects, so the chart re-labels them but never restates their rules.
 {{- toJson $objects }}
 {{- end }}
 
-{{/* The controller's rules: the ClusterRole of deploy/rbac.yaml. */}}
+{{/* The rules of the (Cluster)Role `.name` of deploy/rbac.yaml (files/rbac.yaml). */}}
 {{- define "memcached-operator.rules" -}}
-{{- range (include "memcached-operator.fileObjects" (dict "context" . "file" "files/rbac.yaml") | fromJsonArray) }}
-{{- if eq .kind "ClusterRole" }}
+{{- $found := false }}
+{{- range (include "memcached-operator.fileObjects" (dict "context" .context "file" "files/rbac.yaml") | fromJsonArray) }}
+{{- if and (has .kind (list "ClusterRole" "Role")) (eq .metadata.name $.name) }}
+{{- $found = true }}
 {{- toYaml .rules }}
 {{- end }}
+{{- end }}
+{{- if not $found }}
+{{- fail (printf "deploy/rbac.yaml has no role %s" .name) }}
 {{- end }}
 {{- end }}
 
-{{/* The leader-election rules: the Role of deploy/rbac.yaml. */}}
-{{- define "memcached-operator.leaderElectionRules" -}}
-{{- range (include "memcached-operator.fileObjects" (dict "context" . "file" "files/rbac.yaml") | fromJsonArray) }}
-{{- if eq .kind "Role" }}
-{{- toYaml .rules }}
+{{/*
+A Role in `.namespace` with the rules of deploy/rbac.yaml's role `.source`, named `.name`, and its
+RoleBinding to the controller's ServiceAccount (`.context` is the chart's root context).
+*/}}
+{{- define "memcached-operator.boundRole" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "memcached-operator.labels" .context | nindent 4 }}
+rules:
+  {{- include "memcached-operator.rules" (dict "context" .context "name" .source) | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "memcached-operator.labels" .context | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ .name }}
+subjects:
+  {{- include "memcached-operator.subjects" .context | nindent 2 }}
 {{- end }}
-{{- end }}
+
+{{/* The controller's ServiceAccount as the subject of a binding. */}}
+{{- define "memcached-operator.subjects" -}}
+- kind: ServiceAccount
+  name: {{ include "memcached-operator.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
 {{- end }}
