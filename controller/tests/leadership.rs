@@ -3,7 +3,7 @@
 //! monotonic clock is the test's, their wall clocks are skewed at will.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -30,7 +30,13 @@ struct Server {
     unreachable: HashSet<String>,
     /// Run (once) just before the next update is decided: another replica's
     /// write landing between a read and a write.
-    before_update: Option<Box<dyn FnOnce(&mut Server) + Send>>,
+    before_update: Option<Race>,
+}
+
+type Race = Box<dyn FnOnce(&mut Server) + Send>;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Server {
@@ -62,7 +68,7 @@ impl Server {
     /// A write (a renewal, or taking the Lease) by a replica this test
     /// does not run as an elector.
     fn write_as(&mut self, holder: &str) {
-        let renewed = Timestamp::from_second(self.version as i64).unwrap();
+        let renewed = Timestamp::from_second(self.version as i64).unwrap_or_default();
         let spec = LeaseSpec {
             holder_identity: Some(holder.into()),
             lease_duration_seconds: Some(15),
@@ -91,7 +97,7 @@ impl FakeStore {
     /// Fail (or hang) as this replica's requests are configured to.
     async fn reach(&self, op: &str) -> kube::Result<()> {
         let (failing, unreachable) = {
-            let server = self.server.lock().unwrap();
+            let server = lock(&self.server);
             (
                 server.failing.contains(&self.who),
                 server.unreachable.contains(&self.who),
@@ -110,7 +116,7 @@ impl FakeStore {
 
     fn log(&self, op: &str, outcome: &str) {
         let entry = format!("{} {op} {outcome}", self.who);
-        self.server.lock().unwrap().log.push(entry);
+        lock(&self.server).log.push(entry);
     }
 }
 
@@ -118,12 +124,12 @@ impl LeaseStore for FakeStore {
     async fn get(&self) -> kube::Result<Option<Lease>> {
         self.reach("get").await?;
         self.log("get", "ok");
-        Ok(self.server.lock().unwrap().lease.clone())
+        Ok(lock(&self.server).lease.clone())
     }
 
     async fn create(&self, spec: LeaseSpec) -> kube::Result<Lease> {
         self.reach("create").await?;
-        let mut server = self.server.lock().unwrap();
+        let mut server = lock(&self.server);
         if server.lease.is_some() {
             server.log.push(format!("{} create 409", self.who));
             return Err(error(409, "AlreadyExists"));
@@ -137,7 +143,7 @@ impl LeaseStore for FakeStore {
     /// A merge patch with a resourceVersion precondition.
     async fn update(&self, resource_version: &str, spec: LeaseSpec) -> kube::Result<Lease> {
         self.reach("update").await?;
-        let mut server = self.server.lock().unwrap();
+        let mut server = lock(&self.server);
         if let Some(race) = server.before_update.take() {
             race(&mut server);
         }
@@ -196,7 +202,7 @@ impl Cluster {
     }
 
     fn server(&self) -> std::sync::MutexGuard<'_, Server> {
-        self.server.lock().unwrap()
+        lock(&self.server)
     }
 
     /// Log entries of `who`.
@@ -211,8 +217,11 @@ impl Cluster {
     }
 }
 
-async fn acquired(elector: &mut Elector<FakeStore>) -> bool {
-    elector.try_acquire_or_renew().await.unwrap()
+/// One try of `elector` (a macro: tests may unwrap).
+macro_rules! acquired {
+    ($elector:expr) => {
+        $elector.try_acquire_or_renew().await.unwrap()
+    };
 }
 
 #[tokio::test(start_paused = true)]
@@ -221,7 +230,7 @@ async fn a_standby_whose_clock_runs_ahead_does_not_take_a_renewed_lease() {
     let mut leader = cluster.replica("a", 0);
     // Its renewTime + 15 s is 3 s past on its own clock right after each renewal.
     let mut standby = cluster.replica("b", 12);
-    assert!(acquired(&mut leader).await);
+    assert!(acquired!(leader));
     let start = Instant::now();
     let mut renewed = start;
     // The leader renews every 5 s (slower than it does, within the Lease);
@@ -229,13 +238,10 @@ async fn a_standby_whose_clock_runs_ahead_does_not_take_a_renewed_lease() {
     while start.elapsed() < Duration::from_secs(60) {
         sleep(Duration::from_secs(1)).await;
         if renewed.elapsed() >= Duration::from_secs(5) {
-            assert!(acquired(&mut leader).await, "the leader could not renew");
+            assert!(acquired!(leader), "the leader could not renew");
             renewed = Instant::now();
         }
-        assert!(
-            !acquired(&mut standby).await,
-            "the standby took a valid Lease"
-        );
+        assert!(!acquired!(standby), "the standby took a valid Lease");
     }
     assert_eq!(cluster.server().holder().as_deref(), Some("a"));
     assert!(leader.is_leader() && !standby.is_leader());
@@ -244,9 +250,9 @@ async fn a_standby_whose_clock_runs_ahead_does_not_take_a_renewed_lease() {
     // standby saw its last change: not earlier, and the standby takes it.
     let last_seen = Instant::now();
     sleep(Duration::from_millis(14_900)).await;
-    assert!(!acquired(&mut standby).await, "taken before it expired");
+    assert!(!acquired!(standby), "taken before it expired");
     sleep(Duration::from_millis(200)).await;
-    assert!(acquired(&mut standby).await, "not taken once expired");
+    assert!(acquired!(standby), "not taken once expired");
     assert!(last_seen.elapsed() >= LEASE_DURATION);
     assert_eq!(cluster.server().holder().as_deref(), Some("b"));
 }
@@ -256,11 +262,11 @@ async fn a_former_holder_cannot_release_its_successors_lease() {
     let cluster = Cluster::new();
     let mut old = cluster.replica("old", 0);
     let mut new = cluster.replica("new", 0);
-    assert!(acquired(&mut old).await);
-    assert!(!acquired(&mut new).await);
+    assert!(acquired!(old));
+    assert!(!acquired!(new));
     // The old leader stalls (no renewals); the Lease expires for the other.
     sleep(LEASE_DURATION + Duration::from_secs(1)).await;
-    assert!(acquired(&mut new).await);
+    assert!(acquired!(new));
     let taken = cluster.server().lease.clone();
 
     // The old leader still believes it holds the Lease and releases it.
@@ -276,7 +282,7 @@ async fn a_former_holder_cannot_release_its_successors_lease() {
         ["old get ok", "old create ok", "old update 409"]
     );
     // Having read the Lease, it does not even try.
-    assert!(!acquired(&mut old).await);
+    assert!(!acquired!(old));
     let requests = cluster.requests_of("old").len();
     assert!(matches!(old.release().await, Release::NotHeld));
     assert_eq!(cluster.requests_of("old").len(), requests);
@@ -288,11 +294,11 @@ async fn a_conflicting_write_is_read_again_not_overwritten() {
     let cluster = Cluster::new();
     let mut standby = cluster.replica("b", 0);
     cluster.server().write_as("a");
-    assert!(!acquired(&mut standby).await);
+    assert!(!acquired!(standby));
     sleep(LEASE_DURATION + Duration::from_secs(1)).await;
     // Expired for the standby, but "a" renews between its read and its write.
     cluster.server().before_update = Some(Box::new(|server| server.write_as("a")));
-    assert!(!acquired(&mut standby).await);
+    assert!(!acquired!(standby));
     assert_eq!(cluster.server().holder().as_deref(), Some("a"));
     assert_eq!(
         cluster.requests_of("b")[1..],
@@ -301,7 +307,7 @@ async fn a_conflicting_write_is_read_again_not_overwritten() {
         cluster.server().log
     );
     // It reads again and sees a fresh change: valid for another 15 s.
-    assert!(!acquired(&mut standby).await);
+    assert!(!acquired!(standby));
     assert_eq!(cluster.requests_of("b").last().unwrap(), "b get ok");
     assert_eq!(cluster.server().holder().as_deref(), Some("a"));
 }
@@ -310,7 +316,7 @@ async fn a_conflicting_write_is_read_again_not_overwritten() {
 async fn a_leader_whose_renewal_conflicts_reads_again_and_stops_leading() {
     let cluster = Cluster::new();
     let mut leader = cluster.replica("a", 0);
-    assert!(acquired(&mut leader).await);
+    assert!(acquired!(leader));
     // Another replica took it (say, after a pause longer than the Lease).
     cluster.server().write_as("b");
     let (mut work, writes) = busy_work();
@@ -325,9 +331,9 @@ async fn a_leader_whose_renewal_conflicts_reads_again_and_stops_leading() {
     );
     assert_eq!(cluster.server().holder().as_deref(), Some("b"));
     assert!(work.is_empty());
-    let stopped = writes.lock().unwrap().len();
+    let stopped = lock(&writes).len();
     sleep(Duration::from_secs(30)).await;
-    assert_eq!(writes.lock().unwrap().len(), stopped, "work went on");
+    assert_eq!(lock(&writes).len(), stopped, "work went on");
 }
 
 /// A task that "writes" every 100 ms, and the times it wrote.
@@ -337,62 +343,57 @@ fn busy_work() -> (JoinSet<()>, Arc<Mutex<Vec<Instant>>>) {
     let log = writes.clone();
     work.spawn(async move {
         loop {
-            log.lock().unwrap().push(Instant::now());
+            lock(&log).push(Instant::now());
             sleep(Duration::from_millis(100)).await;
         }
     });
     (work, writes)
 }
 
-/// Lead with renewals that start failing (503, or no answer at all) after
-/// 11 s: the work stops, and is never resumed, before the Lease could
-/// expire for a standby that saw the last renewal.
-async fn stops_before_expiry(failure: fn(&mut Server)) {
-    let cluster = Cluster::new();
-    let mut leader = cluster.replica("a", 0);
-    assert!(acquired(&mut leader).await);
-    let acquired_at = Instant::now();
-    let (mut work, writes) = busy_work();
-    let server = cluster.server.clone();
-    tokio::spawn(async move {
-        sleep(Duration::from_secs(11)).await;
-        failure(&mut server.lock().unwrap());
-    });
-    let outcome = leader.lead(&mut work).await;
-    let stopped = Instant::now();
-    assert!(matches!(outcome, Outcome::Lost(_)), "{outcome:?}");
-    assert!(work.is_empty());
-    // The last successful renewal was sent at 10 s at the latest.
-    let renewals = cluster
-        .requests_of("a")
-        .iter()
-        .filter(|l| l.ends_with("update ok"))
-        .count();
-    assert_eq!(renewals, 5, "renewed every 2 s: {:?}", cluster.server().log);
-    let last_renewal = acquired_at + Duration::from_secs(10);
-    let last_write = *writes.lock().unwrap().last().unwrap();
-    assert!(last_write < last_renewal + RENEW_DEADLINE + Duration::from_millis(1));
-    assert!(stopped <= last_renewal + RENEW_DEADLINE + Duration::from_millis(1));
-    assert!(stopped < last_renewal + LEASE_DURATION);
-    let count = writes.lock().unwrap().len();
-    sleep(LEASE_DURATION * 2).await;
-    assert_eq!(writes.lock().unwrap().len(), count, "work went on");
-}
-
+/// Renewals start failing (503, or no answer at all) after 11 s: the work
+/// stops, and is never resumed, before the Lease could expire for a
+/// standby that saw the last renewal.
 #[tokio::test(start_paused = true)]
 async fn a_leader_whose_renewals_fail_stops_its_work_before_the_lease_can_expire() {
-    stops_before_expiry(|server| {
-        server.failing.insert("a".into());
-    })
-    .await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_leader_whose_renewals_hang_stops_its_work_before_the_lease_can_expire() {
-    stops_before_expiry(|server| {
-        server.unreachable.insert("a".into());
-    })
-    .await;
+    let failures: [fn(&mut Server); 2] = [
+        |server| {
+            server.failing.insert("a".into());
+        },
+        |server| {
+            server.unreachable.insert("a".into());
+        },
+    ];
+    for failure in failures {
+        let cluster = Cluster::new();
+        let mut leader = cluster.replica("a", 0);
+        assert!(acquired!(leader));
+        let acquired_at = Instant::now();
+        let (mut work, writes) = busy_work();
+        let server = cluster.server.clone();
+        tokio::spawn(async move {
+            sleep(Duration::from_secs(11)).await;
+            failure(&mut lock(&server));
+        });
+        let outcome = leader.lead(&mut work).await;
+        let stopped = Instant::now();
+        assert!(matches!(outcome, Outcome::Lost(_)), "{outcome:?}");
+        assert!(work.is_empty());
+        // The last successful renewal was sent at 10 s.
+        let renewals = cluster
+            .requests_of("a")
+            .iter()
+            .filter(|l| l.ends_with("update ok"))
+            .count();
+        assert_eq!(renewals, 5, "renewed every 2 s: {:?}", cluster.server().log);
+        let last_renewal = acquired_at + Duration::from_secs(10);
+        let last_write = *lock(&writes).last().unwrap();
+        assert!(last_write <= last_renewal + RENEW_DEADLINE);
+        assert!(stopped <= last_renewal + RENEW_DEADLINE + Duration::from_millis(1));
+        assert!(stopped < last_renewal + LEASE_DURATION);
+        let count = lock(&writes).len();
+        sleep(LEASE_DURATION * 2).await;
+        assert_eq!(lock(&writes).len(), count, "work went on");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -400,7 +401,7 @@ async fn a_standby_takes_a_released_lease_at_once() {
     let cluster = Cluster::new();
     let mut leader = cluster.replica("a", 0);
     let mut standby = cluster.replica("b", 0);
-    assert!(acquired(&mut leader).await);
+    assert!(acquired!(leader));
     let mut changes = cluster.changes.subscribe();
     let waiting = tokio::spawn(async move {
         let acquired = standby.acquire(&mut changes, std::future::pending()).await;
@@ -431,7 +432,7 @@ async fn a_standby_takes_a_released_lease_at_once() {
 async fn the_leader_renews_every_retry_period_until_its_work_finishes() {
     let cluster = Cluster::new();
     let mut leader = cluster.replica("a", 0);
-    assert!(acquired(&mut leader).await);
+    assert!(acquired!(leader));
     let acquired_at = cluster
         .server()
         .lease
