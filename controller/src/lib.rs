@@ -12,6 +12,7 @@ pub mod hash_key;
 pub mod hpa;
 pub mod http;
 pub mod labels;
+pub mod leadership;
 pub mod metrics;
 pub mod network_policy;
 pub mod pdb;

@@ -2,18 +2,18 @@
 //!
 //! Every replica lists the Memcached objects of every watched namespace and
 //! is ready (`/readyz`) once all of them synced: a standby is ready to take
-//! over. Only the holder of the Lease reconciles; it releases the Lease on
-//! SIGTERM, and stops before the Lease can expire when renewals fail.
+//! over. Only the holder of the Lease reconciles ([`crate::leadership`]);
+//! it releases the Lease on SIGTERM, and stops reconciling before the Lease
+//! can expire when renewals fail.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
@@ -25,19 +25,15 @@ use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use memcached_api::Memcached;
 use memcached_api::validation::Options;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use crate::cache::{self, Writers, scoped};
 use crate::labels::MANAGER;
+use crate::leadership::{self, Elector, LeaseApi, Outcome, Release};
 use crate::metrics::Metrics;
 use crate::network_policy::Access;
 use crate::reconcile::{self, Context, Error, error_policy, reconcile};
 use crate::secrets;
-
-/// Lease duration; renewed `LEASE_GRACE` seconds before it ends.
-const LEASE_SECONDS: u64 = 15;
-const LEASE_GRACE: u64 = 5;
-/// Stop reconciling this long before the last seen renewal expires.
-const LEASE_SAFETY: Duration = Duration::from_secs(2);
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -93,11 +89,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             instance: Some(settings.identity.clone()),
         },
     );
-    // Started only when awaited: a standby reconciles nothing.
-    let controllers = {
-        let (shutdown, client, settings) = (shutdown.clone(), client.clone(), settings.clone());
-        async move {
-            let tasks = namespaces.into_iter().map(|ns| {
+    // Started only once leading: a standby reconciles nothing.
+    let start = {
+        let (client, settings, shutdown) = (client.clone(), settings.clone(), shutdown.clone());
+        move || {
+            let mut work = JoinSet::new();
+            for ns in namespaces {
                 let (cache, writers) = cache::new();
                 let ctx = Arc::new(Context {
                     client: client.clone(),
@@ -112,151 +109,75 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                     secret_data: Default::default(),
                 });
                 // A task each: one namespace's work never stalls another's.
-                tokio::spawn(controller(ns, ctx, writers, wait(shutdown.clone())))
-            });
-            futures::future::join_all(tasks).await;
+                work.spawn(controller(ns, ctx, writers, wait(shutdown.clone())));
+            }
+            work
         }
     };
     if !settings.leader_election {
-        controllers.await;
+        leadership::finished(&mut start()).await;
         return Ok(());
     }
-
-    let lease = watch_lease(client.clone(), &settings);
-    let Some((mut leading, lease_task)) =
-        acquire(&client, &settings, lease.clone(), shutdown.clone()).await?
-    else {
-        tracing::info!("shutting down before leading");
-        return Ok(());
-    };
-    tracing::info!("leading");
-    let outcome = tokio::select! {
-        _ = controllers => Ok(()),
-        _ = leading.wait_for(|l| !*l) => Err(anyhow::anyhow!("lost leadership: exiting so a new leader takes over")),
-        reason = lease_expiring(lease, settings.identity.clone()) => Err(anyhow::anyhow!("{reason}: stopped reconciling before the Lease can expire")),
-    };
-    // Dropping the channel makes the lease manager release the Lease.
-    drop(leading);
-    match tokio::time::timeout(Duration::from_secs(5), lease_task).await {
-        Ok(Ok(Ok(_))) => tracing::info!("released the Lease"),
-        other => tracing::warn!(?other, "could not release the Lease; it expires by itself"),
-    }
-    outcome
+    lead(&client, &settings, shutdown, start).await
 }
 
-/// The lease manager's channel (true while leading) and its task.
-type Leadership = (
-    watch::Receiver<bool>,
-    tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
-);
-
-/// Wait until this replica holds the Lease (`None`: shut down first). A
-/// waiting lease manager sleeps until the holder's Lease would expire; when
-/// the holder releases it (SIGTERM), a new manager takes it at once.
-async fn acquire(
+/// Reconcile (`start` the work) only while holding the Lease; release it
+/// once the work finished after SIGTERM, or after it was aborted when
+/// leadership was lost (then exit with an error, so Kubernetes restarts
+/// the replica as a standby).
+async fn lead(
     client: &Client,
     settings: &Settings,
-    mut lease: watch::Receiver<Option<LeaseView>>,
     shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<Option<Leadership>> {
-    loop {
-        let manager =
-            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &settings.lease_name)
-                .with_namespace(&settings.lease_namespace)
-                .with_identity(&settings.identity)
-                .with_duration(LEASE_SECONDS)
-                .with_grace(LEASE_GRACE)
-                .build()
-                .await?;
-        let (mut leading, task) = manager.watch().await;
-        tracing::info!(lease = %settings.lease_name, identity = %settings.identity, "waiting for leadership");
-        lease.borrow_and_update();
-        let acquired = tokio::select! {
-            r = leading.wait_for(|l| *l) => Some(r.is_ok()),
-            _ = released(&mut lease) => None,
-            _ = wait(shutdown.clone()) => return Ok(None),
-        };
-        match acquired {
-            Some(true) => return Ok(Some((leading, task))),
-            Some(false) => anyhow::bail!("the lease manager stopped"),
-            None => {
-                tracing::info!("the Lease was released: taking it");
-                task.abort();
-            }
+    start: impl FnOnce() -> JoinSet<()>,
+) -> anyhow::Result<()> {
+    let store = LeaseApi::new(
+        client.clone(),
+        &settings.lease_namespace,
+        &settings.lease_name,
+    );
+    let mut elector = Elector::new(store, leadership::Config::new(&settings.identity));
+    let mut changes = lease_changes(client.clone(), settings);
+    if !elector.acquire(&mut changes, wait(shutdown)).await {
+        tracing::info!("shutting down before leading");
+        return Ok(());
+    }
+    tracing::info!(lease = %settings.lease_name, "leading");
+    let outcome = elector.lead(&mut start()).await;
+    match elector.release().await {
+        Release::Released => tracing::info!("released the Lease"),
+        Release::NotHeld => tracing::warn!("stopped leading; the Lease is another replica's"),
+        Release::Failed(error) => {
+            tracing::warn!(%error, "could not release the Lease; it expires by itself")
         }
+    }
+    match outcome {
+        Outcome::Finished => Ok(()),
+        Outcome::Lost(reason) => Err(anyhow::anyhow!(
+            "lost leadership ({reason}): stopped reconciling; exiting so a new leader takes over"
+        )),
     }
 }
 
-/// The Lease as this replica last saw it.
-#[derive(Clone, Debug)]
-struct LeaseView {
-    holder: Option<String>,
-    /// When the last renewal runs out, on this process's clock.
-    until: Option<Instant>,
-}
-
-/// Watch the Lease (one object) in the background.
-fn watch_lease(client: Client, settings: &Settings) -> watch::Receiver<Option<LeaseView>> {
+/// Ticks whenever the Lease changes (a standby tries to take a released
+/// Lease at once rather than at its next retry).
+fn lease_changes(client: Client, settings: &Settings) -> watch::Receiver<()> {
     let api: Api<Lease> = Api::namespaced(client, &settings.lease_namespace);
     let config =
         watcher::Config::default().fields(&format!("metadata.name={}", settings.lease_name));
-    let (tx, rx) = watch::channel(None);
+    let (tx, rx) = watch::channel(());
     tokio::spawn(
         watcher(api, config)
             .default_backoff()
-            .applied_objects()
+            .touched_objects()
             .for_each(move |lease| {
-                if let Ok(lease) = lease {
-                    let spec = lease.spec.unwrap_or_default();
-                    let until = spec.renew_time.zip(spec.lease_duration_seconds).map(
-                        |(renewed, seconds)| {
-                            let ends = renewed.0.as_millisecond() + i64::from(seconds) * 1000;
-                            let left = (ends - Timestamp::now().as_millisecond()).max(0);
-                            Instant::now() + Duration::from_millis(left as u64)
-                        },
-                    );
-                    let holder = spec.holder_identity.filter(|h| !h.is_empty());
-                    let _ = tx.send(Some(LeaseView { holder, until }));
+                if lease.is_ok() {
+                    tx.send_replace(());
                 }
                 std::future::ready(())
             }),
     );
     rx
-}
-
-/// Resolves when the Lease changes to having no holder.
-async fn released(lease: &mut watch::Receiver<Option<LeaseView>>) {
-    loop {
-        if lease.changed().await.is_err() {
-            return std::future::pending().await;
-        }
-        if lease
-            .borrow_and_update()
-            .as_ref()
-            .is_some_and(|v| v.holder.is_none())
-        {
-            return;
-        }
-    }
-}
-
-/// Resolves shortly before the Lease this replica holds runs out when no
-/// renewal was seen (the API server unreachable, renewals failing).
-async fn lease_expiring(lease: watch::Receiver<Option<LeaseView>>, identity: String) -> String {
-    // Just acquired: the Lease runs at least this long.
-    let acquired = Instant::now() + Duration::from_secs(LEASE_SECONDS);
-    loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let renewed = lease
-            .borrow()
-            .as_ref()
-            .filter(|v| v.holder.as_deref() == Some(identity.as_str()))
-            .and_then(|v| v.until);
-        let ends = renewed.map_or(acquired, |r| r.max(acquired));
-        if Instant::now() + LEASE_SAFETY >= ends {
-            return "no Lease renewal seen".to_string();
-        }
-    }
 }
 
 /// A channel that turns true on SIGTERM or SIGINT.

@@ -2,7 +2,8 @@
 //! server-side apply converging both ways, the replica handover to the HPA,
 //! refusals and conflicts in status, readiness of standbys and the Lease
 //! handover after SIGTERM and SIGKILL, the StatefulSet name bound, an
-//! invalid spec stored without the policy.
+//! invalid spec stored without the policy, render against kubectl's strict
+//! validation, a Lease holder whose clock is behind.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -16,7 +17,7 @@ use e2e_tests::cluster::scenario::{
     self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, run_scenarios, touch,
     wait_ready,
 };
-use e2e_tests::cluster::{Env, Operator, Outcome, condition, wait_for};
+use e2e_tests::cluster::{Env, OPERATOR_NAMESPACE, Operator, Outcome, condition, wait_for};
 use memcached_api::field::invalid_message;
 use memcached_api::validation::{self, ObjectName, Options};
 use memcached_api::{MemcachedSpec, apply_defaults};
@@ -54,6 +55,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "8. render names unknown fields as kubectl apply --validate=strict does",
         render_reports_unknown_fields_as_kubectl,
+    ),
+    (
+        "9. a Lease renewed by a replica whose clock is 12s behind is not taken before it expires",
+        skewed_holder,
     ),
 ];
 
@@ -406,15 +411,100 @@ fn hand_over(
 ) -> Result<Duration, String> {
     let started = Instant::now();
     end(leader);
-    wait_for("the successor to take the Lease", SETTLE, || {
-        let holder = lease_holder(env)?;
-        if holder == successor.name {
-            Ok(())
-        } else {
-            Err(holder)
-        }
-    })?;
+    wait_holder(env, successor)?;
     Ok(started.elapsed())
+}
+
+/// Wait until `operator` holds the Lease.
+fn wait_holder(env: &Env, operator: &Operator) -> Result<(), String> {
+    wait_for(
+        &format!("{} to take the Lease", operator.name),
+        SETTLE,
+        || {
+            let holder = lease_holder(env)?;
+            if holder == operator.name {
+                Ok(())
+            } else {
+                Err(holder)
+            }
+        },
+    )
+}
+
+/// Another replica ("skewed", played by this test) holds the Lease and
+/// renews it every 5 s, writing times from a clock 12 s behind the
+/// controller's: on the controller's clock each renewTime + 15 s is at most
+/// 3 s ahead. The controller, a standby, judges expiry from when it saw the
+/// record change, so it never takes the Lease while it is renewed, and
+/// takes it 15 s after the last renewal it saw.
+fn skewed_holder(env: &mut Env) -> Result<(), String> {
+    // SIGTERM: the running controller releases the Lease.
+    if let Some(operator) = env.operator.take() {
+        operator.stop();
+    }
+    let renew = || -> Result<Instant, String> {
+        let behind = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|e| e.to_string())?
+            .as_secs_f64()
+            - 12.0;
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "memcached-operator", "namespace": OPERATOR_NAMESPACE},
+            "spec": {
+                "holderIdentity": "skewed", "leaseDurationSeconds": 15,
+                "acquireTime": micro_time(behind)?, "renewTime": micro_time(behind)?,
+            },
+        });
+        env.kubectl.apply(&lease.to_string())?;
+        Ok(Instant::now())
+    };
+    let mut renewed = renew()?;
+    let standby = env.start_operator("operator-skew")?;
+    wait_for("the standby ready", SETTLE, || {
+        standby
+            .ready()
+            .then_some(())
+            .ok_or_else(|| "not ready".into())
+    })?;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_secs(5).saturating_sub(renewed.elapsed()));
+        check(
+            lease_holder(env)? == "skewed",
+            format!("{} took a renewed Lease", standby.name),
+        )?;
+        renewed = renew()?;
+    }
+    check(
+        standby.reconciles()? == 0,
+        "the standby reconciled while another replica held the Lease",
+    )?;
+    wait_holder(env, &standby)?;
+    let taken = renewed.elapsed();
+    println!(
+        "     held by the skewed replica for 30s; taken {:.1}s after its last renewal (Lease 15s)",
+        taken.as_secs_f64()
+    );
+    env.operator = Some(standby);
+    check(
+        taken >= Duration::from_millis(14_500) && taken <= Duration::from_secs(20),
+        format!("taken {taken:?} after the last renewal"),
+    )
+}
+
+/// `seconds` since the Unix epoch as a MicroTime (RFC 3339, UTC).
+fn micro_time(seconds: f64) -> Result<String, String> {
+    let output = Command::new("date")
+        .args([
+            "-u",
+            "-d",
+            &format!("@{seconds:.6}"),
+            "+%Y-%m-%dT%H:%M:%S.%6NZ",
+        ])
+        .output()
+        .map_err(|e| format!("date: {e}"))?;
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
 /// The policy limits StatefulSet-mode names to 52 characters. Shown on the

@@ -19,6 +19,8 @@ const LEADING: &str = "leading";
 const RELEASED: &str = "released the Lease";
 /// Logged when reconciling stopped but the release failed: the Lease expires.
 const NOT_RELEASED: &str = "could not release the Lease; it expires by itself";
+/// Logged when reconciling stopped because another replica holds the Lease.
+const TAKEN: &str = "stopped leading; the Lease is another replica's";
 /// Logged on SIGTERM or SIGINT.
 const SIGNALLED: &str = "shutdown signal received";
 /// Logged by a standby that saw the Lease released and takes it.
@@ -83,8 +85,9 @@ impl Replica {
     }
 }
 
-/// One term as leader: from "leading" until the release was logged (`None`:
-/// still leading, or the process died leading).
+/// One term as leader: from "leading" until the release (or its failure, or
+/// the Lease found taken) was logged (`None`: still leading, or the process
+/// died leading).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Term {
     /// The replica.
@@ -116,7 +119,7 @@ pub fn exclusive_terms(replicas: &[Replica]) -> Result<Vec<Term>, String> {
                     end(from, None);
                 }
                 open = Some(line.at);
-            } else if (line.message == RELEASED || line.message == NOT_RELEASED)
+            } else if [RELEASED, NOT_RELEASED, TAKEN].contains(&line.message.as_str())
                 && let Some(from) = open.take()
             {
                 end(from, Some(line.at));
