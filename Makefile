@@ -192,7 +192,7 @@ crd:
 
 ## fixtures: regenerate e2e-tests/fixtures from the seed documents.
 fixtures:
-	cd e2e-tests/fixtures && python3 generate.py ../../../shared/seeds
+	python3 e2e-tests/fixtures/generate.py $(abspath ../shared/seeds)
 
 lint:
 	$(CARGO) fmt --all --check
