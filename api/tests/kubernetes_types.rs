@@ -71,8 +71,9 @@ cases! {
     pod_supplemental_groups_policy: pod(json!({"supplementalGroupsPolicy": "Sometimes"})) => [
         format!(r#"{P}.supplementalGroupsPolicy: Unsupported value: "Sometimes": supported values: "Merge", "Strict""#)
     ];
-    pod_se_linux_change_policy: pod(json!({"seLinuxChangePolicy": "Never"})) => [
-        format!(r#"{P}.seLinuxChangePolicy: Unsupported value: "Never": supported values: "MountOption", "Recursive""#)
+    pod_se_linux_change_policy_recursive: pod(json!({"seLinuxChangePolicy": "Recursive"})) => [];
+    pod_se_linux_change_policy: pod(json!({"seLinuxChangePolicy": "MountOption"})) => [
+        format!(r#"{P}.seLinuxChangePolicy: Unsupported value: "MountOption": supported values: "Recursive""#)
     ];
     // Seccomp and AppArmor profiles.
     pod_seccomp_localhost_without_profile: pod(json!({"seccompProfile": {"type": "Localhost"}})) => [

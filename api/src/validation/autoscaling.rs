@@ -71,20 +71,16 @@ fn validate_metric_spec(metric: &MetricSpec, path: &Path) -> ErrorList {
     ];
     match present.iter().find(|(_, set)| *set).map(|(name, _)| *name) {
         Some("object") => {
-            let source = metric.object.as_ref();
-            let path = path.child("object");
-            if let Some(source) = source {
+            if let Some(source) = &metric.object {
+                let path = path.child("object");
                 errors.extend(validate_object_reference(
                     &source.described_object,
                     &path.child("describedObject"),
                 ));
-                errors.extend(validate_metric_identifier(
+                errors.extend(validate_identified_target(
                     &source.metric,
-                    &path.child("metric"),
-                ));
-                errors.extend(validate_metric_target(
                     &source.target,
-                    &path.child("target"),
+                    &path,
                 ));
                 if source.target.value.is_none() && source.target.average_value.is_none() {
                     errors.push(FieldError::required(
@@ -97,13 +93,10 @@ fn validate_metric_spec(metric: &MetricSpec, path: &Path) -> ErrorList {
         Some("external") => {
             if let Some(source) = &metric.external {
                 let path = path.child("external");
-                errors.extend(validate_metric_identifier(
+                errors.extend(validate_identified_target(
                     &source.metric,
-                    &path.child("metric"),
-                ));
-                errors.extend(validate_metric_target(
                     &source.target,
-                    &path.child("target"),
+                    &path,
                 ));
                 let target = &source.target;
                 if target.value.is_none() && target.average_value.is_none() {
@@ -123,13 +116,10 @@ fn validate_metric_spec(metric: &MetricSpec, path: &Path) -> ErrorList {
         Some("pods") => {
             if let Some(source) = &metric.pods {
                 let path = path.child("pods");
-                errors.extend(validate_metric_identifier(
+                errors.extend(validate_identified_target(
                     &source.metric,
-                    &path.child("metric"),
-                ));
-                errors.extend(validate_metric_target(
                     &source.target,
-                    &path.child("target"),
+                    &path,
                 ));
                 if source.target.average_value.is_none() {
                     errors.push(FieldError::required(
@@ -280,9 +270,19 @@ fn validate_metric_target(target: &MetricTarget, path: &Path) -> ErrorList {
     errors
 }
 
-/// `validateMetricIdentifier`.
-fn validate_metric_identifier(id: &MetricIdentifier, path: &Path) -> ErrorList {
-    path_segment(&id.name, &path.child("name"), "must specify a metric name")
+/// `validateMetricIdentifier` of `metric`, then `validateMetricTarget` of `target`.
+fn validate_identified_target(
+    id: &MetricIdentifier,
+    target: &MetricTarget,
+    path: &Path,
+) -> ErrorList {
+    let mut errors = path_segment(
+        &id.name,
+        &path.child("metric").child("name"),
+        "must specify a metric name",
+    );
+    errors.extend(validate_metric_target(target, &path.child("target")));
+    errors
 }
 
 /// `ValidateCrossVersionObjectReference` of an Object metric (empty API group allowed).

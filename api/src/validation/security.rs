@@ -21,8 +21,10 @@ pub const MAX_ID: i64 = i32::MAX as i64;
 pub const FS_GROUP_CHANGE_POLICIES: [&str; 2] = ["Always", "OnRootMismatch"];
 /// `validSupplementalGroupsPolicies`.
 pub const SUPPLEMENTAL_GROUPS_POLICIES: [&str; 2] = ["Merge", "Strict"];
-/// `validSELinuxChangePolicies`.
-pub const SELINUX_CHANGE_POLICIES: [&str; 2] = ["MountOption", "Recursive"];
+/// `seLinuxChangePolicy` values a new pod template may take: only `Recursive`
+/// while the `SELinuxMount` feature gate is off (its default through 1.36;
+/// `MountOption` needs it).
+pub const SELINUX_CHANGE_POLICIES: [&str; 1] = ["Recursive"];
 /// `ValidateProcMountType`.
 pub const PROC_MOUNT_TYPES: [&str; 2] = ["Default", "Unmasked"];
 /// Seccomp and AppArmor profile types.
