@@ -5,6 +5,8 @@ use std::fmt;
 
 /// Longest bad value echoed back in a message; longer ones are cut.
 const MAX_SHOWN_VALUE: usize = 256;
+/// Longest structure echoed back (its rendering names every field).
+const MAX_SHOWN_STRUCTURE: usize = 1024;
 /// Most distinct errors rendered in one message; the rest are counted.
 pub const MAX_RENDERED_ERRORS: usize = 100;
 /// A list's validator stops walking its items once it has found this many
@@ -70,6 +72,8 @@ pub enum ErrorType {
     TooLong,
     /// `Too many`
     TooMany,
+    /// `Not found`
+    NotFound,
 }
 
 impl ErrorType {
@@ -82,6 +86,7 @@ impl ErrorType {
             ErrorType::Duplicate => "Duplicate value",
             ErrorType::TooLong => "Too long",
             ErrorType::TooMany => "Too many",
+            ErrorType::NotFound => "Not found",
         }
     }
 }
@@ -95,6 +100,15 @@ pub enum BadValue {
     Int(i64),
     /// A string, printed quoted.
     Str(String),
+    /// Printed as is: a boolean, or a structure as the API server's
+    /// `json.Marshal` of its internal type shows it.
+    Raw(String),
+}
+
+impl From<bool> for BadValue {
+    fn from(v: bool) -> Self {
+        BadValue::Raw(v.to_string())
+    }
 }
 
 impl From<i64> for BadValue {
@@ -195,6 +209,16 @@ impl FieldError {
         }
     }
 
+    /// `Not found: <value>: <detail>` (apimachinery's `field.NotFound`, with a detail).
+    pub fn not_found(field: Path, value: &str, detail: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorType::NotFound,
+            field,
+            value: value.into(),
+            detail: detail.into(),
+        }
+    }
+
     /// `Unsupported value: <value>: supported values: "a", "b"`
     pub fn not_supported(field: Path, value: &str, supported: &[&str]) -> Self {
         let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
@@ -213,7 +237,8 @@ impl fmt::Display for FieldError {
         match &self.value {
             BadValue::Omitted => {}
             BadValue::Int(v) => write!(f, ": {v}")?,
-            BadValue::Str(s) => write!(f, ": {}", go_quote(&shorten(s)))?,
+            BadValue::Str(s) => write!(f, ": {}", go_quote(&shorten(s, MAX_SHOWN_VALUE)))?,
+            BadValue::Raw(s) => write!(f, ": {}", shorten(s, MAX_SHOWN_STRUCTURE))?,
         }
         if !self.detail.is_empty() {
             write!(f, ": {}", self.detail)?;
@@ -281,11 +306,11 @@ pub fn go_quote(s: &str) -> String {
     out
 }
 
-fn shorten(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.len() <= MAX_SHOWN_VALUE {
+fn shorten(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
         return s.into();
     }
-    let mut end = MAX_SHOWN_VALUE;
+    let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }

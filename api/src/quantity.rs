@@ -62,6 +62,21 @@ impl Quantity {
         }
     }
 
+    /// Go's `Quantity.Value()`: whole units, rounded up.
+    pub fn value(self) -> i128 {
+        ceil_div(self.nanos, NANO)
+    }
+
+    /// Go's `Quantity.MilliValue()`: thousandths, rounded up.
+    pub fn milli_value(self) -> i128 {
+        ceil_div(self.nanos, NANO / 1000)
+    }
+
+    /// True when the quantity is above zero.
+    pub fn is_positive(self) -> bool {
+        self.nanos > 0
+    }
+
     /// True when the quantity is below zero.
     pub fn is_negative(self) -> bool {
         self.nanos < 0
@@ -98,6 +113,11 @@ impl Quantity {
             nanos: if negative { -nanos } else { nanos },
         })
     }
+}
+
+/// `n / d` rounded towards positive infinity (`d > 0`).
+fn ceil_div(n: i128, d: i128) -> i128 {
+    n.div_euclid(d) + i128::from(n.rem_euclid(d) != 0)
 }
 
 /// `(power of ten, power of two)` of a suffix.

@@ -146,7 +146,7 @@ fn image_references() {
 fn resource_names_of_containers() {
     assert_eq!(
         errors(
-            json!({"resources": {"limits": {"gpu": "1", "example.com/widget": "1", "hugepages-2Mi": "2Mi"}}})
+            json!({"resources": {"limits": {"gpu": "1", "example.com/widget": "1", "hugepages-2Mi": "2Mi", "memory": "128Mi"}}})
         ),
         [
             r#"spec.resources.limits[gpu]: Invalid value: "gpu": must be a standard resource type or fully qualified"#,

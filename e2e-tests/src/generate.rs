@@ -340,3 +340,480 @@ pub fn request(rng: &mut Rng) -> Value {
     json!({"uid": "u", "operation": operation, "name": "c", "namespace": "n",
         "kind": {"group": group, "version": version, "kind": kind}, "object": new, "oldObject": old})
 }
+
+/// A spec with `value` at the dotted `path` (`"memcached.threads"`), the rest absent.
+fn at(path: &str, value: Value) -> Value {
+    path.rsplit('.')
+        .fold(value, |inner, key| json!({ (key): inner }))
+}
+
+/// `path` set to each of `values`: one case each.
+fn each(cases: &mut Vec<(String, Value)>, path: &str, values: Vec<Value>) {
+    for (i, value) in values.into_iter().enumerate() {
+        cases.push((format!("{path}#{i}"), at(path, value)));
+    }
+}
+
+/// A spec with several fields, named.
+fn with(cases: &mut Vec<(String, Value)>, name: &str, spec: Value) {
+    cases.push((name.to_string(), spec));
+}
+
+/// Specs just inside and just outside every rule of the spec and of the
+/// Kubernetes types it embeds, one field (or one combination) at a time,
+/// each named by what it varies: the differential test's inputs.
+pub fn boundary_specs() -> Vec<(String, Value)> {
+    let mut c = Vec::new();
+    each(
+        &mut c,
+        "replicas",
+        vec![json!(-1), json!(0), json!(64), json!(65)],
+    );
+    each(
+        &mut c,
+        "workload",
+        vec![
+            json!("Deployment"),
+            json!("StatefulSet"),
+            json!("DaemonSet"),
+        ],
+    );
+    each(
+        &mut c,
+        "serverListConfigMap",
+        vec![
+            json!("servers"),
+            json!("Servers_List"),
+            json!("s".repeat(253)),
+            json!("s".repeat(254)),
+        ],
+    );
+    each(
+        &mut c,
+        "image",
+        vec![
+            json!("memcached:1.6.28"),
+            json!(" memcached"),
+            json!("Memcached:1.6"),
+            json!(format!("m:{}", "t".repeat(128))),
+            json!(format!("m:{}", "t".repeat(129))),
+            json!(""),
+        ],
+    );
+    for (field, low, high) in [
+        ("maxMemoryMB", 16, 65536),
+        ("maxConnections", 1, 65536),
+        ("threads", 1, 128),
+        ("verbosity", 0, 2),
+    ] {
+        each(
+            &mut c,
+            &format!("memcached.{field}"),
+            vec![json!(low - 1), json!(low), json!(high), json!(high + 1)],
+        );
+    }
+    each(
+        &mut c,
+        "memcached.maxItemSize",
+        vec![
+            json!("512k"),
+            json!("511k"),
+            json!("1536k"),
+            json!("32m"),
+            json!("33m"),
+            json!("0k"),
+            json!("1g"),
+        ],
+    );
+    each(
+        &mut c,
+        "memcached.extraArgs",
+        vec![
+            json!(["-v"]),
+            json!(["-m", "64"]),
+            json!(["--lock-memory"]),
+            json!(["-R", "30"]),
+            json!(["-h"]),
+            json!(["x".repeat(4096)]),
+        ],
+    );
+    // The memory limit holds the cache plus the 32Mi overhead; requests at most limits.
+    each(
+        &mut c,
+        "resources",
+        vec![
+            json!({"limits": {"memory": "96Mi"}}),
+            json!({"limits": {"memory": "95Mi"}}),
+            json!({"requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}}),
+            json!({"requests": {"cpu": "1001m"}, "limits": {"cpu": "1"}}),
+            json!({"requests": {"cpu": "-1"}}),
+            json!({"requests": {"cpu": "0"}}),
+            json!({"requests": {"storage": "1Gi"}}),
+            json!({"requests": {"pods": "1"}}),
+            json!({"requests": {"example.com/gpu": "1"}}),
+            json!({"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "1"}}),
+            json!({"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "2"}}),
+            json!({"limits": {"example.com/gpu": "500m"}}),
+            json!({"limits": {"example.com/gpu": "1"}}),
+            json!({"limits": {"kubernetes.io/gpu": "500m"}}),
+            json!({"limits": {"requests.example.com/gpu": "1"}}),
+            json!({"limits": {"hugepages-2Mi": "4Mi", "memory": "128Mi"}, "requests": {"hugepages-2Mi": "4Mi"}}),
+            json!({"limits": {"hugepages-2Mi": "3Mi", "memory": "128Mi"}}),
+            json!({"limits": {"hugepages-2Mi": "2Mi"}}),
+            json!({"requests": {"hugepages-2Mi": "2Mi", "cpu": "1"}}),
+            json!({"limits": {"hugepages-1Gi": "1Gi", "cpu": "1"}}),
+            json!({"limits": {"hugepages-x": "1", "cpu": "1"}}),
+            json!({"claims": [{"name": "gpu"}]}),
+            json!({"claims": [{"name": ""}]}),
+            json!({"claims": []}),
+        ],
+    );
+    each(
+        &mut c,
+        "highAvailability.antiAffinityPreset",
+        vec![json!("soft"), json!("hard"), json!("medium")],
+    );
+    for pdb in [
+        json!({"minAvailable": 0}),
+        json!({"minAvailable": 1}),
+        json!({"minAvailable": 2}),
+        json!({"minAvailable": -1}),
+        json!({"minAvailable": "0%"}),
+        json!({"minAvailable": "100%"}),
+        json!({"minAvailable": "101%"}),
+        json!({"minAvailable": "x"}),
+        json!({"maxUnavailable": 0}),
+        json!({"maxUnavailable": "100%"}),
+        json!({"maxUnavailable": 1, "minAvailable": 1}),
+        json!({}),
+    ] {
+        let mut p = pdb;
+        p["enabled"] = json!(true);
+        with(
+            &mut c,
+            &format!("pdb {p}"),
+            json!({"replicas": 2, "highAvailability": {"podDisruptionBudget": p}}),
+        );
+    }
+    for (delay, grace) in [
+        (1, 2),
+        (0, 30),
+        (300, 301),
+        (301, 600),
+        (10, 601),
+        (10, 10),
+        (10, 11),
+    ] {
+        with(
+            &mut c,
+            &format!("gracefulShutdown {delay}/{grace}"),
+            json!({"highAvailability": {"gracefulShutdown": {"enabled": true, "preStopDelaySeconds": delay, "terminationGracePeriodSeconds": grace}}}),
+        );
+    }
+    let spread = |extra: Value| {
+        let mut c = json!({"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"});
+        c.as_object_mut()
+            .into_iter()
+            .for_each(|o| o.extend(extra.as_object().cloned().unwrap_or_default()));
+        c
+    };
+    each(
+        &mut c,
+        "highAvailability.topologySpreadConstraints",
+        vec![
+            json!([spread(json!({}))]),
+            json!([spread(json!({"maxSkew": 0}))]),
+            json!([spread(json!({"topologyKey": ""}))]),
+            json!([spread(json!({"whenUnsatisfiable": "Never"}))]),
+            json!([spread(json!({"minDomains": 0}))]),
+            json!([spread(json!({"minDomains": 1}))]),
+            json!([spread(
+                json!({"minDomains": 1, "whenUnsatisfiable": "ScheduleAnyway"})
+            )]),
+            json!([spread(json!({"nodeAffinityPolicy": "Sometimes"}))]),
+            json!([spread(json!({"matchLabelKeys": ["pod-template-hash"]}))]),
+            json!([spread(
+                json!({"matchLabelKeys": ["pod-template-hash"], "labelSelector": {"matchLabels": {"a": "b"}}})
+            )]),
+            json!([spread(json!({})), spread(json!({}))]),
+            json!([spread(
+                json!({"labelSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}})
+            )]),
+        ],
+    );
+    for autoscaling in [
+        json!({"maxReplicas": 1}),
+        json!({"maxReplicas": 0}),
+        json!({"minReplicas": 0, "maxReplicas": 3}),
+        json!({"minReplicas": 4, "maxReplicas": 3}),
+        json!({}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "Resource", "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 1}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 0}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "Resource"}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "Cpu", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "AverageValue", "averageValue": "500m"}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "AverageValue", "averageValue": "0"}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "10"}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "Pods", "pods": {"metric": {"name": "a/b"}, "target": {"type": "Value", "value": "10"}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "External", "external": {"metric": {"name": "queue"}, "target": {"type": "Value", "value": "1", "averageValue": "1"}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "Object", "object": {"describedObject": {"kind": "Service", "name": "web", "apiVersion": "v1"}, "metric": {"name": "rps"}, "target": {"type": "Value", "value": "1"}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "Object", "object": {"describedObject": {"kind": "Service", "name": "web", "apiVersion": "a/b/c"}, "metric": {"name": "rps"}, "target": {"type": "Value", "value": "1"}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "ContainerResource", "containerResource": {"name": "cpu", "container": "memcached", "target": {"type": "Utilization", "averageUtilization": 60}}}]}),
+        json!({"maxReplicas": 3, "metrics": [{"type": "ContainerResource", "containerResource": {"name": "cpu", "container": "Memcached", "target": {"type": "Utilization", "averageUtilization": 60}}}]}),
+        json!({"maxReplicas": 3, "behavior": {"scaleUp": {"stabilizationWindowSeconds": 3600}, "scaleDown": {"stabilizationWindowSeconds": 0}}}),
+        json!({"maxReplicas": 3, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 3601}}}),
+        json!({"maxReplicas": 3, "behavior": {"scaleDown": {"stabilizationWindowSeconds": -1}}}),
+        json!({"maxReplicas": 3, "behavior": {"scaleUp": {"policies": []}}}),
+        json!({"maxReplicas": 3, "behavior": {"scaleUp": {"selectPolicy": "Any"}}}),
+        json!({"maxReplicas": 3, "behavior": {"scaleUp": {"selectPolicy": "Disabled", "policies": [{"type": "Pods", "value": 1, "periodSeconds": 1800}]}}}),
+        json!({"maxReplicas": 3, "behavior": {"scaleUp": {"policies": [{"type": "Pods", "value": 1, "periodSeconds": 1801}]}}}),
+        json!({"maxReplicas": 3, "behavior": {"scaleUp": {"policies": [{"type": "Percent", "value": 0, "periodSeconds": 0}]}}}),
+        json!({"maxReplicas": 3, "behavior": {"scaleUp": {"policies": [{"type": "Nodes", "value": 1, "periodSeconds": 60}]}}}),
+    ] {
+        let mut a = autoscaling;
+        a["enabled"] = json!(true);
+        with(
+            &mut c,
+            &format!("autoscaling {a}"),
+            json!({"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}, "autoscaling": a}),
+        );
+    }
+    with(
+        &mut c,
+        "autoscaling with replicas",
+        json!({"replicas": 2, "autoscaling": {"enabled": true, "maxReplicas": 3}, "resources": {"requests": {"cpu": "1"}}}),
+    );
+    for monitoring in [
+        json!({"exporterImage": "prom/memcached-exporter:v0.15.4"}),
+        json!({"exporterImage": "Exporter"}),
+        json!({"exporterResources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
+        json!({"exporterResources": {"limits": {"example.com/x": "1m"}}}),
+        json!({"serviceMonitor": {"interval": "30s", "scrapeTimeout": "30s"}}),
+        json!({"serviceMonitor": {"interval": "30s", "scrapeTimeout": "31s"}}),
+        json!({"serviceMonitor": {"interval": "soon"}}),
+        json!({"serviceMonitor": {"additionalLabels": {"release": "prometheus"}}}),
+        json!({"serviceMonitor": {"additionalLabels": {"bad key": "x"}}}),
+    ] {
+        let mut m = monitoring;
+        m["enabled"] = json!(true);
+        with(&mut c, &format!("monitoring {m}"), json!({"monitoring": m}));
+    }
+    each(
+        &mut c,
+        "security.sasl",
+        vec![
+            json!({"enabled": true, "credentialsSecretRef": {"name": "auth"}}),
+            json!({"enabled": true}),
+            json!({"enabled": true, "credentialsSecretRef": {"name": ""}}),
+        ],
+    );
+    each(
+        &mut c,
+        "security.tls",
+        vec![
+            json!({"enabled": true, "certificateSecretRef": {"name": "tls"}, "enableClientCert": true}),
+            json!({"enabled": true}),
+        ],
+    );
+    let max_id = i64::from(i32::MAX);
+    each(
+        &mut c,
+        "security.podSecurityContext",
+        vec![
+            json!({}),
+            json!({"runAsUser": 0}),
+            json!({"runAsUser": -1}),
+            json!({"runAsUser": max_id}),
+            json!({"runAsUser": max_id + 1}),
+            json!({"runAsGroup": -1}),
+            json!({"fsGroup": max_id + 1}),
+            json!({"supplementalGroups": [0, max_id]}),
+            json!({"supplementalGroups": [-1]}),
+            json!({"runAsNonRoot": true, "runAsUser": 1000}),
+            json!({"sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]}),
+            json!({"sysctls": [{"name": "bad name", "value": "1"}]}),
+            json!({"sysctls": [{"name": "", "value": "1"}]}),
+            json!({"sysctls": [{"name": "kernel.msgmax", "value": "1"}, {"name": "kernel.msgmax", "value": "2"}]}),
+            json!({"sysctls": [{"name": "net/ipv4/ip_local_port_range", "value": "1024 65000"}]}),
+            json!({"sysctls": [{"name": "a".repeat(254), "value": "1"}]}),
+            json!({"seccompProfile": {"type": "RuntimeDefault"}}),
+            json!({"seccompProfile": {"type": "Unconfined"}}),
+            json!({"seccompProfile": {"type": "Localhost"}}),
+            json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/m.json"}}),
+            json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "/abs.json"}}),
+            json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "../up.json"}}),
+            json!({"seccompProfile": {"type": "RuntimeDefault", "localhostProfile": "p"}}),
+            json!({"seccompProfile": {"type": "Strict"}}),
+            json!({"appArmorProfile": {"type": "Localhost"}}),
+            json!({"appArmorProfile": {"type": "Localhost", "localhostProfile": "k8s-memcached"}}),
+            json!({"appArmorProfile": {"type": "Localhost", "localhostProfile": " p"}}),
+            json!({"appArmorProfile": {"type": "Localhost", "localhostProfile": ""}}),
+            json!({"appArmorProfile": {"type": "RuntimeDefault"}}),
+            json!({"appArmorProfile": {"type": "Unconfined", "localhostProfile": "p"}}),
+            json!({"appArmorProfile": {"type": "Strict"}}),
+            json!({"fsGroupChangePolicy": "OnRootMismatch"}),
+            json!({"fsGroupChangePolicy": "Sometimes"}),
+            json!({"supplementalGroupsPolicy": "Strict"}),
+            json!({"supplementalGroupsPolicy": "Sometimes"}),
+            json!({"seLinuxChangePolicy": "MountOption"}),
+            json!({"seLinuxChangePolicy": "Recursive"}),
+            json!({"seLinuxChangePolicy": "Never"}),
+            json!({"seLinuxOptions": {"level": "s0:c123,c456", "type": "container_t"}}),
+            json!({"windowsOptions": {"hostProcess": true}}),
+            json!({"windowsOptions": {"hostProcess": false}}),
+            json!({"windowsOptions": {"runAsUserName": "ContainerUser"}}),
+            json!({"windowsOptions": {"runAsUserName": r"a\b\c"}}),
+            json!({"windowsOptions": {"runAsUserName": ""}}),
+            json!({"windowsOptions": {"runAsUserName": "u".repeat(105)}}),
+            json!({"windowsOptions": {"runAsUserName": r"NT AUTHORITY\NETWORK SERVICE"}}),
+            json!({"windowsOptions": {"runAsUserName": r"bad:domain\user"}}),
+            json!({"windowsOptions": {"runAsUserName": "..."}}),
+            json!({"windowsOptions": {"gmsaCredentialSpecName": "gmsa"}}),
+            json!({"windowsOptions": {"gmsaCredentialSpecName": "Gmsa"}}),
+            json!({"windowsOptions": {"gmsaCredentialSpec": ""}}),
+        ],
+    );
+    each(
+        &mut c,
+        "security.containerSecurityContext",
+        vec![
+            json!({}),
+            json!({"privileged": true}),
+            json!({"privileged": true, "allowPrivilegeEscalation": false}),
+            json!({"privileged": true, "allowPrivilegeEscalation": true}),
+            json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["CAP_SYS_ADMIN"]}}),
+            json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["SYS_ADMIN"]}}),
+            json!({"capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}}),
+            json!({"procMount": "Default"}),
+            json!({"procMount": "Unmasked"}),
+            json!({"procMount": "Sometimes"}),
+            json!({"runAsUser": 0}),
+            json!({"runAsUser": max_id + 1}),
+            json!({"runAsGroup": -5}),
+            json!({"runAsGroup": max_id}),
+            json!({"readOnlyRootFilesystem": false}),
+            json!({"seccompProfile": {"type": "Strict"}}),
+            json!({"seccompProfile": {"type": ""}}),
+            json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}),
+            json!({"appArmorProfile": {"type": "RuntimeDefault"}}),
+            json!({"appArmorProfile": {"type": ""}}),
+            json!({"windowsOptions": {"hostProcess": true}}),
+            json!({"seLinuxOptions": {"user": "system_u", "role": "system_r"}}),
+        ],
+    );
+    with(
+        &mut c,
+        "hostProcess differs",
+        json!({"security": {"podSecurityContext": {"windowsOptions": {"hostProcess": false}}, "containerSecurityContext": {"windowsOptions": {"hostProcess": true}}}}),
+    );
+    let peers = |peers: Value| json!({"networkPolicy": {"enabled": true, "allowedSources": peers}});
+    for list in [
+        json!([{"podSelector": {"matchLabels": {"app": "web"}}}]),
+        json!([{}]),
+        json!([{"namespaceSelector": {}, "podSelector": {}}]),
+        json!([{"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}}]),
+        json!([{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}]),
+        json!([{"ipBlock": {"cidr": "10.1.2.3/8"}}]),
+        json!([{"ipBlock": {"cidr": "10.1.2.3/32"}}]),
+        json!([{"ipBlock": {"cidr": "0.0.0.0/0"}}]),
+        json!([{"ipBlock": {"cidr": "10.0.0.0/33"}}]),
+        json!([{"ipBlock": {"cidr": ""}}]),
+        json!([{"ipBlock": {"cidr": "010.0.0.0/8"}}]),
+        json!([{"ipBlock": {"cidr": "10.0.0.0/08"}}]),
+        json!([{"ipBlock": {"cidr": "2001:db8::/32"}}]),
+        json!([{"ipBlock": {"cidr": "2001:db8::1/32"}}]),
+        json!([{"ipBlock": {"cidr": "::ffff:10.0.0.0/104"}}]),
+        json!([{"ipBlock": {"cidr": "::/0"}}]),
+        json!([{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.1/16"]}}]),
+        json!([{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.0.0.0/8"]}}]),
+        json!([{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["11.0.0.0/16"]}}]),
+        json!([{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["010.1.0.0/16"]}}]),
+        json!([{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.255.255.255/32"]}}]),
+        json!([{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["2001:db8::/64"]}}]),
+        json!([{"podSelector": {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}}]),
+    ] {
+        with(&mut c, &format!("allowedSources {list}"), peers(list));
+    }
+    let long_value = "v".repeat(63);
+    each(
+        &mut c,
+        "podLabels",
+        vec![
+            json!({"team": "cache"}),
+            json!({"bad key": "x"}),
+            json!({"team": long_value}),
+            json!({"team": format!("{long_value}v")}),
+            json!({"app.kubernetes.io/instance": "x"}),
+        ],
+    );
+    each(
+        &mut c,
+        "podAnnotations",
+        vec![
+            json!({"example.com/note": "x"}),
+            json!({"Bad Key": "x"}),
+            json!({"big": "a".repeat(256 * 1024 - 3)}),
+            json!({"big": "a".repeat(256 * 1024)}),
+            json!({"controller.kubernetes.io/pod-deletion-cost": "10"}),
+            json!({"controller.kubernetes.io/pod-deletion-cost": "-2147483648"}),
+            json!({"controller.kubernetes.io/pod-deletion-cost": "2147483648"}),
+            json!({"controller.kubernetes.io/pod-deletion-cost": "+1"}),
+            json!({"controller.kubernetes.io/pod-deletion-cost": "01"}),
+            json!({"kubernetes.io/config.mirror": "x"}),
+            json!({"scheduler.alpha.kubernetes.io/tolerations": "[{\"operator\": \"Exists\"}]"}),
+            json!({"scheduler.alpha.kubernetes.io/tolerations": "[{\"key\": \"\", \"operator\": \"Equal\"}]"}),
+            json!({"scheduler.alpha.kubernetes.io/tolerations": "not json"}),
+            json!({"seccomp.security.alpha.kubernetes.io/pod": "runtime/default"}),
+            json!({"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}),
+            json!({"seccomp.security.alpha.kubernetes.io/pod": "bad"}),
+            json!({"container.seccomp.security.alpha.kubernetes.io/memcached": "localhost/../p"}),
+            json!({"container.apparmor.security.beta.kubernetes.io/memcached": "runtime/default"}),
+            json!({"container.apparmor.security.beta.kubernetes.io/memcached": "bad"}),
+            json!({"container.apparmor.security.beta.kubernetes.io/exporter": "runtime/default"}),
+        ],
+    );
+    with(
+        &mut c,
+        "apparmor annotation differs from field",
+        json!({"podAnnotations": {"container.apparmor.security.beta.kubernetes.io/memcached": "unconfined"}, "security": {"containerSecurityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}}),
+    );
+    with(
+        &mut c,
+        "seccomp container annotation differs from field",
+        json!({"podAnnotations": {"container.seccomp.security.alpha.kubernetes.io/memcached": "unconfined"}, "security": {"containerSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}}),
+    );
+    each(
+        &mut c,
+        "nodeSelector",
+        vec![
+            json!({"kubernetes.io/os": "linux"}),
+            json!({"bad key": "x"}),
+            json!({"k": "bad value"}),
+        ],
+    );
+    each(
+        &mut c,
+        "tolerations",
+        vec![
+            json!([{"operator": "Exists"}]),
+            json!([{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}]),
+            json!([{"key": "", "operator": "Equal"}]),
+            json!([{"key": "k", "operator": "In"}]),
+            json!([{"key": "k", "operator": "Exists", "value": "v"}]),
+            json!([{"key": "k", "effect": "Never"}]),
+            json!([{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]),
+            json!([{"key": "k", "effect": "NoExecute", "tolerationSeconds": 5}]),
+        ],
+    );
+    each(
+        &mut c,
+        "imagePullSecrets",
+        vec![json!([{"name": "regcred"}]), json!([{"name": ""}])],
+    );
+    each(
+        &mut c,
+        "service.annotations",
+        vec![json!({"example.com/a": "b"}), json!({"bad key": "b"})],
+    );
+    c
+}

@@ -6,6 +6,7 @@
 //! autoscaling); the CRD schema bounds; what memcached would refuse; and what
 //! the API server would refuse in the objects the controller builds.
 
+mod autoscaling;
 mod bounds;
 mod image;
 pub mod limits;
@@ -13,10 +14,12 @@ mod metadata;
 mod names;
 mod network;
 pub mod pod;
+mod pod_annotations;
 mod resources;
 mod rules;
 mod runtime;
 mod scheduling;
+mod security;
 mod selector;
 mod warnings;
 mod workload;

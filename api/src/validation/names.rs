@@ -9,6 +9,9 @@ const SUBDOMAIN_MAX: usize = 253;
 const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', \
      start with an alphabetic character, and end with an alphanumeric character";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric \
+     characters or '-', and must start and end with an alphanumeric character";
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
      characters, '-' or '.', and must start and end with an alphanumeric character";
 const DNS1123_SUBDOMAIN_FMT: &str =
@@ -64,6 +67,24 @@ pub fn is_dns1035_label(value: &str) -> Vec<String> {
             DNS1035_LABEL_MSG,
             DNS1035_LABEL_FMT,
             &["my-name", "abc-123"],
+        ));
+    }
+    errors
+}
+
+/// `validation.IsDNS1123Label`.
+pub fn is_dns1123_label(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > LABEL_MAX {
+        errors.push(max_len_error(LABEL_MAX));
+    }
+    if value.split('.').all(is_dns1123_label_text) && value.contains('.') {
+        errors.push("must not contain dots".to_string());
+    } else if !is_dns1123_label_text(value) {
+        errors.push(regex_error(
+            DNS1123_LABEL_MSG,
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
         ));
     }
     errors

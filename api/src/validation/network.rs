@@ -1,7 +1,7 @@
 //! The NetworkPolicy peers of `spec.networkPolicy.allowedSources`, as the API
 //! server's `ValidateNetworkPolicyPeer` checks them.
 
-use std::net::IpAddr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use k8s_openapi::api::networking::v1::{IPBlock, NetworkPolicyPeer};
 
@@ -49,56 +49,110 @@ pub fn validate_peers(peers: &[NetworkPolicyPeer], path: &Path) -> ErrorList {
     errors
 }
 
-/// `ValidateIPBlock`: a CIDR, and exceptions strictly inside it.
+/// `ValidateIPBlock`: a CIDR, and exceptions strictly inside it, each valid
+/// under the strict CIDR validation the API server applies since 1.36
+/// (`StrictIPCIDRValidation`, beta and on by default; alpha in 1.33).
 fn validate_ip_block(block: &IPBlock, path: &Path) -> ErrorList {
     if block.cidr.is_empty() {
         return vec![FieldError::required(path.child("cidr"), "")];
     }
-    let Some(cidr) = Cidr::parse(&block.cidr) else {
-        return vec![FieldError::invalid(
-            path.child("cidr"),
-            block.cidr.as_str(),
-            CIDR_DETAIL,
-        )];
+    let (cidr, mut errors) = parse_cidr(&block.cidr, &path.child("cidr"));
+    let Some(cidr) = cidr else {
+        return errors;
     };
-    let mut errors = ErrorList::new();
     for (i, text) in block.except.iter().flatten().enumerate() {
         if errors.len() >= MAX_ERRORS_PER_LIST {
             break;
         }
         let path = path.child("except").index(i);
-        match Cidr::parse(text) {
-            None => errors.push(FieldError::invalid(path, text.as_str(), CIDR_DETAIL)),
-            Some(except) if !cidr.strictly_contains(&except) => errors.push(FieldError::invalid(
+        let (except, except_errors) = parse_cidr(text, &path);
+        errors.extend(except_errors);
+        if except.is_some_and(|except| !cidr.strictly_contains(&except)) {
+            errors.push(FieldError::invalid(
                 path,
                 text.as_str(),
                 "must be a strict subset of `cidr`",
-            )),
-            Some(_) => {}
+            ));
         }
     }
     errors
+}
+
+/// apimachinery's `parseCIDR` with strict validation: the block as the
+/// lenient parser reads it (`None` when it cannot), and the strict errors.
+fn parse_cidr(text: &str, path: &Path) -> (Option<Cidr>, ErrorList) {
+    let Some((cidr, leading_zeros)) = Cidr::parse_sloppy(text) else {
+        return (
+            None,
+            vec![FieldError::invalid(path.clone(), text, CIDR_DETAIL)],
+        );
+    };
+    let detail = if leading_zeros {
+        "must not have leading 0s in IP or prefix length"
+    } else if cidr.v4_mapped {
+        "must not have an IPv4-mapped IPv6 address"
+    } else if cidr.has_host_bits() {
+        "must not have bits set beyond the prefix length"
+    } else {
+        return (Some(cidr), ErrorList::new());
+    };
+    (
+        Some(cidr),
+        vec![FieldError::invalid(path.clone(), text, detail)],
+    )
 }
 
 /// An address block: the address as 128 bits (IPv4 mapped), its family and prefix.
 struct Cidr {
     bits: u128,
     v4: bool,
+    /// An IPv6 address of the form `::ffff:a.b.c.d`.
+    v4_mapped: bool,
     prefix: u32,
 }
 
 impl Cidr {
-    fn parse(text: &str) -> Option<Cidr> {
+    /// `netutils.ParseCIDRSloppy`: decimal IPv4 parts and prefix lengths may
+    /// have leading zeros (reported as the second value).
+    fn parse_sloppy(text: &str) -> Option<(Cidr, bool)> {
         let (address, prefix) = text.split_once('/')?;
         if prefix.is_empty() || prefix.len() > 3 || !prefix.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
+        let mut leading_zeros = has_leading_zero(prefix);
         let prefix: u32 = prefix.parse().ok()?;
-        let (bits, v4, max) = match address.parse::<IpAddr>().ok()? {
-            IpAddr::V4(a) => (u128::from(u32::from(a)), true, 32),
-            IpAddr::V6(a) => (u128::from(a), false, 128),
+        let (bits, v4, v4_mapped, max) = if address.contains(':') {
+            let a = address.parse::<Ipv6Addr>().ok()?;
+            (u128::from(a), false, a.to_ipv4_mapped().is_some(), 128)
+        } else {
+            let parts: Vec<&str> = address.split('.').collect();
+            if parts.len() != 4 {
+                return None;
+            }
+            let mut octets = [0u8; 4];
+            for (octet, part) in octets.iter_mut().zip(&parts) {
+                if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                *octet = part.parse().ok()?;
+                leading_zeros |= has_leading_zero(part);
+            }
+            (
+                u128::from(u32::from(Ipv4Addr::from(octets))),
+                true,
+                false,
+                32,
+            )
         };
-        (prefix <= max).then_some(Cidr { bits, v4, prefix })
+        (prefix <= max).then_some((
+            Cidr {
+                bits,
+                v4,
+                v4_mapped,
+                prefix,
+            },
+            leading_zeros,
+        ))
     }
 
     fn width(&self) -> u32 {
@@ -111,12 +165,22 @@ impl Cidr {
         if host >= 128 { 0 } else { bits >> host }
     }
 
+    /// True when an address bit beyond the prefix is set (`10.1.2.3/8`).
+    fn has_host_bits(&self) -> bool {
+        let host = self.width() - self.prefix;
+        host > 0 && self.bits & (u128::MAX >> (128 - host)) != 0
+    }
+
     /// Go's check: the block contains `other`'s address and has a shorter mask.
     fn strictly_contains(&self, other: &Cidr) -> bool {
         self.v4 == other.v4
             && self.network(self.bits) == self.network(other.bits)
             && self.prefix < other.prefix
     }
+}
+
+fn has_leading_zero(digits: &str) -> bool {
+    digits.len() > 1 && digits.starts_with('0')
 }
 
 #[cfg(test)]

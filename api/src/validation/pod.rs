@@ -1,11 +1,14 @@
 //! The fields the controller copies into the Deployment's pod template and
 //! its other objects, checked as the API server checks those objects.
 
+use super::autoscaling::{validate_behavior, validate_metrics};
 use super::image::validate_image;
 use super::metadata::{validate_annotations, validate_labels};
 use super::network::validate_peers;
-use super::resources::validate_resource_names;
+use super::pod_annotations::{PodShape, validate_pod_annotations};
+use super::resources::validate_resource_requirements;
 use super::scheduling::{validate_tolerations, validate_topology_spread};
+use super::security::validate_security_contexts;
 use crate::field::{ErrorList, FieldError, Path};
 use crate::types::MemcachedSpec;
 
@@ -18,8 +21,13 @@ pub const OPERATOR_LABELS: [&str; 4] = [
     "app.kubernetes.io/version",
 ];
 
+/// The memcached container's name in the pod template.
+pub const MEMCACHED_CONTAINER: &str = "memcached";
+/// The exporter sidecar's name (with monitoring on).
+pub const EXPORTER_CONTAINER: &str = "exporter";
+
 /// Everything of `spec` that lands in the pod template, the Service, the
-/// ServiceMonitor and the NetworkPolicy.
+/// ServiceMonitor, the NetworkPolicy and the HorizontalPodAutoscaler.
 pub fn validate_objects(spec: &MemcachedSpec, path: &Path) -> ErrorList {
     let mut errors = ErrorList::new();
     if let Some(labels) = &spec.pod_labels {
@@ -34,9 +42,25 @@ pub fn validate_objects(spec: &MemcachedSpec, path: &Path) -> ErrorList {
         }
     }
     if let Some(annotations) = &spec.pod_annotations {
-        errors.extend(validate_annotations(
+        let annotations_path = path.child("podAnnotations");
+        errors.extend(validate_annotations(annotations, &annotations_path));
+        let security = spec.security.as_ref();
+        let containers: &[&str] = if spec.monitoring_enabled() {
+            &[MEMCACHED_CONTAINER, EXPORTER_CONTAINER]
+        } else {
+            &[MEMCACHED_CONTAINER]
+        };
+        let shape = PodShape {
+            pod: security.and_then(|s| s.pod_security_context.as_ref()),
+            container: security.and_then(|s| s.container_security_context.as_ref()),
+            containers,
+            pod_path: path.child("security").child("podSecurityContext"),
+            container_path: path.child("security").child("containerSecurityContext"),
+        };
+        errors.extend(validate_pod_annotations(
             annotations,
-            &path.child("podAnnotations"),
+            &shape,
+            &annotations_path,
         ));
     }
     if let Some(selector) = &spec.node_selector {
@@ -64,7 +88,10 @@ pub fn validate_objects(spec: &MemcachedSpec, path: &Path) -> ErrorList {
         errors.extend(validate_image(image, &path.child("image")));
     }
     if let Some(resources) = &spec.resources {
-        errors.extend(validate_resource_names(resources, &path.child("resources")));
+        errors.extend(validate_resource_requirements(
+            resources,
+            &path.child("resources"),
+        ));
     }
     if let Some(monitoring) = &spec.monitoring {
         let path = path.child("monitoring");
@@ -72,7 +99,7 @@ pub fn validate_objects(spec: &MemcachedSpec, path: &Path) -> ErrorList {
             errors.extend(validate_image(image, &path.child("exporterImage")));
         }
         if let Some(resources) = &monitoring.exporter_resources {
-            errors.extend(validate_resource_names(
+            errors.extend(validate_resource_requirements(
                 resources,
                 &path.child("exporterResources"),
             ));
@@ -86,6 +113,26 @@ pub fn validate_objects(spec: &MemcachedSpec, path: &Path) -> ErrorList {
                 labels,
                 &path.child("serviceMonitor").child("additionalLabels"),
             ));
+        }
+    }
+    if let Some(security) = &spec.security {
+        errors.extend(validate_security_contexts(
+            security.pod_security_context.as_ref(),
+            security.container_security_context.as_ref(),
+            &path.child("security"),
+        ));
+    }
+    if let Some(autoscaling) = spec
+        .autoscaling
+        .as_ref()
+        .filter(|_| spec.autoscaling_enabled())
+    {
+        let path = path.child("autoscaling");
+        if let Some(metrics) = &autoscaling.metrics {
+            errors.extend(validate_metrics(metrics, &path.child("metrics")));
+        }
+        if let Some(behavior) = &autoscaling.behavior {
+            errors.extend(validate_behavior(behavior, &path.child("behavior")));
         }
     }
     if let Some(annotations) = spec.service.as_ref().and_then(|s| s.annotations.as_ref()) {

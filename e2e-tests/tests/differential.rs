@@ -1,0 +1,306 @@
+//! The policy against the API server (`make test`): Memcacheds generated near
+//! every boundary of the spec (`generate::boundary_specs`, plus random specs
+//! of `generate::spec`) are judged by the real policy.wasm (waPC on wasmtime,
+//! as the fixture tests run it); each one, with every object
+//! `memcached-controller render` builds from it, is then created with
+//! `--dry-run=server` on the e2e control plane (the CRD installed, no
+//! admission webhook, so the CR meets the CRD schema only).
+//!
+//! Fails when the policy admits a CR whose objects the API server refuses
+//! (the controller would fail on it for ever), naming the CR, the object and
+//! the API server's answer. Also counts the admitted CRs the CRD schema
+//! refuses, and the CRs the policy refuses although the API server accepts
+//! the CR and everything rendered from it (over-strict rules), and prints
+//! them. ServiceMonitors are left out: their CRD is the Prometheus
+//! Operator's, not installed here. Runs inside `e2e-tests/netns.sh`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
+use e2e_tests::Policy;
+use e2e_tests::cluster::{Binaries, Cluster, Kubectl, enter_network_namespace};
+use e2e_tests::generate::{Rng, boundary_specs, spec};
+use e2e_tests::workspace_root;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "differential";
+/// Random specs besides the boundary ones (combinations of rules).
+const RANDOM_SPECS: usize = 150;
+/// CRs per kubectl call.
+const BATCH: usize = 20;
+/// `kubectl -o name` of a Memcached.
+const MEMCACHED_RESOURCE: &str = "memcached.memcached.c5c3.io";
+/// Objects the API server cannot check here (their CRD is another project's).
+const UNCHECKED_API_VERSION: &str = "monitoring.coreos.com/";
+
+/// One generated CR and what became of it.
+struct Case {
+    /// What the spec varies.
+    label: String,
+    /// `metadata.name`.
+    name: String,
+    /// The policy's verdict: the stored object when admitted, else its message.
+    verdict: Result<Value, String>,
+    /// What `render` built (from the stored object, or the submitted one when refused).
+    objects: Result<Vec<Value>, String>,
+    /// The object the API server sees: the defaulted one when admitted.
+    cr: Value,
+}
+
+fn main() {
+    enter_network_namespace();
+    let workdir = std::env::temp_dir().join("memcached-e2e-differential");
+    let binaries = match Binaries::from_env() {
+        Ok(Some(binaries)) => binaries,
+        Ok(None) => return,
+        Err(e) => fail(&e),
+    };
+    let started = Instant::now();
+    let cluster = Cluster::start(&binaries, &workdir).unwrap_or_else(|e| fail(&e));
+    let kubectl = Kubectl::new(&binaries.kubectl, &cluster.kubeconfig);
+    prepare(&kubectl).unwrap_or_else(|e| fail(&e));
+    println!(
+        "control plane ready in {:.1}s, logs in {}",
+        started.elapsed().as_secs_f64(),
+        workdir.display()
+    );
+    let policy = Policy::load().unwrap_or_else(|e| fail(&e));
+    let cases: Vec<Case> = generated_specs()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (label, spec))| judge(&policy, label, format!("d-{i:04}"), spec))
+        .collect();
+    let accepted = dry_run_all(&kubectl, &cases).unwrap_or_else(|e| fail(&e));
+    let failures = report(&kubectl, &cases, &accepted);
+    println!(
+        "differential test took {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+    drop(cluster);
+    if failures > 0 {
+        std::process::exit(1);
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("differential test: {message}");
+    std::process::exit(1);
+}
+
+/// The CRD and the namespace.
+fn prepare(kubectl: &Kubectl) -> Result<(), String> {
+    let crd = workspace_root().join("deploy/crd.yaml");
+    kubectl.ok(&["apply", "-f", &crd.to_string_lossy()])?;
+    kubectl.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/memcacheds.memcached.c5c3.io",
+    ])?;
+    kubectl.ok(&["create", "namespace", NAMESPACE]).map(drop)
+}
+
+/// The boundary specs, then random ones (objects only: a spec of the wrong
+/// type tells nothing about the embedded types).
+fn generated_specs() -> Vec<(String, Value)> {
+    let mut specs = boundary_specs();
+    let mut rng = Rng::new(0x6469_6666_6572_656e);
+    let mut random = 0;
+    while random < RANDOM_SPECS {
+        let spec = spec(&mut rng);
+        if spec.is_object() {
+            random += 1;
+            specs.push((format!("random #{random}"), spec));
+        }
+    }
+    specs
+}
+
+/// The policy's verdict on a CREATE of the CR, and what render builds from it.
+fn judge(policy: &Policy, label: String, name: String, spec: Value) -> Case {
+    let submitted = json!({
+        "apiVersion": "memcached.c5c3.io/v1beta1",
+        "kind": "Memcached",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    });
+    let request = json!({
+        "uid": "differential",
+        "kind": {"group": "memcached.c5c3.io", "version": "v1beta1", "kind": "Memcached"},
+        "resource": {"group": "memcached.c5c3.io", "version": "v1beta1", "resource": "memcacheds"},
+        "name": name, "namespace": NAMESPACE, "operation": "CREATE",
+        "userInfo": {"username": "differential"},
+        "object": submitted, "oldObject": null,
+    });
+    let verdict = match policy.validate(&request, &json!({})) {
+        Err(e) => Err(format!("the policy failed: {e}")),
+        Ok(answer) if answer["accepted"] == true => Ok(answer
+            .get("mutated_object")
+            .filter(|m| m.is_object())
+            .cloned()
+            .unwrap_or_else(|| submitted.clone())),
+        Ok(answer) => Err(answer["message"].as_str().unwrap_or_default().to_string()),
+    };
+    let cr = verdict.as_ref().unwrap_or(&submitted).clone();
+    Case {
+        objects: render(&cr),
+        label,
+        name,
+        verdict,
+        cr,
+    }
+}
+
+/// `memcached-controller render` of the CR (given a uid, as a stored CR has,
+/// for the owner references), its objects as JSON.
+fn render(cr: &Value) -> Result<Vec<Value>, String> {
+    let mut owned = cr.clone();
+    owned["metadata"]["uid"] = json!("00000000-0000-4000-8000-000000000001");
+    let (yaml, _notes) = memcached_controller::render::render(&owned.to_string())?;
+    let mut objects = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(&yaml) {
+        let object = Value::deserialize(document).map_err(|e| e.to_string())?;
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        if !object.is_null() && !api_version.starts_with(UNCHECKED_API_VERSION) {
+            objects.push(object);
+        }
+    }
+    Ok(objects)
+}
+
+/// `kubectl -o name` of an object: `<kind>[.<group>]/<name>`.
+fn resource_name(object: &Value) -> String {
+    let kind = object["kind"].as_str().unwrap_or_default().to_lowercase();
+    let group = object["apiVersion"]
+        .as_str()
+        .and_then(|v| v.rsplit_once('/'))
+        .map(|(group, _)| format!(".{group}"))
+        .unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    format!("{kind}{group}/{name}")
+}
+
+/// Every CR with its rendered objects through `kubectl create --dry-run=server`,
+/// [`BATCH`] CRs per call (a batch never holds two objects of one name);
+/// the `-o name` of every object the API server accepted.
+fn dry_run_all(kubectl: &Kubectl, cases: &[Case]) -> Result<HashSet<String>, String> {
+    let mut accepted = HashSet::new();
+    let mut batch: Vec<Value> = Vec::new();
+    let mut names: HashSet<String> = HashSet::new();
+    let mut crs = 0;
+    for case in cases {
+        let objects = case.objects.as_deref().unwrap_or_default();
+        let mut items = vec![case.cr.clone()];
+        items.extend(objects.iter().cloned());
+        if crs == BATCH || items.iter().any(|o| names.contains(&resource_name(o))) {
+            accepted.extend(dry_run(kubectl, &batch)?);
+            (batch, crs) = (Vec::new(), 0);
+            names.clear();
+        }
+        names.extend(items.iter().map(resource_name));
+        batch.extend(items);
+        crs += 1;
+    }
+    accepted.extend(dry_run(kubectl, &batch)?);
+    Ok(accepted)
+}
+
+/// One `kubectl create --dry-run=server -o name` of a List: what it accepted.
+fn dry_run(kubectl: &Kubectl, items: &[Value]) -> Result<Vec<String>, String> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let outcome = kubectl.run(
+        &["create", "--dry-run=server", "-o", "name", "-f", "-"],
+        Some(&list.to_string()),
+    );
+    let accepted: Vec<String> = outcome
+        .stdout
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    if accepted.is_empty() && !outcome.stderr.contains("Error from server") {
+        return Err(format!("kubectl create failed: {}", outcome.stderr.trim()));
+    }
+    Ok(accepted)
+}
+
+/// The API server's answer to one object alone (for the failure report).
+fn refusal(kubectl: &Kubectl, object: &Value) -> String {
+    let outcome = kubectl.run(
+        &["create", "--dry-run=server", "-f", "-"],
+        Some(&object.to_string()),
+    );
+    outcome.stderr.trim().to_string()
+}
+
+/// Counts, the summary line, every admitted CR with a refused object and
+/// every CR refused although valid everywhere; the number of failures.
+fn report(kubectl: &Kubectl, cases: &[Case], accepted: &HashSet<String>) -> usize {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let mut over_strict = Vec::new();
+    for case in cases {
+        let cr_accepted = accepted.contains(&format!("{MEMCACHED_RESOURCE}/{}", case.name));
+        let refused_objects: Vec<&Value> = match &case.objects {
+            Ok(objects) => objects
+                .iter()
+                .filter(|o| !accepted.contains(&resource_name(o)))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        match (&case.verdict, &case.objects) {
+            (Ok(_), Err(e)) => failures.push(format!(
+                "{} ({}): admitted, but render fails: {e}",
+                case.name, case.label
+            )),
+            (Ok(_), Ok(_)) if !refused_objects.is_empty() => {
+                let answers: Vec<String> = refused_objects
+                    .iter()
+                    .map(|o| format!("{}: {}", resource_name(o), refusal(kubectl, o)))
+                    .collect();
+                failures.push(format!(
+                    "{} ({}): admitted, but the API server refuses\n       {}\n       spec: {}",
+                    case.name,
+                    case.label,
+                    answers.join("\n       "),
+                    case.cr["spec"]
+                ));
+            }
+            (Ok(_), Ok(_)) if !cr_accepted => {
+                *counts.entry("refused-by-crd-schema").or_default() += 1;
+                println!(
+                    "     admitted, refused by the CRD schema: {} ({}): {}",
+                    case.name,
+                    case.label,
+                    refusal(kubectl, &case.cr)
+                );
+            }
+            (Err(message), Ok(_)) if cr_accepted && refused_objects.is_empty() => {
+                over_strict.push(format!("{} ({}): {message}", case.name, case.label));
+            }
+            _ => {}
+        }
+        if case.verdict.is_ok() {
+            *counts.entry("admitted").or_default() += 1;
+        }
+    }
+    for line in &over_strict {
+        println!("     refused but valid everywhere: {line}");
+    }
+    for line in &failures {
+        println!("FAIL {line}");
+    }
+    println!(
+        "differential: {} generated, {} admitted, {} admitted-and-refused, {} refused-by-crd-schema, {} refused-but-valid",
+        cases.len(),
+        counts.get("admitted").copied().unwrap_or(0),
+        failures.len(),
+        counts.get("refused-by-crd-schema").copied().unwrap_or(0),
+        over_strict.len()
+    );
+    failures.len()
+}
