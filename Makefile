@@ -27,9 +27,11 @@ KWCTL ?= $(or $(shell command -v kwctl),$(wildcard $(SHARED_BIN)/kwctl))
 POLICY_SERVER ?= $(or $(shell command -v policy-server),$(wildcard $(SHARED_BIN)/policy-server))
 export KWCTL POLICY_SERVER
 # Debian packages the tests and the demo need, by the command that shows each is there.
-DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus
+DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus \
+	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
+	busybox:busybox-static
 
-.PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
+.PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -99,6 +101,30 @@ demo: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/regis
 $(E2E_BIN)/cluster: $(CLUSTER_SOURCES)
 	cd e2e-tests/cluster && go build -trimpath -ldflags=-s -o ../../$(E2E_BIN)/ . ./cmd/kubectl
 
+## target/e2e/kubelet: the kubelet of the control plane's release, from the same Go module (it shares the build cache).
+KUBERNETES_VERSION = $(shell cd e2e-tests/cluster && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+$(E2E_BIN)/kubelet: e2e-tests/cluster/cmd/kubelet/main.go e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
+	cd e2e-tests/cluster && v=$(KUBERNETES_VERSION) && minor=$${v#v1.} && go build -trimpath -o ../../$@ \
+		-ldflags="-s -X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=1 \
+		-X k8s.io/component-base/version.gitMinor=$${minor%%.*}" ./cmd/kubelet
+
+## target/e2e/{containerd,containerd-shim-runc-v2,coredns}: the real node's runtime and the cluster DNS, from their Go
+## modules pinned in e2e-tests/cluster/runtime/go.mod (static: no cgo; no devmapper or ZFS snapshotters).
+NODE_RUNTIME := e2e-tests/cluster/runtime
+CONTAINERD_VERSION = $(shell cd $(NODE_RUNTIME) && go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
+$(E2E_BIN)/containerd: $(NODE_RUNTIME)/go.mod $(NODE_RUNTIME)/go.sum
+	cd $(NODE_RUNTIME) && CGO_ENABLED=0 go build -trimpath -tags 'no_devmapper no_zfs' -o ../../../$(E2E_BIN)/ \
+		-ldflags="-s -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" \
+		github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+$(E2E_BIN)/coredns: $(NODE_RUNTIME)/coredns/main.go $(NODE_RUNTIME)/go.mod $(NODE_RUNTIME)/go.sum
+	cd $(NODE_RUNTIME) && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o ../../../$@ ./coredns
+
+## target/e2e/images: the real node's memcached and pause images from Debian's binaries (an OCI layout, umoci).
+$(E2E_BIN)/images/index.json: e2e-tests/cluster/images.sh
+	e2e-tests/cluster/images.sh $(E2E_BIN)/images
+
+NODE_PIECES := $(E2E_BIN)/kubelet $(E2E_BIN)/containerd $(E2E_BIN)/coredns $(E2E_BIN)/images/index.json
+
 ## target/e2e/registry: CNCF Distribution's OCI registry, from its Go module (Go caches the build).
 $(E2E_BIN)/registry: $(REGISTRY_SOURCES)
 	cd e2e-tests/registry && go build -trimpath -ldflags=-s -o ../../$@ .
@@ -159,6 +185,11 @@ kwctl-tests: annotated-policy.wasm
 ## server's semantics), tests/manifests.rs (deploy/ and the chart, server-side dry-run), same build as `make test`.
 e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test cluster --test controller --test manifests
+
+## e2e-node: the real node (tests/node.rs): kubelet, containerd and CoreDNS beside the control plane, a Memcached's
+## pod in a real container pulled from the local registry; reports node Ready, apply -> Ready and the node's memory.
+e2e-node: deps $(E2E_BIN)/cluster $(E2E_BIN)/registry $(NODE_PIECES)
+	$(CARGO) test --locked --workspace --features $(FEATURES) --test node
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl).
 e2e-tests: policy.wasm kwctl-tests

@@ -36,16 +36,34 @@ import (
 // view/edit/admin ClusterRoles aggregate the operator's user roles.
 const kcmControllers = "deployment,replicaset,statefulset,garbagecollector,disruption,endpointslice,serviceaccount,namespace,clusterrole-aggregation"
 
+// realNodeControllers are added for a real node: every namespace gets the
+// kube-root-ca.crt ConfigMap its pods' service account volumes project.
+const realNodeControllers = ",root-ca-cert-publisher"
+
 // controlPlane is the running etcd, API server, controller manager and scheduler.
 type controlPlane struct {
 	kubeconfig string
-	client     kubernetes.Interface
-	cancel     context.CancelFunc
-	done       chan struct{}
-	etcd       *embed.Etcd
+	// server is the API server's URL, ca the cluster's authority.
+	server string
+	ca     *authority
+	client kubernetes.Interface
+	cancel context.CancelFunc
+	done   chan struct{}
+	etcd   *embed.Etcd
 }
 
-func startControlPlane(parent context.Context, workdir string) (*controlPlane, error) {
+// apiServerAccess is where the API server listens, whom it authorizes how,
+// and how it reaches kubelets (extra flags).
+type apiServerAccess struct {
+	bind          string
+	port          int
+	authorization string
+	kubelet       []string
+}
+
+// startControlPlane starts etcd, the API server, the controller manager and
+// the scheduler; realNode: ready for a kubelet (realNodeAPIServer).
+func startControlPlane(parent context.Context, workdir string, realNode bool) (*controlPlane, error) {
 	pkiDir := filepath.Join(workdir, "pki")
 	if err := os.MkdirAll(pkiDir, 0o755); err != nil {
 		return nil, err
@@ -73,26 +91,30 @@ func startControlPlane(parent context.Context, workdir string) (*controlPlane, e
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
+	access := apiServerAccess{bind: "127.0.0.1", authorization: "RBAC"}
+	if realNode {
+		if access, err = realNodeAPIServer(ca); err != nil {
+			return nil, err
+		}
+	} else if access.port, err = freePort(); err != nil {
 		return nil, err
 	}
-	server := "https://127.0.0.1:" + strconv.Itoa(port)
+	server := "https://127.0.0.1:" + strconv.Itoa(access.port)
 	kubeconfig := filepath.Join(workdir, "kubeconfig")
 	if err := writeKubeconfig(kubeconfig, server, ca.certPEM(), admin); err != nil {
 		return nil, err
 	}
 
 	ctx, cancel := context.WithCancel(parent)
-	cp := &controlPlane{kubeconfig: kubeconfig, cancel: cancel, done: make(chan struct{}), etcd: etcd}
+	cp := &controlPlane{kubeconfig: kubeconfig, server: server, ca: ca, cancel: cancel, done: make(chan struct{}), etcd: etcd}
 	apiserverDone := make(chan error, 1)
 	go func() {
 		defer close(cp.done)
-		apiserverDone <- runAPIServer(ctx, []string{
+		apiserverDone <- runAPIServer(ctx, append([]string{
 			"--etcd-servers=" + etcdURL,
-			"--bind-address=127.0.0.1",
+			"--bind-address=" + access.bind,
 			"--advertise-address=127.0.0.1",
-			"--secure-port=" + strconv.Itoa(port),
+			"--secure-port=" + strconv.Itoa(access.port),
 			"--tls-cert-file=" + serving.certPath,
 			"--tls-private-key-file=" + serving.keyPath,
 			"--client-ca-file=" + ca.certPath(),
@@ -100,7 +122,7 @@ func startControlPlane(parent context.Context, workdir string) (*controlPlane, e
 			"--service-account-signing-key-file=" + saPrivate,
 			"--service-account-issuer=https://kubernetes.default.svc",
 			"--service-cluster-ip-range=10.96.0.0/16",
-			"--authorization-mode=RBAC",
+			"--authorization-mode=" + access.authorization,
 			"--allow-privileged=true",
 			// New nodes would be tainted not-ready until the node lifecycle
 			// controller sees kubelet heartbeats; kwok's nodes are Ready at once.
@@ -110,7 +132,7 @@ func startControlPlane(parent context.Context, workdir string) (*controlPlane, e
 			"--endpoint-reconciler-type=none",
 			"--enable-priority-and-fairness=false",
 			"--profiling=false",
-		})
+		}, access.kubelet...))
 	}()
 
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -128,9 +150,13 @@ func startControlPlane(parent context.Context, workdir string) (*controlPlane, e
 		return nil, err
 	}
 
+	controllers := kcmControllers
+	if realNode {
+		controllers += realNodeControllers
+	}
 	kcmArgs := []string{
 		"--kubeconfig=" + kubeconfig,
-		"--controllers=" + kcmControllers,
+		"--controllers=" + controllers,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",

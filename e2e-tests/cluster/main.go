@@ -5,6 +5,9 @@
 // or for the operator's own pods (deploy/controller.yaml) the controller
 // binary, probed and stopped as the kubelet would.
 //
+// With --node-bin it also runs a real node (node.go): a kubelet on
+// containerd, its pods in real containers, and CoreDNS for cluster.local.
+//
 // It writes <workdir>/kubeconfig (cluster-admin), prints "cluster ready" once
 // nodes are Ready, and stops everything on SIGINT/SIGTERM.
 //
@@ -35,18 +38,25 @@ func main() {
 	podCIDR := flag.String("pod-cidr", "10.244.0.0/16", "pod addresses; node i gets the i-th /24")
 	memcached := flag.String("memcached", "", "memcached binary to run behind each pod; empty: none")
 	controller := flag.String("controller", "", "controller binary to run behind each pod of the operator's image; empty: none")
+	var node realNodeConfig
+	flag.StringVar(&node.bin, "node-bin", "", "directory with kubelet, containerd, containerd-shim-runc-v2 and coredns: run a real node too; empty: none")
+	flag.StringVar(&node.registry, "node-registry", "", "host:port of the OCI registry the real node pulls images from (as a mirror of docker.io, registry.k8s.io and ghcr.io)")
 	flag.Parse()
 	if *workdir == "" {
 		fmt.Fprintln(os.Stderr, "--workdir is required")
 		os.Exit(2)
 	}
-	if err := run(*workdir, *nodes, *podCIDR, *memcached, *controller); err != nil {
+	if node.bin != "" && node.registry == "" {
+		fmt.Fprintln(os.Stderr, "--node-bin needs --node-registry")
+		os.Exit(2)
+	}
+	if err := run(*workdir, *nodes, *podCIDR, *memcached, *controller, node); err != nil {
 		fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(workdir string, nodes int, podCIDR, memcached, controller string) error {
+func run(workdir string, nodes int, podCIDR, memcached, controller string, node realNodeConfig) error {
 	workdir, err := filepath.Abs(workdir)
 	if err != nil {
 		return err
@@ -65,10 +75,12 @@ func run(workdir string, nodes int, podCIDR, memcached, controller string) error
 	defer stop()
 	started := time.Now()
 
-	cp, err := startControlPlane(ctx, workdir)
+	realNode := node.bin != ""
+	cp, err := startControlPlane(ctx, workdir, realNode)
 	if err != nil {
 		return err
 	}
+	defer cp.stop()
 	if err := startFakeNodes(ctx, cp.kubeconfig, nodes, podCIDR, controller != ""); err != nil {
 		return err
 	}
@@ -78,6 +90,15 @@ func run(workdir string, nodes int, podCIDR, memcached, controller string) error
 			return err
 		}
 	}
+	if realNode {
+		node.dir = filepath.Join(workdir, "node")
+		running, err := startRealNode(ctx, cp, node)
+		if err != nil {
+			return err
+		}
+		defer running.stop()
+		nodes++
+	}
 	if err := waitForNodes(ctx, cp.client, nodes); err != nil {
 		return err
 	}
@@ -85,7 +106,6 @@ func run(workdir string, nodes int, podCIDR, memcached, controller string) error
 
 	<-ctx.Done()
 	fmt.Println("cluster stopping")
-	cp.stop()
 	return nil
 }
 

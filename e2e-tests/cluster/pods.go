@@ -121,7 +121,8 @@ func startPodRuntime(ctx context.Context, client kubernetes.Interface, config ru
 
 func (r *podRuntime) sync(ctx context.Context, obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok {
+	// The real node's kubelet runs its pods.
+	if !ok || pod.Spec.NodeName == realNodeName {
 		return
 	}
 	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {

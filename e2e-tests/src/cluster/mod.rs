@@ -15,6 +15,7 @@ mod http;
 mod kubectl;
 pub mod kubewarden;
 pub mod leadership;
+pub mod node;
 mod operator;
 pub mod pki;
 pub mod policy_server;
@@ -57,6 +58,8 @@ pub struct Binaries {
     pub kwctl: PathBuf,
     /// Kubewarden's policy-server (`$POLICY_SERVER`, on PATH, or `../shared/bin/policy-server`).
     pub policy_server: PathBuf,
+    /// The real node's kubelet, containerd, CoreDNS and images (`$E2E_NODE_BIN`, default `target/e2e`).
+    pub node: PathBuf,
 }
 
 impl Binaries {
@@ -96,6 +99,7 @@ impl Binaries {
             memcached: pick("MEMCACHED", PathBuf::from("memcached")),
             kwctl,
             policy_server,
+            node: pick("E2E_NODE_BIN", target.join("e2e")),
         }))
     }
 }
@@ -196,8 +200,9 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Start the control plane in `workdir` and wait until it is ready.
-    pub fn start(binaries: &Binaries, workdir: &Path) -> Result<Self, String> {
+    /// Start the control plane in `workdir` and wait until it is ready;
+    /// `args` are further flags of the `cluster` program.
+    pub fn start(binaries: &Binaries, workdir: &Path, args: &[String]) -> Result<Self, String> {
         if !binaries.controller.is_file() {
             return Err(format!(
                 "{} is missing; build it with `cargo build -p memcached-controller`",
@@ -214,6 +219,7 @@ impl Cluster {
             .arg(&binaries.memcached)
             .arg("--controller")
             .arg(&binaries.controller)
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .map_err(|e| {
@@ -228,6 +234,8 @@ impl Cluster {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if line.starts_with("cluster ready") {
                     let _ = ready.send(());
+                } else if line.starts_with("real node") {
+                    println!("{line}");
                 }
             }
         });
@@ -313,10 +321,24 @@ impl Env {
     /// protect policy's webhook, the controller's RBAC, and one controller.
     /// `Ok(None)`: Kubewarden's engines are not installed (see [`Binaries::from_env`]).
     pub fn start(workdir: &Path) -> Result<Option<Self>, String> {
+        Self::start_with(workdir, false)
+    }
+
+    /// [`Env::start`] with a real node ([`node`]) beside the kwok nodes: the
+    /// registry starts first (beside `workdir`) and holds the node's images
+    /// before the node starts.
+    pub fn start_with(workdir: &Path, real_node: bool) -> Result<Option<Self>, String> {
         let Some(binaries) = Binaries::from_env()? else {
             return Ok(None);
         };
-        let cluster = Cluster::start(&binaries, workdir)?;
+        let (registry, args) = if real_node {
+            let registry = node::start_registry(&binaries, workdir)?;
+            let args = node::cluster_args(&binaries, &registry);
+            (Some(registry), args)
+        } else {
+            (None, Vec::new())
+        };
+        let cluster = Cluster::start(&binaries, workdir, &args)?;
         let kubectl = Kubectl::new(&binaries.kubectl, &cluster.kubeconfig);
         let root = workspace_root();
         kubectl.ok(&[
@@ -331,7 +353,10 @@ impl Env {
             "crd/memcacheds.memcached.c5c3.io",
         ])?;
 
-        let registry = Registry::start(&binaries.registry, &cluster.workdir)?;
+        let registry = match registry {
+            Some(registry) => registry,
+            None => Registry::start(&binaries.registry, &cluster.workdir)?,
+        };
         let repository = format!("policies/memcached:v{}", policy_version()?);
         let reference = registry.url(&repository);
         let annotated = root.join("annotated-policy.wasm");

@@ -64,6 +64,11 @@ impl Registry {
         Ok(registry)
     }
 
+    /// `127.0.0.1:<port>`.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
     /// `registry://127.0.0.1:<port>/<repository>`.
     pub fn url(&self, repository: &str) -> String {
         format!("registry://{}/{repository}", self.address)

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Build the real node's images from Debian's binaries, nothing pulled, into
+# one OCI layout (umoci): usage: images.sh <layout dir>
+#   memcached:1.6   Debian's memcached with the libraries it links, as the
+#                   official memcached:1.6 runs it: user memcache (11211),
+#                   docker-entrypoint.sh prepending `memcached` to args that
+#                   start with "-", busybox's sh and sleep (preStop hooks).
+#   pause:catatonit catatonit -P, the pod sandbox (node-containerd.toml).
+# The suite pushes them to its local registry (skopeo), which containerd
+# mirrors docker.io and registry.k8s.io from.
+set -euo pipefail
+layout=${1:?usage: images.sh <layout dir>}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rm -rf "$layout"
+umoci init --layout "$layout"
+
+# image TAG: a new image TAG whose root filesystem is $work/TAG/rootfs.
+image() {
+	umoci new --image "$layout:$1"
+	umoci unpack --image "$layout:$1" "$work/$1"
+}
+
+# copy ROOTFS FILE...: each file (symlinks followed) at its own path.
+copy() {
+	local rootfs=$1 file
+	shift
+	for file in "$@"; do
+		install -D -m "$(stat -L -c %a "$file")" "$file" "$rootfs$file"
+	done
+}
+
+# finish TAG ARGS...: pack the root filesystem and set the config.
+finish() {
+	local tag=$1
+	shift
+	umoci repack --image "$layout:$tag" "$work/$tag"
+	umoci config --image "$layout:$tag" --os linux --architecture amd64 "$@"
+}
+
+memcached=$(command -v memcached)
+version=$("$memcached" -V | cut -d' ' -f2)
+image memcached
+rootfs=$work/memcached/rootfs
+copy "$rootfs" "$memcached" $(ldd "$memcached" | grep -o '/[^ ]*')
+install -D -m 0755 "$(command -v busybox)" "$rootfs/bin/busybox"
+ln -s busybox "$rootfs/bin/sh"
+ln -s busybox "$rootfs/bin/sleep"
+mkdir -p "$rootfs/etc" "$rootfs/usr/local/bin" "$rootfs/tmp"
+chmod 1777 "$rootfs/tmp"
+printf 'root:x:0:0:root:/root:/bin/sh\nmemcache:x:11211:11211:memcache:/home/memcache:/bin/sh\n' >"$rootfs/etc/passwd"
+printf 'root:x:0:\nmemcache:x:11211:\n' >"$rootfs/etc/group"
+cat >"$rootfs/usr/local/bin/docker-entrypoint.sh" <<'EOF'
+#!/bin/sh
+set -e
+# first arg is `-f` or `--some-option`
+if [ "${1#-}" != "$1" ]; then
+	set -- memcached "$@"
+fi
+exec "$@"
+EOF
+chmod 0755 "$rootfs/usr/local/bin/docker-entrypoint.sh"
+finish memcached --config.user 11211:11211 --config.entrypoint docker-entrypoint.sh --config.cmd memcached \
+	--config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	--config.exposedports 11211/tcp --config.label "org.opencontainers.image.version=$version"
+umoci tag --image "$layout:memcached" "memcached-$version"
+
+image pause
+copy "$work/pause/rootfs" "$(command -v catatonit)"
+finish pause --config.user 65535:65535 --config.entrypoint "$(command -v catatonit)" --config.entrypoint -P
+umoci gc --layout "$layout"
+echo "$layout: memcached ($version), pause (catatonit)"

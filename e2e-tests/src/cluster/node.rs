@@ -1,0 +1,253 @@
+//! The real node (`cluster --node-bin`, e2e-tests/cluster/node.go): a
+//! kubelet on containerd and runc, with CoreDNS for cluster.local, in the
+//! suite's network namespace and private PID and mount namespaces. Its
+//! images (memcached, pause) come from the suite's registry, pushed before
+//! the node starts; what the node ran and left is read from `/proc`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::Binaries;
+use super::registry::Registry;
+
+/// The real node's name.
+pub const NAME: &str = "real-node";
+/// Its taint (NoSchedule): only pods that tolerate it run there.
+pub const TAINT: &str = "e2e.c5c3.io/real-node";
+/// The range its pods' addresses come from.
+pub const POD_PREFIX: &str = "10.245.0.";
+
+/// The host-wide sysctls the kubelet writes (node.go restores them).
+pub const KUBELET_SYSCTLS: [&str; 6] = [
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+];
+
+/// The images the node pulls: (tag in the OCI layout, repository:tag in the
+/// registry, mirrored for docker.io and registry.k8s.io).
+const IMAGES: [(&str, &str); 2] = [
+    ("memcached", "library/memcached:1.6"),
+    ("pause", "pause:catatonit"),
+];
+
+/// Start the registry in `<workdir>-registry` (`workdir` itself is the
+/// cluster's, emptied when it starts) and push the node's images to it.
+pub fn start_registry(binaries: &Binaries, workdir: &Path) -> Result<Registry, String> {
+    let dir = PathBuf::from(format!("{}-registry", workdir.display()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let registry = Registry::start(&binaries.registry, &dir)?;
+    let layout = binaries.node.join("images");
+    for (tag, name) in IMAGES {
+        let output = Command::new("skopeo")
+            .args([
+                "copy",
+                "--quiet",
+                "--insecure-policy",
+                "--dest-tls-verify=false",
+            ])
+            .arg(format!("oci:{}:{tag}", layout.display()))
+            .arg(format!("docker://{}/{name}", registry.address()))
+            .output()
+            .map_err(|e| format!("cannot run skopeo: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "skopeo copy of {tag} from {} (build it with `make target/e2e/images/index.json`): {}",
+                layout.display(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+    }
+    Ok(registry)
+}
+
+/// The `cluster` flags that start the node, pulling from `registry`.
+pub fn cluster_args(binaries: &Binaries, registry: &Registry) -> Vec<String> {
+    vec![
+        "--node-bin".into(),
+        binaries.node.display().to_string(),
+        "--node-registry".into(),
+        registry.address().to_string(),
+    ]
+}
+
+/// Memcached spec fields that put its pods on the real node.
+pub fn scheduling() -> Value {
+    json!({
+        "nodeSelector": {"type": "real"},
+        "tolerations": [{"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+    })
+}
+
+/// The kubelet's sysctls as they are now.
+pub fn sysctls() -> BTreeMap<&'static str, String> {
+    KUBELET_SYSCTLS
+        .iter()
+        .map(|name| {
+            let value =
+                std::fs::read_to_string(Path::new("/proc/sys").join(name)).unwrap_or_default();
+            (*name, value.trim().to_string())
+        })
+        .collect()
+}
+
+/// The running node as node.go recorded it in `<workdir>/node/state`.
+#[derive(Debug)]
+pub struct NodeState {
+    /// unshare's PID: its descendants are the node's processes.
+    pub pid: u32,
+    /// The kubelet's cgroup root, created in every hierarchy.
+    pub cgroup_root: String,
+    /// The node's PID and mount namespaces (`pid:[inode]`, `mnt:[inode]`).
+    pub namespaces: Vec<String>,
+}
+
+/// One process: its parent, name, resident memory (KiB) and user.
+#[derive(Clone, Debug)]
+pub struct Process {
+    /// Process ID.
+    pub pid: u32,
+    /// Parent process ID.
+    pub ppid: u32,
+    /// `comm`.
+    pub name: String,
+    /// VmRSS in KiB.
+    pub rss_kib: u64,
+    /// Real user ID.
+    pub uid: u32,
+}
+
+impl NodeState {
+    /// Read the state file of the node running in the cluster at `workdir`.
+    pub fn read(workdir: &Path) -> Result<Self, String> {
+        let path = workdir.join("node/state");
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let field = |key: &str| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(&format!("{key}=")))
+                .map(str::to_string)
+                .ok_or_else(|| format!("{} has no {key}", path.display()))
+        };
+        let pid: u32 = field("pid")?.parse().map_err(|e| format!("pid: {e}"))?;
+        let catatonit = processes()
+            .into_iter()
+            .find(|p| p.ppid == pid)
+            .ok_or_else(|| format!("unshare ({pid}) has no child"))?;
+        let namespaces = ["pid", "mnt"]
+            .iter()
+            .map(|ns| {
+                std::fs::read_link(format!("/proc/{}/ns/{ns}", catatonit.pid))
+                    .map(|link| link.display().to_string())
+                    .map_err(|e| format!("namespace {ns} of {}: {e}", catatonit.pid))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(NodeState {
+            pid,
+            cgroup_root: field("cgroupRoot")?,
+            namespaces,
+        })
+    }
+
+    /// The node's processes (unshare's descendants, containers included).
+    pub fn processes(&self) -> Vec<Process> {
+        let all = processes();
+        let mut members = vec![self.pid];
+        let mut found = Vec::new();
+        while let Some(parent) = members.pop() {
+            for process in all.iter().filter(|p| p.ppid == parent) {
+                members.push(process.pid);
+                found.push(process.clone());
+            }
+        }
+        found
+    }
+
+    /// What teardown left: processes in the node's namespaces, its cgroups,
+    /// and mounts of its tmpfs visible here.
+    pub fn leftovers(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        for process in processes() {
+            for kind in ["pid", "mnt"] {
+                let link = std::fs::read_link(format!("/proc/{}/ns/{kind}", process.pid))
+                    .map(|l| l.display().to_string())
+                    .unwrap_or_default();
+                if self.namespaces.contains(&link) {
+                    left.push(format!(
+                        "process {} ({}) in the node's {link}",
+                        process.pid, process.name
+                    ));
+                }
+            }
+        }
+        if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
+            for hierarchy in hierarchies.flatten() {
+                let dir = hierarchy
+                    .path()
+                    .join(self.cgroup_root.trim_start_matches('/'));
+                if dir.exists() {
+                    left.push(format!("cgroup {}", dir.display()));
+                }
+            }
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        left.extend(
+            mounts
+                .lines()
+                .filter(|line| line.contains(" e2e-node ") || line.contains("containerd"))
+                .map(|line| format!("mount {line}")),
+        );
+        left
+    }
+}
+
+/// Resident memory of `processes` by name: (count, KiB).
+pub fn memory_by_name(processes: &[Process]) -> BTreeMap<String, (usize, u64)> {
+    let mut by_name = BTreeMap::new();
+    for process in processes {
+        let entry = by_name.entry(process.name.clone()).or_insert((0, 0));
+        entry.0 += 1;
+        entry.1 += process.rss_kib;
+    }
+    by_name
+}
+
+/// Every process of this PID namespace.
+pub fn processes() -> Vec<Process> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let field = |key: &str| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix(key))
+                    .map(str::trim)
+            };
+            let number = |key: &str| {
+                field(key)?
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok())
+            };
+            Some(Process {
+                pid,
+                ppid: u32::try_from(number("PPid:")?).ok()?,
+                name: field("Name:")?.to_string(),
+                rss_kib: number("VmRSS:").unwrap_or(0),
+                uid: u32::try_from(number("Uid:")?).ok()?,
+            })
+        })
+        .collect()
+}

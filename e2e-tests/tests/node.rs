@@ -1,0 +1,372 @@
+//! The real node (`make e2e-node`): the environment of the end-to-end suites
+//! (control plane, policy-server, the controller) with a kubelet on
+//! containerd beside the kwok nodes. A Memcached steered to it runs its pod
+//! in a real container pulled from the local registry, Ready through the
+//! rendered tcpSocket probe; `kubectl logs` and `exec` reach it, memcached
+//! answers over the pod IP, and the pod resolves Services through CoreDNS.
+//! Teardown must leave no process, cgroup, mount or changed sysctl.
+//!
+//! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
+//! one failed, and the process fails if any did.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use e2e_tests::cluster::node::{self, NodeState};
+use e2e_tests::cluster::scenario::{
+    SETTLE, check, ensure_namespace, memcached, ready_endpoints, wait_ready,
+};
+use e2e_tests::cluster::{Env, Outcome, condition_status, wait_for};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "real-node";
+const NAME: &str = "cache";
+
+type Scenario = fn(&mut Env) -> Result<(), String>;
+
+const SCENARIOS: &[(&str, Scenario)] = &[
+    (
+        "1. the real node is Ready on containerd 2.x beside the kwok nodes",
+        node_ready,
+    ),
+    (
+        "2. a Memcached's pod runs in a real container on the real node, Ready through its tcpSocket probe",
+        pod_in_container,
+    ),
+    (
+        "3. memcached answers stats over the pod IP, and kubectl logs shows its output",
+        stats_and_logs,
+    ),
+    (
+        "4. the pod resolves kubernetes.default.svc and its own Service through CoreDNS",
+        cluster_dns,
+    ),
+    ("5. the node stack's memory", node_memory),
+];
+
+fn main() {
+    e2e_tests::cluster::enter_network_namespace();
+    let workdir = std::env::temp_dir().join("memcached-node");
+    let sysctls = node::sysctls();
+    let started = Instant::now();
+    let env = match Env::start_with(&workdir, true) {
+        Ok(Some(env)) => env,
+        Ok(None) => return,
+        Err(e) => {
+            eprintln!("cannot start the end-to-end environment with a real node: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!(
+        "control plane and real node ready in {:.1}s (environment {:.1}s), logs in {}",
+        env.cluster.start_time.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        workdir.display()
+    );
+    let state = NodeState::read(&env.cluster.workdir);
+    let mut failed = 0;
+    let mut env = env;
+    for (name, scenario) in SCENARIOS {
+        let began = Instant::now();
+        match scenario(&mut env) {
+            Ok(()) => println!("ok   {name} ({:.1}s)", began.elapsed().as_secs_f64()),
+            Err(e) => {
+                failed += 1;
+                println!(
+                    "FAIL {name} ({:.1}s)\n     {e}",
+                    began.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+    let stopping = Instant::now();
+    drop(env);
+    let name = "6. teardown leaves no process, cgroup, mount or changed sysctl";
+    match state.and_then(|state| teardown_clean(&state, &sysctls)) {
+        Ok(()) => println!(
+            "ok   {name} (stopped in {:.1}s)",
+            stopping.elapsed().as_secs_f64()
+        ),
+        Err(e) => {
+            failed += 1;
+            println!("FAIL {name}\n     {e}");
+        }
+    }
+    let total = SCENARIOS.len() + 1;
+    println!(
+        "{} of {total} scenarios passed in {:.0}s",
+        total - failed,
+        started.elapsed().as_secs_f64()
+    );
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+// ---------------------------------------------------------------- scenarios
+
+fn node_ready(env: &mut Env) -> Result<(), String> {
+    let real = env.kubectl.get(&["node", node::NAME])?;
+    check(
+        condition_status(&real, "Ready") == Some("True"),
+        format!("{} is not Ready: {}", node::NAME, real["status"]),
+    )?;
+    let info = &real["status"]["nodeInfo"];
+    let runtime = info["containerRuntimeVersion"].as_str().unwrap_or_default();
+    check(
+        runtime.starts_with("containerd://2."),
+        format!("container runtime {runtime}"),
+    )?;
+    let version: Value = serde_json::from_str(&env.kubectl.ok(&["version", "-o", "json"])?)
+        .map_err(|e| e.to_string())?;
+    let server = version["serverVersion"]["gitVersion"].as_str();
+    check(
+        info["kubeletVersion"].as_str() == server,
+        format!(
+            "kubelet {} against API server {server:?}",
+            info["kubeletVersion"]
+        ),
+    )?;
+    let taints = real["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    check(
+        taints
+            .iter()
+            .any(|t| t["key"] == node::TAINT && t["effect"] == "NoSchedule"),
+        format!("taints {taints:?}"),
+    )?;
+    let nodes = env.kubectl.get(&["nodes", "-l", "type=kwok"])?;
+    let kwok = nodes["items"].as_array().cloned().unwrap_or_default();
+    check(
+        !kwok.is_empty()
+            && kwok
+                .iter()
+                .all(|n| condition_status(n, "Ready") == Some("True")),
+        format!("{} kwok nodes, not all Ready", kwok.len()),
+    )?;
+    println!(
+        "     {} {} ({runtime}, kubelet {}) beside {} kwok nodes",
+        node::NAME,
+        real["status"]["addresses"][0]["address"],
+        info["kubeletVersion"],
+        kwok.len()
+    );
+    Ok(())
+}
+
+fn pod_in_container(env: &mut Env) -> Result<(), String> {
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(1);
+    // -vv: memcached logs its listeners and every command (kubectl logs).
+    spec["memcached"] = json!({"verbosity": 2});
+    let applied = Instant::now();
+    env.kubectl.apply(&memcached(NAMESPACE, NAME, spec))?;
+    wait_ready(env, NAMESPACE, NAME, 1)?;
+    println!(
+        "     apply -> Ready in {:.1}s",
+        applied.elapsed().as_secs_f64()
+    );
+    let pod = the_pod(env)?;
+    check(
+        pod["spec"]["nodeName"] == node::NAME,
+        format!("the pod runs on {}", pod["spec"]["nodeName"]),
+    )?;
+    let probe = &pod["spec"]["containers"][0]["readinessProbe"];
+    check(
+        probe["tcpSocket"]["port"] == "memcached",
+        format!("readiness probe {probe}"),
+    )?;
+    let status = &pod["status"]["containerStatuses"][0];
+    let id = status["containerID"].as_str().unwrap_or_default();
+    check(
+        id.starts_with("containerd://") && status["ready"] == true,
+        format!("container status {status}"),
+    )?;
+    check(
+        status["image"] == "docker.io/library/memcached:1.6"
+            && status["imageID"]
+                .as_str()
+                .is_some_and(|i| i.contains("@sha256:")),
+        format!("image {} ({})", status["image"], status["imageID"]),
+    )?;
+    // The container's process: memcached under the node, as uid 11211.
+    let state = NodeState::read(&env.cluster.workdir)?;
+    let processes = state.processes();
+    let memcached: Vec<_> = processes.iter().filter(|p| p.name == "memcached").collect();
+    check(
+        memcached.len() == 1 && memcached[0].uid == 11211,
+        format!("memcached processes under the node: {memcached:?}"),
+    )
+}
+
+fn stats_and_logs(env: &mut Env) -> Result<(), String> {
+    let ip = pod_ip(&the_pod(env)?)?;
+    let stats = stats(&ip)?;
+    // PID 1: memcached is its container's init (docker-entrypoint.sh execs it).
+    for (key, expected) in [("pid", "1"), ("version", "1.6.18")] {
+        check(
+            stats.get(key).map(String::as_str) == Some(expected),
+            format!("STAT {key} {:?}, expected {expected}", stats.get(key)),
+        )?;
+    }
+    let pod = the_pod(env)?;
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let logs = wait_for("the stats connection in the logs", SETTLE, || {
+        let logs = env
+            .kubectl
+            .ok(&["logs", "-n", NAMESPACE, name, "-c", "memcached"])?;
+        if logs.contains("server listening") && logs.contains("stats") {
+            Ok(logs)
+        } else {
+            Err(logs)
+        }
+    })?;
+    println!(
+        "     {ip}:11211 STAT pid 1, {} lines of logs",
+        logs.lines().count()
+    );
+    Ok(())
+}
+
+fn cluster_dns(env: &mut Env) -> Result<(), String> {
+    let pod = the_pod(env)?;
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let ip = pod_ip(&pod)?;
+    let ready = ready_endpoints(env, NAMESPACE, NAME)?;
+    check(
+        ready.iter().any(|e| e["addresses"][0] == ip),
+        format!("{NAME}'s ready endpoints {ready:?} lack {ip}"),
+    )?;
+    // The kubelet gives the pod CoreDNS and the search path that completes
+    // `<svc>.<ns>.svc` to a cluster.local name (busybox's nslookup does not
+    // search, so the completed names are asked).
+    let resolv = busybox(env, name, &["cat", "/etc/resolv.conf"]);
+    let resolv = resolv.stdout + &resolv.stderr;
+    let search = format!("search {NAMESPACE}.svc.cluster.local svc.cluster.local cluster.local");
+    check(
+        resolv.contains("nameserver 10.96.0.10") && resolv.contains(&search),
+        format!("the pod's /etc/resolv.conf:\n{resolv}"),
+    )?;
+    for (query, answer) in [
+        ("kubernetes.default.svc.cluster.local", "10.96.0.1"),
+        (
+            &format!("{NAME}.{NAMESPACE}.svc.cluster.local") as &str,
+            ip.as_str(),
+        ),
+    ] {
+        let out = busybox(env, name, &["nslookup", "-type=a", query]);
+        let resolved = out
+            .stdout
+            .split("Name:")
+            .skip(1)
+            .any(|record| record.contains(&format!("Address: {answer}")));
+        check(
+            resolved,
+            format!("nslookup {query} in the pod:\n{}{}", out.stdout, out.stderr),
+        )?;
+    }
+    Ok(())
+}
+
+fn node_memory(env: &mut Env) -> Result<(), String> {
+    let state = NodeState::read(&env.cluster.workdir)?;
+    let by_name = node::memory_by_name(&state.processes());
+    let total: u64 = by_name.values().map(|(_, kib)| kib).sum();
+    for (name, (count, kib)) in &by_name {
+        println!("     {name:<24} x{count} {:>6.1} MiB", *kib as f64 / 1024.0);
+    }
+    println!("     {:<24}    {:>6.1} MiB", "total", total as f64 / 1024.0);
+    for daemon in ["kubelet", "containerd", "coredns"] {
+        check(
+            by_name.contains_key(daemon),
+            format!("no {daemon} among the node's processes {by_name:?}"),
+        )?;
+    }
+    Ok(())
+}
+
+fn teardown_clean(
+    state: &NodeState,
+    sysctls: &std::collections::BTreeMap<&'static str, String>,
+) -> Result<(), String> {
+    let mut left = state.leftovers();
+    let now = node::sysctls();
+    left.extend(
+        sysctls
+            .iter()
+            .filter(|(name, value)| now.get(*name) != Some(value))
+            .map(|(name, value)| format!("sysctl {name} {value} -> {:?}", now.get(name))),
+    );
+    check(left.is_empty(), left.join("\n     "))
+}
+
+// ---------------------------------------------------------------- helpers
+
+/// `busybox <args>` in the pod's memcached container (kubectl exec).
+fn busybox(env: &Env, pod: &str, args: &[&str]) -> Outcome {
+    let mut all = vec![
+        "exec",
+        "-n",
+        NAMESPACE,
+        pod,
+        "-c",
+        "memcached",
+        "--",
+        "busybox",
+    ];
+    all.extend_from_slice(args);
+    env.kubectl.run(&all, None)
+}
+
+/// The Memcached's one pod.
+fn the_pod(env: &Env) -> Result<Value, String> {
+    let pods = env.kubectl.get(&[
+        "pods",
+        "-n",
+        NAMESPACE,
+        "-l",
+        &format!("app.kubernetes.io/instance={NAME}"),
+    ])?;
+    match pods["items"].as_array().map(Vec::as_slice) {
+        Some([pod]) => Ok(pod.clone()),
+        _ => Err(format!("expected one pod of {NAME}: {pods}")),
+    }
+}
+
+fn pod_ip(pod: &Value) -> Result<String, String> {
+    pod["status"]["podIP"]
+        .as_str()
+        .filter(|ip| ip.starts_with(node::POD_PREFIX))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            format!(
+                "pod IP {} not in the real node's range",
+                pod["status"]["podIP"]
+            )
+        })
+}
+
+/// memcached's `stats` at `ip`:11211, as name -> value.
+fn stats(ip: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let stream = TcpStream::connect((ip, 11211)).map_err(|e| format!("{ip}:11211: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    (&stream)
+        .write_all(b"stats\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut stats = std::collections::BTreeMap::new();
+    for line in BufReader::new(&stream).lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        if line == "END" {
+            return Ok(stats);
+        }
+        let mut fields = line.splitn(3, ' ').skip(1);
+        if let (Some(key), Some(value)) = (fields.next(), fields.next()) {
+            stats.insert(key.to_string(), value.to_string());
+        }
+    }
+    Err("the connection closed before END".to_string())
+}
