@@ -189,7 +189,7 @@ e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(
 ## e2e-node: the real node (tests/node.rs): kubelet, containerd and CoreDNS beside the control plane, a Memcached's
 ## pod in a real container pulled from the local registry; reports node Ready, apply -> Ready and the node's memory.
 e2e-node: deps $(E2E_BIN)/cluster $(E2E_BIN)/registry $(NODE_PIECES)
-	$(CARGO) test --locked --workspace --features $(FEATURES) --test node
+	$(CARGO) test --locked --workspace --features $(FEATURES),e2e-tests/real-node --test node
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl).
 e2e-tests: policy.wasm kwctl-tests
