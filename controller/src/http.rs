@@ -1,33 +1,87 @@
-//! A minimal HTTP endpoint: `/healthz`, `/readyz` (ready once the watches
-//! have synced) and `/metrics` (OpenMetrics text).
+//! The controller's HTTP endpoints on hyper: `/healthz` and `/livez`,
+//! `/readyz` (ready once the watches have synced) and `/metrics` (over TLS
+//! with scrapers authenticated and authorized when an [`Authorizer`] is
+//! given).
+//!
+//! Each server holds at most [`Limits::max_connections`] connections: a new
+//! one beyond that makes the oldest close (after the request it may be
+//! answering), so idle or slow clients never lock out the probes, and the
+//! file descriptors in use stay bounded. A connection that sends no
+//! complete request head within [`Limits::header_read_timeout`] (the first
+//! one, or the next one on a kept-alive connection) is closed.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{ACCEPT, ALLOW, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::time::timeout;
+use tokio::sync::Notify;
+use tokio_rustls::TlsAcceptor;
 
+use crate::exposition::Format;
 use crate::metrics::Metrics;
+use crate::metrics_auth::{Authorizer, Decision};
 
-/// How long a client gets to send its request line.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-const TEXT: &str = "text/plain; charset=utf-8";
+/// What a server may hold and wait for.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Open connections at once.
+    pub max_connections: usize,
+    /// Time to receive a complete request head (and to finish a TLS handshake).
+    pub header_read_timeout: Duration,
+}
 
-/// Serve until the process ends; a failed accept (e.g. out of file
-/// descriptors) is logged and retried, never the end of the server.
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 128,
+            header_read_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The endpoints one server answers.
+#[derive(Clone, Default)]
+pub struct Endpoints {
+    /// `/healthz`, `/livez` and `/readyz`, with the readiness flag.
+    pub health: Option<Arc<AtomicBool>>,
+    /// `/metrics`.
+    pub metrics: Option<MetricsEndpoint>,
+}
+
+/// `/metrics` and who may read it.
+#[derive(Clone)]
+pub struct MetricsEndpoint {
+    /// The registry.
+    pub metrics: Arc<Metrics>,
+    /// Checks each scraper; `None`: everyone may read.
+    pub auth: Option<Arc<Authorizer>>,
+}
+
+/// Serve `endpoints` on `listener` (over TLS with `tls`) until the process
+/// ends; a failed accept (e.g. out of file descriptors) is logged and
+/// retried, never the end of the server.
 pub async fn serve(
-    addr: SocketAddr,
-    ready: Arc<AtomicBool>,
-    metrics: Arc<Metrics>,
-) -> std::io::Result<()> {
-    let listener = TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
+    listener: TcpListener,
+    endpoints: Endpoints,
+    tls: Option<TlsAcceptor>,
+    limits: Limits,
+) {
+    let endpoints = Arc::new(endpoints);
+    let open = Arc::new(Connections::default());
     loop {
-        let mut stream = match listener.accept().await {
+        let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -35,91 +89,152 @@ pub async fn serve(
                 continue;
             }
         };
-        let (ready, metrics) = (ready.clone(), metrics.clone());
+        let (id, close) = open.admit(limits.max_connections);
+        let (endpoints, tls, open) = (endpoints.clone(), tls.clone(), open.clone());
         tokio::spawn(async move {
-            let mut buf = [0u8; 1024];
-            let Ok(Ok(n)) = timeout(READ_TIMEOUT, read_request_line(&mut stream, &mut buf)).await
-            else {
-                return;
-            };
-            let path = std::str::from_utf8(&buf[..n])
-                .ok()
-                .and_then(|r| r.split_whitespace().nth(1))
-                .unwrap_or("");
-            let (status, content_type, body) =
-                respond(path, ready.load(Ordering::Relaxed), &metrics);
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = timeout(READ_TIMEOUT, stream.write_all(response.as_bytes())).await;
+            match tls {
+                Some(acceptor) => {
+                    let handshake =
+                        tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream));
+                    let stream = tokio::select! {
+                        stream = handshake => stream.ok().and_then(Result::ok),
+                        _ = close.notified() => None,
+                    };
+                    if let Some(stream) = stream {
+                        connection(stream, endpoints, &close, limits).await;
+                    }
+                }
+                None => connection(stream, endpoints, &close, limits).await,
+            }
+            open.forget(id);
         });
     }
 }
 
-/// Read until the request line is complete (a client may send it in
-/// pieces) or `buf` is full; the number of bytes read.
-async fn read_request_line(
-    stream: &mut tokio::net::TcpStream,
-    buf: &mut [u8],
-) -> std::io::Result<usize> {
-    let mut read = 0;
-    while read < buf.len() && !buf[..read].windows(2).any(|w| w == b"\r\n") {
-        match stream.read(&mut buf[read..]).await? {
-            0 => break,
-            n => read += n,
+/// The open connections, oldest first, each with its signal to close.
+#[derive(Default)]
+struct Connections {
+    open: Mutex<(u64, BTreeMap<u64, Arc<Notify>>)>,
+}
+
+impl Connections {
+    /// Register a new connection, telling the oldest ones to close when
+    /// more than `max` would be open.
+    fn admit(&self, max: usize) -> (u64, Arc<Notify>) {
+        let close = Arc::new(Notify::new());
+        let mut guard = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let (next, open) = &mut *guard;
+        while open.len() >= max.max(1) {
+            if let Some((_, oldest)) = open.pop_first() {
+                oldest.notify_one();
+            }
+        }
+        let id = *next;
+        *next += 1;
+        open.insert(id, close.clone());
+        (id, close)
+    }
+
+    fn forget(&self, id: u64) {
+        let mut guard = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.1.remove(&id);
+    }
+}
+
+/// Serve HTTP/1.1 requests on one connection until the client leaves, a
+/// head is late, or `close` says so (the request in flight is answered).
+async fn connection<S>(stream: S, endpoints: Arc<Endpoints>, close: &Notify, limits: Limits)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let endpoints = endpoints.clone();
+        async move { Ok::<_, Infallible>(respond(request, &endpoints).await) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = close.notified() => conn.as_mut().graceful_shutdown(),
+    }
+    let _ = tokio::time::timeout(limits.header_read_timeout, conn).await;
+}
+
+async fn respond(request: Request<Incoming>, endpoints: &Endpoints) -> Response<Full<Bytes>> {
+    if !matches!(*request.method(), Method::GET | Method::HEAD) {
+        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    match (request.uri().path(), endpoints) {
+        (
+            "/healthz" | "/livez",
+            Endpoints {
+                health: Some(_), ..
+            },
+        ) => text(StatusCode::OK, "ok\n"),
+        (
+            "/readyz",
+            Endpoints {
+                health: Some(ready),
+                ..
+            },
+        ) => {
+            if ready.load(Ordering::Relaxed) {
+                text(StatusCode::OK, "ok\n")
+            } else {
+                text(StatusCode::SERVICE_UNAVAILABLE, "watches not synced\n")
+            }
+        }
+        (
+            "/metrics",
+            Endpoints {
+                metrics: Some(m), ..
+            },
+        ) => metrics(request.headers(), m).await,
+        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+/// `/metrics`, in the format the scraper asks for, once it is allowed to read it.
+async fn metrics(headers: &HeaderMap, endpoint: &MetricsEndpoint) -> Response<Full<Bytes>> {
+    if let Some(auth) = &endpoint.auth {
+        let header = headers.get(AUTHORIZATION).map(|h| h.as_bytes());
+        match auth.check(header).await {
+            Ok(Decision::Allowed) => {}
+            Ok(Decision::Unauthenticated) => {
+                return text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+            }
+            Ok(Decision::Forbidden) => return text(StatusCode::FORBIDDEN, "Forbidden\n"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not review a scraper's token");
+                return text(StatusCode::INTERNAL_SERVER_ERROR, "authorization failed\n");
+            }
         }
     }
-    Ok(read)
+    let accept = headers.get(ACCEPT).and_then(|a| a.to_str().ok());
+    let format = Format::negotiate(accept);
+    let mut response = Response::new(Full::new(Bytes::from(
+        format.render(endpoint.metrics.encode()),
+    )));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    response
 }
 
-fn respond(path: &str, ready: bool, metrics: &Metrics) -> (&'static str, &'static str, String) {
-    match path {
-        "/healthz" | "/livez" => ("200 OK", TEXT, "ok\n".into()),
-        "/readyz" if ready => ("200 OK", TEXT, "ok\n".into()),
-        "/readyz" => (
-            "503 Service Unavailable",
-            TEXT,
-            "watches not synced\n".into(),
-        ),
-        "/metrics" => ("200 OK", OPENMETRICS, metrics.encode()),
-        _ => ("404 Not Found", TEXT, "not found\n".into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn answers_probes_and_metrics() {
-        let m = Metrics::default();
-        assert_eq!(respond("/healthz", false, &m).0, "200 OK");
-        assert_eq!(respond("/readyz", false, &m).0, "503 Service Unavailable");
-        assert_eq!(respond("/readyz", true, &m).0, "200 OK");
-        let (_, content_type, body) = respond("/metrics", true, &m);
-        assert!(body.contains("memcached_operator_reconciles_total"));
-        assert!(body.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
-        assert!(content_type.starts_with("application/openmetrics-text"));
-        assert_eq!(respond("/x", true, &m).0, "404 Not Found");
-    }
-
-    #[tokio::test]
-    async fn a_silent_client_does_not_stop_the_server() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
-        let server = tokio::spawn(serve(addr, Arc::default(), Arc::default()));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let _silent = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
-        client
-            .write_all(b"GET /healthz HTTP/1.0\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = String::new();
-        client.read_to_string(&mut answer).await.unwrap();
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        server.abort();
-    }
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }

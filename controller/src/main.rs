@@ -4,9 +4,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, Parser, Subcommand};
 use memcached_api::quantity::Quantity;
 use memcached_api::validation::{DEFAULT_MEMORY_OVERHEAD, Options};
+use memcached_controller::address::ListenAddress;
+use memcached_controller::endpoints::HttpSettings;
 use memcached_controller::network_policy::Access;
 use memcached_controller::{crd, render, run};
 
@@ -40,14 +42,25 @@ enum Command {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Address of /metrics.
-    #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
-    metrics_address: std::net::SocketAddr,
-    /// Address of /healthz and /readyz.
-    #[arg(long, env = "HEALTH_ADDRESS", default_value = "0.0.0.0:8081")]
-    health_address: std::net::SocketAddr,
+    /// Address of /metrics: `:PORT` (every address, IPv4 and IPv6),
+    /// `IPV4:PORT` or `[IPV6]:PORT`.
+    #[arg(long, env = "METRICS_ADDRESS", default_value = ":8080")]
+    metrics_address: ListenAddress,
+    /// Serve /metrics over TLS to scrapers whose bearer token passes a
+    /// TokenReview and a SubjectAccessReview (`get` on `/metrics`);
+    /// `--metrics-secure=false`: plain HTTP, open to anyone who reaches it.
+    #[arg(long, env = "METRICS_SECURE", default_value_t = true, action = ArgAction::Set,
+        num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    metrics_secure: bool,
+    /// Directory with `tls.crt` and `tls.key` for /metrics (re-read when they
+    /// change); without it a self-signed certificate is made at start.
+    #[arg(long, env = "METRICS_CERT_DIR")]
+    metrics_cert_dir: Option<PathBuf>,
+    /// Address of /healthz and /readyz (plain HTTP), written as `--metrics-address`.
+    #[arg(long, env = "HEALTH_ADDRESS", default_value = ":8081")]
+    health_address: ListenAddress,
     /// Comma-separated namespaces to watch (default: all).
-    #[arg(long, env = "WATCH_NAMESPACES", value_delimiter = ',')]
+    #[arg(long, env = "WATCH_NAMESPACES", value_delimiter = ',', action = ArgAction::Set)]
     watch_namespaces: Vec<String>,
     /// Reconcile only while holding the coordination.k8s.io Lease.
     #[arg(long, env = "LEADER_ELECTION", default_value_t = false)]
@@ -71,13 +84,14 @@ struct RunArgs {
     memory_overhead: Options,
     /// Labels of the operator's pods, admitted to port 11211 by every
     /// Memcached NetworkPolicy (its namespace is POD_NAMESPACE).
-    #[arg(long, env = "OPERATOR_POD_LABELS", value_delimiter = ',', default_value = "app.kubernetes.io/name=memcached-operator", value_parser = parse_label)]
+    #[arg(long, env = "OPERATOR_POD_LABELS", value_delimiter = ',', action = ArgAction::Set, default_value = "app.kubernetes.io/name=memcached-operator", value_parser = parse_label)]
     operator_pod_labels: Vec<(String, String)>,
     /// Namespaces admitted to the exporter's metrics port (Prometheus).
     #[arg(
         long,
         env = "METRICS_NAMESPACES",
         value_delimiter = ',',
+        action = ArgAction::Set,
         default_value = "monitoring"
     )]
     metrics_namespaces: Vec<String>,
@@ -96,8 +110,12 @@ fn main() -> anyhow::Result<()> {
                 .or_else(hostname)
                 .ok_or_else(|| anyhow::anyhow!("no POD_NAME and no host name: pass --identity"))?;
             let settings = run::Settings {
-                metrics_address: args.metrics_address,
-                health_address: args.health_address,
+                http: HttpSettings {
+                    metrics_address: args.metrics_address,
+                    health_address: args.health_address,
+                    metrics_secure: args.metrics_secure,
+                    metrics_cert_dir: args.metrics_cert_dir,
+                },
                 watch_namespaces: args
                     .watch_namespaces
                     .into_iter()
@@ -204,5 +222,42 @@ mod tests {
         assert_eq!(args.log_format, "text");
         let args = run_args(&["--watch-namespaces", "a,b", "--watch-namespaces", "c"]);
         assert_eq!(args.watch_namespaces, ["c"]);
+        let args = run_args(&["--watch-namespaces", "a,b"]);
+        assert_eq!(args.watch_namespaces, ["a", "b"]);
+    }
+
+    #[test]
+    fn endpoint_flags() {
+        let args = run_args(&[]);
+        assert_eq!(args.metrics_address, ListenAddress::AnyHost(8080));
+        assert_eq!(args.health_address, ListenAddress::AnyHost(8081));
+        assert!(
+            args.metrics_secure,
+            "secure by default, as controller-runtime"
+        );
+        assert_eq!(args.metrics_cert_dir, None);
+        let args = run_args(&[
+            "--metrics-address",
+            ":9443",
+            "--health-address=[::1]:9000",
+            "--metrics-secure=false",
+            "--metrics-cert-dir=/certs",
+        ]);
+        assert_eq!(args.metrics_address, ListenAddress::AnyHost(9443));
+        assert_eq!(
+            args.health_address,
+            ListenAddress::Exact("[::1]:9000".parse().unwrap())
+        );
+        assert!(!args.metrics_secure);
+        assert_eq!(args.metrics_cert_dir, Some(PathBuf::from("/certs")));
+        assert!(run_args(&["--metrics-secure=false", "--metrics-secure"]).metrics_secure);
+        for bad in [
+            &["--metrics-address", "8080"][..],
+            &["--health-address", "localhost:8081"],
+            &["--metrics-secure=maybe"],
+        ] {
+            let cli = Cli::try_parse_from(["memcached-controller", "run"].iter().chain(bad));
+            assert!(cli.is_err(), "{bad:?} was accepted");
+        }
     }
 }

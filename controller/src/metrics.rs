@@ -11,6 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::process::ProcessCollector;
+
 /// One Memcached.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Instance {
@@ -33,25 +35,27 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("memcached_operator");
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(ProcessCollector));
+        let ours = registry.sub_registry_with_prefix("memcached_operator");
         let reconciles = Counter::default();
         let errors = Counter::default();
         let duration = Histogram::new(exponential_buckets(0.005, 2.0, 12));
         let desired = Family::<Instance, Gauge>::default();
         let ready = Family::<Instance, Gauge>::default();
-        registry.register("reconciles", "Reconciles run", reconciles.clone());
-        registry.register("reconcile_errors", "Reconciles that failed", errors.clone());
-        registry.register(
+        ours.register("reconciles", "Reconciles run", reconciles.clone());
+        ours.register("reconcile_errors", "Reconciles that failed", errors.clone());
+        ours.register(
             "reconcile_duration_seconds",
             "Time one reconcile took",
             duration.clone(),
         );
-        registry.register(
+        ours.register(
             "desired_replicas",
             "Replicas each Memcached should run",
             desired.clone(),
         );
-        registry.register(
+        ours.register(
             "ready_replicas",
             "Ready replicas of each Memcached",
             ready.clone(),
@@ -106,7 +110,8 @@ impl Metrics {
         self.reconciles.get()
     }
 
-    /// The OpenMetrics text exposition.
+    /// The OpenMetrics text exposition (the controller's own metrics and
+    /// the process's).
     pub fn encode(&self) -> String {
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);

@@ -7,7 +7,6 @@
 //! can expire when renewals fail.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -28,6 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::cache::{self, Writers, scoped};
+use crate::endpoints::HttpSettings;
 use crate::labels::MANAGER;
 use crate::leadership::{self, Elector, LeaseApi, Outcome, Release};
 use crate::metrics::Metrics;
@@ -38,10 +38,8 @@ use crate::secrets;
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// `/metrics` (and probes) address.
-    pub metrics_address: SocketAddr,
-    /// `/healthz` and `/readyz` address.
-    pub health_address: SocketAddr,
+    /// The HTTP endpoints: probes and `/metrics`.
+    pub http: HttpSettings,
     /// Namespaces to watch; empty: all.
     pub watch_namespaces: Vec<String>,
     /// Hold a Lease before reconciling.
@@ -63,12 +61,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let client = Client::try_default().await?;
     let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
-    for address in [settings.health_address, settings.metrics_address] {
-        tokio::spawn(crate::http::serve(address, ready.clone(), metrics.clone()));
-        if settings.metrics_address == settings.health_address {
-            break;
-        }
-    }
+    crate::endpoints::start(&settings.http, &client, ready.clone(), metrics.clone())?;
     let shutdown = shutdown_signal();
     let namespaces = if settings.watch_namespaces.is_empty() {
         vec![None]

@@ -59,7 +59,7 @@ def check_defaults(helm):
         assert role["rules"] == one(rbac, "Role", f"memcached-operator-{suffix}")["rules"], suffix
         assert role["metadata"]["namespace"] == "ops", suffix
         assert one(objects, "RoleBinding", role["metadata"]["name"])["roleRef"]["name"] == role["metadata"]["name"]
-    binding = one(objects, "ClusterRoleBinding")
+    binding = one(objects, "ClusterRoleBinding", "rel-memcached-operator")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel-memcached-operator", "namespace": "ops"}]
     user_roles = {o["metadata"]["name"]: o for o in load("rbac-user-roles.yaml")}
     for name, role in user_roles.items():
@@ -83,6 +83,9 @@ def check_defaults(helm):
     assert one(objects, "PodDisruptionBudget")["spec"] == {
         "minAvailable": 1, "selector": deployment["spec"]["selector"]}
     assert one(objects, "Service")["spec"]["ports"][0]["targetPort"] == "metrics"
+    check_metrics_auth(objects, "rel-memcached-operator", "ops", readers=[])
+    assert "--metrics-secure=true" in container["args"] and "--metrics-address=:8080" in container["args"]
+    assert not [a for a in container["args"] if a.startswith("--metrics-cert-dir")], "self-signed by default"
     for kind in ("ServiceMonitor", "PrometheusRule", "ConfigMap", "CustomResourceDefinition"):
         assert not kinds(objects, kind), f"{kind} is opt-in"
     rule = one(render(helm, "--set", "metrics.prometheusRule.enabled=true"), "PrometheusRule")
@@ -124,13 +127,32 @@ def promtool_check(spec):
         assert run.returncode == 0, run.stdout + run.stderr
 
 
+def check_metrics_auth(objects, fullname, namespace, readers):
+    """The secure /metrics' RBAC is deploy/rbac-metrics-auth.yaml's: the controller's review rights
+    (cluster-wide: TokenReview and SubjectAccessReview are cluster-scoped) and the metrics-reader
+    ClusterRole, bound to `readers` when given."""
+    source = {o["metadata"]["name"]: o for o in kinds(load("rbac-metrics-auth.yaml"), "ClusterRole")}
+    auth = one(objects, "ClusterRole", f"{fullname}-metrics-auth")
+    assert auth["rules"] == source["memcached-operator-metrics-auth"]["rules"]
+    reader = one(objects, "ClusterRole", f"{fullname}-metrics-reader")
+    assert reader["rules"] == source["memcached-operator-metrics-reader"]["rules"]
+    binding = one(objects, "ClusterRoleBinding", f"{fullname}-metrics-auth")
+    assert binding["roleRef"]["name"] == auth["metadata"]["name"]
+    assert [(s["kind"], s["namespace"]) for s in binding["subjects"]] == [("ServiceAccount", namespace)]
+    bound = [o for o in kinds(objects, "ClusterRoleBinding") if o["metadata"]["name"] == f"{fullname}-metrics-reader"]
+    assert [b["subjects"] for b in bound] == ([readers] if readers else [])
+
+
 def check_all_values(helm):
     objects = render(helm, "-f", str(ALL_VALUES))
     values = yaml.safe_load(ALL_VALUES.read_text())
     rules = one(load("rbac.yaml"), "ClusterRole")["rules"]
-    assert [o["metadata"]["name"] for o in kinds(objects, "ClusterRole")] == \
+    metrics_rbac = {"cache-operator-metrics-auth", "cache-operator-metrics-reader"}
+    assert [o["metadata"]["name"] for o in kinds(objects, "ClusterRole") if o["metadata"]["name"] not in metrics_rbac] == \
         ["cache-operator-view", "cache-operator-edit"], "watchNamespaces must not grant cluster-wide access"
-    assert not kinds(objects, "ClusterRoleBinding")
+    assert {o["metadata"]["name"] for o in kinds(objects, "ClusterRoleBinding")} <= metrics_rbac, \
+        "only the token and access reviews of the secure /metrics are cluster-wide"
+    check_metrics_auth(objects, "cache-operator", "ops", values["metrics"]["readerSubjects"])
     for namespace in values["watchNamespaces"]:
         role = [o for o in kinds(objects, "Role") if o["metadata"]["namespace"] == namespace]
         assert len(role) == 1 and role[0]["rules"] == rules, namespace
@@ -161,6 +183,12 @@ def check_all_values(helm):
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["endpoints"][0]["interval"] == "15s"
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == values["metrics"]["serviceMonitor"]["tlsConfig"]
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert "--metrics-cert-dir=/etc/memcached-operator/metrics-tls" in container["args"]
+    assert pod["volumes"] == [{"name": "metrics-tls", "secret": {"secretName": values["metrics"]["certSecret"]}}]
+    assert container["volumeMounts"][0]["mountPath"] == "/etc/memcached-operator/metrics-tls"
     rule = one(objects, "PrometheusRule")
     alerts = values["metrics"]["prometheusRule"]["alerts"]
     expected = expected_rules(alerts)
@@ -223,8 +251,18 @@ def check_subchart(helm):
         assert one(objects, "Deployment")["spec"]["replicas"] == 1
 
 
+def check_metrics_modes(helm):
+    """Plain /metrics for local use; the ServiceMonitor follows the mode."""
+    plain = render(helm, "--set", "metrics.secure=false,metrics.serviceMonitor.enabled=true")
+    assert not [o for o in plain if "metrics-" in o["metadata"]["name"] and o["kind"].startswith("ClusterRole")]
+    assert one(plain, "ServiceMonitor")["spec"]["endpoints"][0]["scheme"] == "http"
+    assert "--metrics-secure=false" in one(plain, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    monitor = one(render(helm, "--set", "metrics.serviceMonitor.enabled=true"), "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["tlsConfig"] == {"insecureSkipVerify": True}, "self-signed by default"
+
+
 def main(helm):
-    for check in (check_defaults, check_all_values, check_switches, check_subchart):
+    for check in (check_defaults, check_all_values, check_switches, check_subchart, check_metrics_modes):
         check(helm)
         print(f"ok {check.__name__}")
 

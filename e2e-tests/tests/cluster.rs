@@ -20,7 +20,8 @@ use e2e_tests::cluster::scenario::{
     ready_endpoints, ready_in, run_scenarios, touch, wait_ready,
 };
 use e2e_tests::cluster::{
-    Env, Kubectl, OPERATOR_NAMESPACE, condition, condition_status, pki, reconciles_at, wait_for,
+    Env, Kubectl, OPERATOR_NAMESPACE, condition, condition_status, metrics_reader_token, pki,
+    reconciles_at_secure, wait_for,
 };
 use e2e_tests::fixtures;
 use serde_json::{Value, json};
@@ -843,7 +844,12 @@ fn controller_rollout(env: &mut Env) -> Result<(), String> {
         operator.stop();
     }
     let root = e2e_tests::workspace_root();
-    for manifest in ["deploy/rbac.yaml", "deploy/controller.yaml"] {
+    let manifests = [
+        "deploy/rbac.yaml",
+        "deploy/rbac-metrics-auth.yaml",
+        "deploy/controller.yaml",
+    ];
+    for manifest in manifests {
         env.kubectl
             .ok(&["apply", "-f", &root.join(manifest).to_string_lossy()])?;
     }
@@ -970,9 +976,11 @@ fn pod_name(pod: &Value) -> Option<&str> {
 }
 
 /// Among `pods`, the Lease holder has reconciled and the others never did
-/// (their /metrics on the pod IP); the holder's name.
+/// (their secure /metrics on the pod IP, read by a metrics-reader); the
+/// holder's name.
 fn only_the_leader_reconciled(env: &Env, pods: &[Value]) -> Result<String, String> {
     let holder = lease_holder(env)?;
+    let token = metrics_reader_token(&env.kubectl, OPERATOR_NAMESPACE, "metrics-scraper")?;
     check(
         pods.iter().any(|p| pod_name(p) == Some(holder.as_str())),
         format!("{holder} holds the Lease, not one of the controller pods"),
@@ -990,10 +998,11 @@ fn only_the_leader_reconciled(env: &Env, pods: &[Value]) -> Result<String, Strin
             pod["status"]["podIP"].as_str().unwrap_or_default(),
             port.unwrap_or_default()
         );
-        let reconciles = reconciles_at(
+        let reconciles = reconciles_at_secure(
             address
                 .parse()
                 .map_err(|e| format!("pod {name} metrics address {address}: {e}"))?,
+            &token,
         )?;
         check(
             (reconciles > 0) == (name == holder),

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 pub use kubectl::{Kubectl, Outcome};
-pub use operator::{Operator, reconciles_at};
+pub use operator::{Operator, metrics_reader_token, reconciles_at_secure, scrape};
 
 use crate::workspace_root;
 use kubewarden::ClusterAdmissionPolicy;

@@ -3,9 +3,10 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command};
+use std::time::Duration;
 
 use super::http::{self, free_address};
-use super::{OPERATOR_NAMESPACE, terminate};
+use super::{Kubectl, OPERATOR_NAMESPACE, terminate};
 
 /// A running controller.
 pub struct Operator {
@@ -29,6 +30,8 @@ impl Operator {
         let child = Command::new(controller)
             .args(["run", "--leader-election", "--log-format", "text"])
             .args(["--lease-namespace", OPERATOR_NAMESPACE, "--identity", name])
+            // Plain /metrics beside the probes: the scenarios read its counters.
+            .args(["--metrics-secure=false"])
             .args(["--metrics-address", &address.to_string()])
             .args(["--health-address", &address.to_string()])
             .env("KUBECONFIG", kubeconfig)
@@ -94,13 +97,87 @@ impl Drop for Operator {
     }
 }
 
-/// `memcached_operator_reconciles_total` from the /metrics a controller
-/// serves at `address`.
-pub fn reconciles_at(address: SocketAddr) -> Result<u64, String> {
-    let metrics = http::get(address, "/metrics")?;
+/// `memcached_operator_reconciles_total` from the plain /metrics a
+/// controller serves at `address`.
+fn reconciles_at(address: SocketAddr) -> Result<u64, String> {
+    reconciles_in(&http::get(address, "/metrics")?, address)
+}
+
+/// `memcached_operator_reconciles_total` from the secure /metrics
+/// (`--metrics-secure`) at `address`, scraped with `token`.
+pub fn reconciles_at_secure(address: SocketAddr, token: &str) -> Result<u64, String> {
+    match scrape(&format!("https://{address}/metrics"), Some(token))? {
+        (200, body, _) => reconciles_in(&body, address),
+        (status, body, _) => Err(format!("https://{address}/metrics: {status} {body}")),
+    }
+}
+
+fn reconciles_in(metrics: &str, address: SocketAddr) -> Result<u64, String> {
     metrics
         .lines()
         .find_map(|line| line.strip_prefix("memcached_operator_reconciles_total "))
         .and_then(|value| value.trim().parse().ok())
         .ok_or_else(|| format!("no memcached_operator_reconciles_total in {address}/metrics"))
+}
+
+/// `curl -k` GET of `url` with an optional bearer token: the status, the
+/// body, and the time curl measured (connect to last byte).
+pub fn scrape(url: &str, token: Option<&str>) -> Result<(u16, String, Duration), String> {
+    let mut curl = Command::new("curl");
+    curl.args([
+        "-sSk",
+        "--max-time",
+        "10",
+        "-w",
+        "\n%{http_code} %{time_total}",
+        url,
+    ]);
+    if let Some(token) = token {
+        curl.args(["-H", &format!("Authorization: Bearer {token}")]);
+    }
+    let out = curl.output().map_err(|e| format!("curl: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "curl {url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (body, tail) = text.rsplit_once('\n').unwrap_or(("", &text));
+    let (status, seconds) = tail.split_once(' ').unwrap_or((tail, "0"));
+    let status = status
+        .parse()
+        .map_err(|_| format!("curl printed {tail:?}"))?;
+    let seconds: f64 = seconds
+        .parse()
+        .map_err(|_| format!("curl printed {tail:?}"))?;
+    Ok((status, body.to_string(), Duration::from_secs_f64(seconds)))
+}
+
+/// A token of ServiceAccount `account` in `namespace`, bound (once) to the
+/// `memcached-operator-metrics-reader` ClusterRole of deploy/rbac-metrics-auth.yaml.
+pub fn metrics_reader_token(
+    kubectl: &Kubectl,
+    namespace: &str,
+    account: &str,
+) -> Result<String, String> {
+    let binding = format!("{namespace}-{account}-memcached-operator-metrics");
+    if kubectl
+        .get(&["serviceaccount", account, "-n", namespace])
+        .is_err()
+    {
+        kubectl.ok(&["create", "serviceaccount", account, "-n", namespace])?;
+    }
+    if kubectl.get(&["clusterrolebinding", &binding]).is_err() {
+        kubectl.ok(&[
+            "create",
+            "clusterrolebinding",
+            &binding,
+            "--clusterrole=memcached-operator-metrics-reader",
+            &format!("--serviceaccount={namespace}:{account}"),
+        ])?;
+    }
+    kubectl
+        .ok(&["create", "token", account, "-n", namespace])
+        .map(|t| t.trim().to_string())
 }
