@@ -27,7 +27,7 @@ KWCTL ?= $(or $(shell command -v kwctl),$(wildcard $(SHARED_BIN)/kwctl))
 POLICY_SERVER ?= $(or $(shell command -v policy-server),$(wildcard $(SHARED_BIN)/policy-server))
 export KWCTL POLICY_SERVER
 # Debian packages the tests and the demo need, by the command that shows each is there.
-DEPS := wasm-opt:binaryen bats:bats jq:jq memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus \
+DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus \
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
 	busybox:busybox-static
 

@@ -53,7 +53,7 @@ pub fn render(yaml: &str) -> Result<(String, Vec<String>), String> {
             errors.extend(refused);
             continue;
         }
-        write_objects(&mut out, &mc, &spec)?;
+        out.push_str(&objects(&mc, &spec)?);
     }
     if errors.is_empty() {
         Ok((out, warnings))
@@ -77,21 +77,26 @@ fn schema_of(document: &Value) -> Option<JSONSchemaProps> {
         .open_api_v3_schema
 }
 
-/// Every object the controller would apply for `mc` with its defaulted `spec`.
-fn write_objects(out: &mut String, mc: &Memcached, spec: &MemcachedSpec) -> Result<(), String> {
+/// Every object the controller would apply for `mc` with its defaulted
+/// `spec`, as multi-document YAML, whether or not the spec is valid (render
+/// checks first; the differential test also renders what the policy refuses,
+/// to find rules stricter than the API server).
+pub fn objects(mc: &Memcached, spec: &MemcachedSpec) -> Result<String, String> {
+    let mut out = String::new();
     let desired = Desired::new(mc, spec.clone(), None, &Default::default());
     match &desired.workload {
-        Workload::Deployment(d) => write(out, d)?,
-        Workload::StatefulSet(s) => write(out, s)?,
+        Workload::Deployment(d) => write(&mut out, d)?,
+        Workload::StatefulSet(s) => write(&mut out, s)?,
     }
-    write(out, &desired.service)?;
-    write_optional(out, &desired.pdb)?;
-    write_optional(out, &desired.hpa)?;
-    write_optional(out, &desired.network_policy)?;
-    write_optional(out, &desired.service_monitor)?;
+    write(&mut out, &desired.service)?;
+    write_optional(&mut out, &desired.pdb)?;
+    write_optional(&mut out, &desired.hpa)?;
+    write_optional(&mut out, &desired.network_policy)?;
+    write_optional(&mut out, &desired.service_monitor)?;
     // Under autoscaling the list follows the HPA; it starts at minReplicas.
     let servers = server_list::build(mc, spec.stateful_set(), initial_replicas(spec));
-    write_optional(out, &server_list::config_map(mc, spec, &servers))
+    write_optional(&mut out, &server_list::config_map(mc, spec, &servers))?;
+    Ok(out)
 }
 
 /// Append one YAML document (k8s-openapi and dynamic objects carry their apiVersion and kind).

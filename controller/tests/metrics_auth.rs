@@ -241,12 +241,9 @@ async fn average(
 /// ships the same file.
 #[test]
 fn rbac_grants_exactly_the_reviews() {
-    use serde::Deserialize;
     let deploy = format!("{}/../deploy", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(format!("{deploy}/rbac-metrics-auth.yaml")).unwrap();
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).unwrap())
-        .collect();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
     let role = |name: &str| {
         docs.iter()
             .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == name)

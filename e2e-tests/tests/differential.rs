@@ -21,7 +21,7 @@ use e2e_tests::Policy;
 use e2e_tests::cluster::{Binaries, Cluster, Kubectl, enter_network_namespace};
 use e2e_tests::generate::{Rng, boundary_specs, spec};
 use e2e_tests::workspace_root;
-use serde::Deserialize;
+use memcached_api::{Memcached, apply_defaults};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "differential";
@@ -57,7 +57,7 @@ fn main() {
         Err(e) => fail(&e),
     };
     let started = Instant::now();
-    let cluster = Cluster::start(&binaries, &workdir).unwrap_or_else(|e| fail(&e));
+    let cluster = Cluster::start(&binaries, &workdir, &[]).unwrap_or_else(|e| fail(&e));
     let kubectl = Kubectl::new(&binaries.kubectl, &cluster.kubeconfig);
     prepare(&kubectl).unwrap_or_else(|e| fail(&e));
     println!(
@@ -152,15 +152,19 @@ fn judge(policy: &Policy, label: String, name: String, spec: Value) -> Case {
     }
 }
 
-/// `memcached-controller render` of the CR (given a uid, as a stored CR has,
+/// What `memcached-controller render` builds from the CR, valid or not (given a uid, as a stored CR has,
 /// for the owner references), its objects as JSON.
 fn render(cr: &Value) -> Result<Vec<Value>, String> {
     let mut owned = cr.clone();
     owned["metadata"]["uid"] = json!("00000000-0000-4000-8000-000000000001");
-    let (yaml, _notes) = memcached_controller::render::render(&owned.to_string())?;
+    let mc: Memcached =
+        serde_json::from_value(owned).map_err(|e| format!("not a Memcached: {e}"))?;
+    let mut spec = mc.spec.clone();
+    apply_defaults(&mut spec);
+    let yaml = memcached_controller::render::objects(&mc, &spec)?;
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&yaml).map_err(|e| e.to_string())?;
     let mut objects = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(&yaml) {
-        let object = Value::deserialize(document).map_err(|e| e.to_string())?;
+    for object in documents {
         let api_version = object["apiVersion"].as_str().unwrap_or_default();
         if !object.is_null() && !api_version.starts_with(UNCHECKED_API_VERSION) {
             objects.push(object);
