@@ -49,7 +49,9 @@ def dashboard_queries():
 
 def controller_metrics():
     source = (DEPLOY.parent / "controller/src/metrics.rs").read_text()
-    prefix = re.search(r'Registry::with_prefix\("(\w+)"\)', source).group(1)
+    prefix = re.search(r'(?:Registry::with_prefix|sub_registry_with_prefix)\("(\w+)"\)', source)
+    assert prefix, "no metric prefix in controller/src/metrics.rs"
+    prefix = prefix.group(1)
     names = re.findall(r'register\(\s*"(\w+)"', source)
     assert names, "no metric registered in controller/src/metrics.rs"
     return {f"{prefix}_{name}{suffix}" for name in names for suffix in SUFFIXES}
