@@ -1669,13 +1669,7 @@ fn memcached_stat(ip: &str, name: &str) -> Result<String, String> {
 fn install_service_monitor_crd(env: &Env) -> Result<(), String> {
     env.kubectl.apply(SERVICE_MONITOR_CRD)?;
     env.kubectl
-        .ok(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/servicemonitors.monitoring.coreos.com",
-        ])
-        .map(drop)
+        .wait_established("servicemonitors.monitoring.coreos.com")
 }
 
 /// A minimal ServiceMonitor CRD, as the Prometheus operator would install it.

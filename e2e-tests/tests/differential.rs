@@ -99,12 +99,7 @@ fn fail(message: &str) -> ! {
 fn prepare(kubectl: &Kubectl) -> Result<(), String> {
     let crd = workspace_root().join("deploy/crd.yaml");
     kubectl.ok(&["apply", "-f", &crd.to_string_lossy()])?;
-    kubectl.ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/memcacheds.memcached.c5c3.io",
-    ])?;
+    kubectl.wait_established("memcacheds.memcached.c5c3.io")?;
     kubectl.ok(&["create", "namespace", NAMESPACE]).map(drop)
 }
 

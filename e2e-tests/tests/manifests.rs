@@ -128,12 +128,7 @@ fn prepare(env: &Env) -> Result<(), String> {
         let name = format!("{plural}.{group}");
         env.kubectl
             .apply(&stand_in_crd(group, kind, plural, scope).to_string())?;
-        env.kubectl.ok(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            &format!("crd/{name}"),
-        ])?;
+        env.kubectl.wait_established(&name)?;
     }
     Ok(())
 }

@@ -85,6 +85,23 @@ impl Kubectl {
         Self::checked(&args, self.run(&args, Some(manifest)))
     }
 
+    /// Wait (at most 60 s) until the CRD `name` is Established. `kubectl
+    /// wait` fails at once instead of waiting while a new CRD has no
+    /// conditions yet, so that answer is asked again.
+    pub fn wait_established(&self, name: &str) -> Result<(), String> {
+        let crd = format!("crd/{name}");
+        let args = ["wait", "--for=condition=Established", "--timeout=60s", &crd];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            match self.ok(&args) {
+                Err(e) if e.contains("accessor error") && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                outcome => return outcome.map(drop),
+            }
+        }
+    }
+
     /// `kubectl get <args> -o json`, decoded.
     pub fn get(&self, args: &[&str]) -> Result<Value, String> {
         let mut all = vec!["get"];

@@ -346,12 +346,7 @@ impl Env {
             "-f",
             &root.join("deploy/crd.yaml").to_string_lossy(),
         ])?;
-        kubectl.ok(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/memcacheds.memcached.c5c3.io",
-        ])?;
+        kubectl.wait_established("memcacheds.memcached.c5c3.io")?;
 
         let registry = match registry {
             Some(registry) => registry,
