@@ -15,15 +15,13 @@ use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::node::{self, NodeState};
 use e2e_tests::cluster::scenario::{
-    SETTLE, check, ensure_namespace, memcached, ready_endpoints, wait_ready,
+    SETTLE, Scenario, check, ensure_namespace, memcached, ready_endpoints, run_each, wait_ready,
 };
 use e2e_tests::cluster::{Env, Outcome, condition_status, wait_for};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "real-node";
 const NAME: &str = "cache";
-
-type Scenario = fn(&mut Env) -> Result<(), String>;
 
 const SCENARIOS: &[(&str, Scenario)] = &[
     (
@@ -65,21 +63,8 @@ fn main() {
         workdir.display()
     );
     let state = NodeState::read(&env.cluster.workdir);
-    let mut failed = 0;
     let mut env = env;
-    for (name, scenario) in SCENARIOS {
-        let began = Instant::now();
-        match scenario(&mut env) {
-            Ok(()) => println!("ok   {name} ({:.1}s)", began.elapsed().as_secs_f64()),
-            Err(e) => {
-                failed += 1;
-                println!(
-                    "FAIL {name} ({:.1}s)\n     {e}",
-                    began.elapsed().as_secs_f64()
-                );
-            }
-        }
-    }
+    let mut failed = run_each(&mut env, SCENARIOS);
     let stopping = Instant::now();
     drop(env);
     let name = "6. teardown leaves no process, cgroup, mount or changed sysctl";

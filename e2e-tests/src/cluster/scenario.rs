@@ -30,10 +30,24 @@ pub type Scenario = fn(&mut Env) -> Result<(), String>;
 /// any scenario failed.
 pub fn run_scenarios(mut env: Env, scenarios: &[(&str, Scenario)]) -> ! {
     let started = Instant::now();
+    let failed = run_each(&mut env, scenarios);
+    println!(
+        "{} of {} scenarios passed in {:.0}s",
+        scenarios.len() - failed,
+        scenarios.len(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(env);
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+/// Run every scenario, even after one failed, printing each outcome with its
+/// time; the number that failed.
+pub fn run_each(env: &mut Env, scenarios: &[(&str, Scenario)]) -> usize {
     let mut failed = 0;
     for (name, scenario) in scenarios {
         let began = Instant::now();
-        match scenario(&mut env) {
+        match scenario(env) {
             Ok(()) => println!("ok   {name} ({:.1}s)", began.elapsed().as_secs_f64()),
             Err(e) => {
                 failed += 1;
@@ -44,14 +58,7 @@ pub fn run_scenarios(mut env: Env, scenarios: &[(&str, Scenario)]) -> ! {
             }
         }
     }
-    println!(
-        "{} of {} scenarios passed in {:.0}s",
-        scenarios.len() - failed,
-        scenarios.len(),
-        started.elapsed().as_secs_f64()
-    );
-    drop(env);
-    std::process::exit(if failed == 0 { 0 } else { 1 });
+    failed
 }
 
 /// `Ok` when `condition` holds, else the `message` as the error.
