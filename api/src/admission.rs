@@ -269,8 +269,9 @@ fn decode(object: &Value, what: &str) -> Result<MemcachedSpec, String> {
     Ok(spec)
 }
 
-/// Decode a spec whose sections are all JSON objects.
-fn decode_spec(spec: &Value) -> Result<MemcachedSpec, String> {
+/// Decode a stored or requested spec; the error names the field
+/// (`spec.podDisruptionBudget.minAvailable: invalid value: ...`).
+pub fn decode_spec(spec: &Value) -> Result<MemcachedSpec, String> {
     let section_paths = std::iter::once("").chain(SECTIONS);
     for path in section_paths {
         let found = path

@@ -45,7 +45,7 @@ fn main() {
         let (ctx, writers) = context_and_writers(api.clone());
         let metrics = ctx.metrics.clone();
         let started = Instant::now();
-        tokio::spawn(controller(None, ctx, writers, std::future::pending()));
+        tokio::spawn(controller(None, ctx, writers, futures::stream::pending(), std::future::pending()));
         let statuses = || api.lock().unwrap().objects.values().filter(|o| o["kind"] == "Memcached" && !o["status"].is_null()).count();
         while statuses() < OBJECTS && started.elapsed() < Duration::from_secs(120) {
             tokio::time::sleep(Duration::from_millis(20)).await;

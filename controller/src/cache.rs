@@ -38,6 +38,7 @@ use serde::de::DeserializeOwned;
 
 use crate::apply::compact_managed_fields;
 use crate::service_monitor;
+use crate::stored::Stored;
 use crate::workload::Workload;
 
 /// An object's metadata only.
@@ -225,8 +226,8 @@ pub fn watch(
     client: &Client,
     namespace: Option<&str>,
     writers: Writers,
-    owners: UnboundedSender<ObjectRef<Memcached>>,
-    mounting: impl Fn(&Meta<Secret>) -> Vec<ObjectRef<Memcached>> + Send + 'static,
+    owners: UnboundedSender<ObjectRef<Stored>>,
+    mounting: impl Fn(&Meta<Secret>) -> Vec<ObjectRef<Stored>> + Send + 'static,
 ) -> impl Future<Output = ()> + Send {
     let monitors = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &service_monitor::api_resource()),
@@ -322,7 +323,7 @@ fn owned<K>(
     api: Api<K>,
     writer: Writer<K>,
     keep: fn(&mut K),
-    owners: &UnboundedSender<ObjectRef<Memcached>>,
+    owners: &UnboundedSender<ObjectRef<Stored>>,
 ) -> BoxFuture<'static, ()>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -355,15 +356,28 @@ where
         .for_each(move |object| {
             match object {
                 Ok(object) => touched(&object),
-                Err(error) => tracing::debug!(%error, "watch failed; retrying"),
+                Err(error) => log_watch_error(&error),
             }
             ready(())
         })
         .boxed()
 }
 
+/// Log a failed watch (the watcher retries it with backoff): a warning,
+/// but a routine relist (`410 Gone` after compaction) only at debug level.
+/// The error alone is logged (the API server's message names the
+/// resource), never the objects.
+pub fn log_watch_error(error: &watcher::Error) {
+    match error {
+        watcher::Error::WatchError(status) if status.code == 410 => {
+            tracing::debug!(%error, "watch expired; relisting")
+        }
+        _ => tracing::warn!(%error, "watch failed; retrying"),
+    }
+}
+
 /// The Memcached with a controller reference on `object`.
-fn controlling_memcached(object: &ObjectMeta) -> Option<ObjectRef<Memcached>> {
+fn controlling_memcached(object: &ObjectMeta) -> Option<ObjectRef<Stored>> {
     let owner = object
         .owner_references
         .iter()

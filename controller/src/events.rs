@@ -24,7 +24,7 @@ pub struct Target<'a> {
 }
 
 impl Target<'_> {
-    fn reference(&self, mc: &Memcached) -> ObjectReference {
+    fn reference(&self, mc: &impl Resource) -> ObjectReference {
         ObjectReference {
             api_version: Some(self.resource.api_version.clone()),
             kind: Some(self.resource.kind.clone()),
@@ -80,7 +80,7 @@ pub async fn report(ctx: &Context, mc: &Memcached, target: &Target<'_>, outcome:
 /// A Warning about `mc` itself, or about its managed object `target`.
 pub async fn warn(
     ctx: &Context,
-    mc: &Memcached,
+    mc: &impl Resource<DynamicType = ()>,
     reason: &str,
     note: String,
     target: Option<&Target<'_>>,
@@ -92,7 +92,7 @@ pub async fn warn(
 
 async fn publish(
     ctx: &Context,
-    mc: &Memcached,
+    mc: &impl Resource<DynamicType = ()>,
     type_: EventType,
     reason: &str,
     note: String,

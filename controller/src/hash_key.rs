@@ -23,8 +23,13 @@ pub const DATA_KEY: &str = "key";
 /// Read the key from `namespace`, creating it when absent.
 pub async fn load_or_create(client: &Client, namespace: &str) -> anyhow::Result<hmac::Key> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    // The API server's message alone: it says what was refused and why.
+    let refused = |e: kube::Error| match e {
+        kube::Error::Api(e) => anyhow::anyhow!("{}", e.message),
+        e => e.into(),
+    };
     for _ in 0..3 {
-        if let Some(secret) = api.get_opt(SECRET_NAME).await? {
+        if let Some(secret) = api.get_opt(SECRET_NAME).await.map_err(refused)? {
             let key = secret
                 .data
                 .and_then(|mut d| d.remove(DATA_KEY))
@@ -52,7 +57,12 @@ pub async fn load_or_create(client: &Client, namespace: &str) -> anyhow::Result<
             Ok(_) => return Ok(hmac::Key::new(hmac::HMAC_SHA256, &bytes)),
             // Another replica created it first: read theirs.
             Err(kube::Error::Api(e)) if e.code == 409 => continue,
-            Err(e) => return Err(e.into()),
+            Err(kube::Error::Api(e)) if e.code == 404 => anyhow::bail!(
+                "the controller's namespace {namespace:?} does not exist: create it \
+                 (kubectl create namespace {namespace}) or name another with --lease-namespace \
+                 (POD_NAMESPACE); it holds the Secret {SECRET_NAME} and the Lease"
+            ),
+            Err(e) => return Err(refused(e)),
         }
     }
     anyhow::bail!("cannot read or create Secret {namespace}/{SECRET_NAME}")

@@ -14,7 +14,7 @@ pub const MEMCACHED_PORT: i32 = 11211;
 pub const METRICS_PORT: i32 = 9150;
 
 /// The labels that select a Memcached's pods.
-pub fn selector_labels(mc: &Memcached) -> BTreeMap<String, String> {
+pub fn selector_labels(mc: &impl Resource) -> BTreeMap<String, String> {
     BTreeMap::from([
         (
             "app.kubernetes.io/name".to_string(),
@@ -40,7 +40,7 @@ pub fn selector(mc: &Memcached) -> LabelSelector {
 }
 
 /// [`selector_labels`] as a label selector string (`status.selector`).
-pub fn selector_string(mc: &Memcached) -> String {
+pub fn selector_string(mc: &impl Resource) -> String {
     selector_labels(mc)
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
@@ -49,8 +49,8 @@ pub fn selector_string(mc: &Memcached) -> String {
 }
 
 /// The CR's name.
-pub fn name(mc: &Memcached) -> &str {
-    mc.metadata.name.as_deref().unwrap_or_default()
+pub fn name(mc: &impl Resource) -> &str {
+    mc.meta().name.as_deref().unwrap_or_default()
 }
 
 /// Metadata of a managed object: the CR's name and namespace, the common

@@ -100,8 +100,20 @@ struct RunArgs {
     log_format: String,
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+/// Exit 1 with the error in one line (its causes joined by `: `), never
+/// a backtrace: what is wrong and how to fix it.
+fn main() -> std::process::ExitCode {
+    match command(Cli::parse().command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn command(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Run(args) => {
             init_logs(&args.log_format);
             let identity = args

@@ -75,11 +75,16 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, access: &Access) -> Option<Ne
         }])
     };
     let operator = peer(&access.operator_namespace, &access.operator_labels);
-    // No allowedSources: every source may connect; a list: those and the operator.
-    let clients = np.allowed_sources.clone().map(|mut sources| {
-        sources.push(operator);
-        sources
-    });
+    // No allowedSources (absent or empty, as the policy's warning says):
+    // every source may connect; a list: those and the operator.
+    let clients = np
+        .allowed_sources
+        .clone()
+        .filter(|sources| !sources.is_empty())
+        .map(|mut sources| {
+            sources.push(operator);
+            sources
+        });
     let mut ingress = vec![NetworkPolicyIngressRule {
         from: clients,
         ports: tcp(MEMCACHED_PORT),

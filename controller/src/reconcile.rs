@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use kube::runtime::controller::Action;
@@ -22,7 +22,7 @@ use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
 use memcached_api::field::{FieldError, invalid_message};
 use memcached_api::validation::{self, Options};
-use memcached_api::{Memcached, MemcachedSpec, apply_defaults};
+use memcached_api::{Memcached, MemcachedSpec, MemcachedStatus, apply_defaults};
 use ring::hmac;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -35,12 +35,14 @@ use crate::cache::{self, Cache, Cached, Meta, scoped};
 use crate::desired::{Desired, Workload as DesiredWorkload};
 use crate::events::{self, Target, warn};
 use crate::labels::{MANAGER, MEMCACHED_PORT};
+use crate::live_stats::LiveStats;
 use crate::metrics::{Instance, Metrics};
 use crate::network_policy::Access;
 use crate::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 use crate::secrets::{self, SecretCache, SecretData};
 use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
 use crate::status::{self, Observed};
+use crate::stored::{Stored, Unreadable};
 use crate::workload::{Rollout, Workload, desired_replicas, initial_replicas};
 use crate::{server_list, service_monitor, tls};
 
@@ -71,6 +73,8 @@ pub struct Context {
     pub applied: LastApplied,
     /// The data of the Secrets the pods mount.
     pub secret_data: SecretCache,
+    /// The live stats, collected apart from reconciling.
+    pub live_stats: Arc<LiveStats>,
 }
 
 /// A reconcile failure; retried with backoff.
@@ -116,7 +120,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     };
     let errors = validation::validate_object(object, &spec, &ctx.validation);
     if !errors.is_empty() {
-        return refuse_invalid(&ctx, &mc, &ns, &spec, &errors).await;
+        return refuse_invalid(&ctx, &mc, &spec, &errors).await;
     }
 
     let (secrets, missing) = secrets::read(
@@ -129,22 +133,28 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     if !missing.is_empty() {
         warn(
             &ctx,
-            &mc,
+            mc.as_ref(),
             "SecretNotFound",
             format!("Secret(s) not found: {}", missing.join(", ")),
             None,
         )
         .await;
     }
-    if let Some(problem) = secrets::auth_file_problem(&spec, &secrets) {
-        warn(&ctx, &mc, "InvalidAuthSecret", problem, None).await;
+    let invalid_auth = secrets::auth_file_problem(&spec, &secrets).map(|message| Problem {
+        reason: INVALID_AUTH_SECRET,
+        message,
+    });
+    if let Some(problem) = &invalid_auth {
+        let message = format!("{}: running pods keep their Secret", problem.message);
+        warn(&ctx, mc.as_ref(), INVALID_AUTH_SECRET, message, None).await;
     }
     let hash = (!secrets.is_empty()).then(|| secrets::hash(&ctx.hash_key, &secrets));
     let desired = Desired::new(&mc, spec.clone(), hash.as_deref(), &ctx.access);
 
     let mut applied = Applied::new(&ctx, &mc);
-    // A missing Secret would break running pods on rollout: keep them until it exists.
-    let hold = !missing.is_empty();
+    // A missing or invalid Secret would break running pods on rollout
+    // (every client login would fail): keep them until it is fixed.
+    let hold = !missing.is_empty() || invalid_auth.is_some();
     let stable_names = spec.stateful_set();
     let (kind, other_kind) = if stable_names {
         ("StatefulSet", "Deployment")
@@ -235,6 +245,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         foreign,
         ..
     } = applied;
+    problems.splice(0..0, invalid_auth);
 
     let (serving_kind, serving) = match previous {
         Some(p) if current.as_ref().is_none_or(|c| c.ready < p.ready) => (other_kind, Some(p)),
@@ -257,12 +268,19 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         (None, _) => ClusterStats::default(),
         (Some(_), Ok(client)) => {
             let addresses = ready_addresses(&ctx.cache.endpoint_slices, &ns, &name);
-            client.collect(&addresses).await
+            ctx.live_stats.read(&ns, &name, client, addresses)
         }
         (Some(_), Err(e)) => {
             let message =
                 format!("live stats are not read: TLS is on but its client cannot be set up: {e}");
-            warn(&ctx, &mc, "TLSClientUnavailable", message.clone(), None).await;
+            warn(
+                &ctx,
+                mc.as_ref(),
+                "TLSClientUnavailable",
+                message.clone(),
+                None,
+            )
+            .await;
             problems.push(Problem {
                 reason: "TLSClientUnavailable",
                 message,
@@ -275,12 +293,16 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         .find(|p| p.reason == APPLY_FAILED)
         .map(|p| p.message.clone());
     observed.problems = problems;
-    write_status(&Api::namespaced(client, &ns), &mc, &observed, &stats).await?;
+    let api = Api::namespaced(client, &ns);
+    write_status(&api, &name, mc.status.as_ref(), &observed, &stats).await?;
     if let Some(message) = refused {
         return Err(Error::Refused(message));
     }
 
-    ctx.failures.lock().map(|mut f| f.remove(&key(&mc))).ok();
+    ctx.failures
+        .lock()
+        .map(|mut f| f.remove(&key(mc.as_ref())))
+        .ok();
     Ok(Action::requeue(if ready {
         REQUEUE_READY
     } else {
@@ -291,69 +313,135 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
 /// Degraded reason of a stored spec the policy would refuse.
 pub const INVALID_SPEC: &str = "InvalidSpec";
 
+/// Converge one stored Memcached: a readable one with [`reconcile`], an
+/// unreadable one is reported on itself.
+pub async fn reconcile_stored(stored: Arc<Stored>, ctx: Arc<Context>) -> Result<Action, Error> {
+    match stored.as_ref() {
+        Stored::Readable(mc) => reconcile(mc.clone(), ctx).await,
+        Stored::Unreadable(unreadable) => refuse_unreadable(&ctx, &stored, unreadable).await,
+    }
+}
+
 /// A stored spec the policy would refuse (admitted without it, or while
 /// policy-server was down under `failurePolicy: Ignore`): reported on the
-/// Memcached with the policy's own message, and nothing is applied, deleted
-/// or retracted for it. The running workload, if any, keeps serving the
-/// last valid spec and is described as it is; the server list stays.
+/// Memcached with the policy's own message.
 async fn refuse_invalid(
     ctx: &Context,
     mc: &Memcached,
-    ns: &str,
     spec: &MemcachedSpec,
     errors: &[FieldError],
 ) -> Result<Action, Error> {
-    let qualified_kind = format!("{}.{}", Memcached::kind(&()), Memcached::group(&()));
-    let message = invalid_message(&qualified_kind, &mc.name_any(), errors);
-    warn(ctx, mc, INVALID_SPEC, message.clone(), None).await;
-    let (workload, rollout) = running_workload(ctx, mc, spec);
-    let previous = mc.status.as_ref();
+    let message = invalid_message(&qualified_kind(), &mc.name_any(), errors);
+    let refused = Refused {
+        status: mc.status.as_ref(),
+        stateful_set: spec.stateful_set(),
+        message,
+    };
+    refuse(ctx, mc, refused).await
+}
+
+/// A stored spec the controller's types cannot hold (the CRD's schema is
+/// looser, and the policy was not there to refuse it): reported on the
+/// Memcached, naming the field.
+#[tracing::instrument(skip_all, fields(namespace = stored.namespace().unwrap_or_default(), name = stored.name_any()))]
+async fn refuse_unreadable(
+    ctx: &Context,
+    stored: &Stored,
+    unreadable: &Unreadable,
+) -> Result<Action, Error> {
+    if stored.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let message = format!(
+        "{} \"{}\" cannot be read: {}",
+        qualified_kind(),
+        stored.name_any(),
+        unreadable.error
+    );
+    let status = unreadable.status.as_ref();
+    let refused = Refused {
+        status,
+        stateful_set: unreadable.stateful_set,
+        message,
+    };
+    refuse(ctx, stored, refused).await
+}
+
+/// `Memcached.memcached.c5c3.io`, as the API server names the kind in its messages.
+fn qualified_kind() -> String {
+    format!("{}.{}", Memcached::kind(&()), Memcached::group(&()))
+}
+
+/// Why a stored Memcached is refused, and what it said of itself.
+struct Refused<'a> {
+    /// Its last status.
+    status: Option<&'a MemcachedStatus>,
+    /// Its spec names a StatefulSet (the kind reported when both run).
+    stateful_set: bool,
+    /// What is wrong, for the Degraded condition and the Warning Event.
+    message: String,
+}
+
+/// Report a refused Memcached on itself: nothing is applied, deleted or
+/// retracted for it. The running workload, if any, keeps serving the last
+/// valid spec and is described as it is; the server list stays.
+async fn refuse<R>(ctx: &Context, object: &R, refused: Refused<'_>) -> Result<Action, Error>
+where
+    R: Resource<DynamicType = ()>,
+{
+    let ns = object.namespace().ok_or(Error::Incomplete("namespace"))?;
+    warn(ctx, object, INVALID_SPEC, refused.message.clone(), None).await;
+    let (workload, rollout) = running_workload(ctx, object.meta(), refused.stateful_set);
     let observed = Observed {
         workload,
         desired: rollout.and_then(|r| r.replicas).unwrap_or(0),
         ready: rollout.map_or(0, |r| r.ready),
         updated: rollout.map_or(0, |r| r.updated),
         available: rollout.is_some_and(|r| r.available),
-        invalid_spec: Some(message),
-        generation: mc.metadata.generation,
-        selector: crate::labels::selector_string(mc),
-        server_list: previous
+        invalid_spec: Some(refused.message),
+        generation: object.meta().generation,
+        selector: crate::labels::selector_string(object),
+        server_list: refused
+            .status
             .and_then(|s| s.server_list.clone())
             .unwrap_or_default(),
         stable_names: true,
         ..Default::default()
     };
+    let api = Api::namespaced(ctx.client.clone(), &ns);
+    let previous = refused.status;
     write_status(
-        &Api::namespaced(ctx.client.clone(), ns),
-        mc,
+        &api,
+        &object.name_any(),
+        previous,
         &observed,
         &ClusterStats::default(),
     )
     .await?;
-    ctx.failures.lock().map(|mut f| f.remove(&key(mc))).ok();
+    ctx.failures.lock().map(|mut f| f.remove(&key(object))).ok();
     Ok(Action::await_change())
 }
 
-/// The workload of either kind this Memcached controls, as the cache sees
-/// it; the kind `spec` names when both run.
+/// The workload of either kind the Memcached of `meta` controls, as the
+/// cache sees it; a StatefulSet when both run and `stateful_set`.
 fn running_workload(
     ctx: &Context,
-    mc: &Memcached,
-    spec: &MemcachedSpec,
+    meta: &ObjectMeta,
+    stateful_set: bool,
 ) -> (&'static str, Option<Rollout>) {
     let (ns, name, uid) = (
-        mc.namespace().unwrap_or_default(),
-        mc.name_any(),
-        mc.uid().unwrap_or_default(),
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+        meta.uid.as_deref().unwrap_or_default(),
     );
-    let deployment = cache::get(&ctx.cache.deployments, &ns, &name)
+    let deployment = cache::get(&ctx.cache.deployments, ns, name)
         .object
-        .and_then(|w| serving(w.as_ref(), &uid));
-    let stateful_set = cache::get(&ctx.cache.stateful_sets, &ns, &name)
+        .and_then(|w| serving(w.as_ref(), uid));
+    let stateful_set_rollout = cache::get(&ctx.cache.stateful_sets, ns, name)
         .object
-        .and_then(|w| serving(w.as_ref(), &uid));
-    match (deployment, stateful_set) {
-        (d, Some(s)) if d.is_none() || spec.stateful_set() => ("StatefulSet", Some(s)),
+        .and_then(|w| serving(w.as_ref(), uid));
+    match (deployment, stateful_set_rollout) {
+        (d, Some(s)) if d.is_none() || stateful_set => ("StatefulSet", Some(s)),
         (d, _) => ("Deployment", d),
     }
 }
@@ -365,6 +453,9 @@ fn serving<W: Workload>(workload: &W, uid: &str) -> Option<Rollout> {
     (is_controlled_by(workload, uid) && workload.meta().deletion_timestamp.is_none())
         .then(|| workload.rollout())
 }
+
+/// Degraded reason when the auth Secret is not a file memcached can use.
+pub const INVALID_AUTH_SECRET: &str = "InvalidAuthSecret";
 
 /// Degraded reason when the API server refuses an apply.
 pub const APPLY_FAILED: &str = "ApplyFailed";
@@ -509,7 +600,7 @@ struct Workloads {
 /// and delete the other kind (`Old`) once the new one runs every replica
 /// ready: the Service selects the pods of both meanwhile, so switching
 /// kinds never leaves it without ready endpoints. `hold`: a Secret is
-/// missing, so a running workload is left as it is.
+/// missing or invalid, so a running workload is left as it is.
 async fn converge_workload<New: Workload, Old: Workload>(
     applied: &mut Applied<'_>,
     spec: &MemcachedSpec,
@@ -638,12 +729,12 @@ async fn converge_config_map(
 }
 
 /// Requeue a failed reconcile with exponential backoff: 5 s doubling to 160 s.
-pub fn error_policy(mc: Arc<Memcached>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(mc: Arc<Stored>, error: &Error, ctx: Arc<Context>) -> Action {
     let failures = ctx
         .failures
         .lock()
         .map(|mut f| {
-            let n = f.entry(key(&mc)).or_insert(0);
+            let n = f.entry(key(mc.as_ref())).or_insert(0);
             *n = n.saturating_add(1);
             *n
         })
@@ -658,6 +749,7 @@ pub fn error_policy(mc: Arc<Memcached>, error: &Error, ctx: Arc<Context>) -> Act
 /// applied to their objects, their failure counts and their metrics.
 pub fn retain(ctx: &Context, namespace: Option<&str>, keep: impl Fn(&str) -> bool) {
     ctx.applied.retain(&keep);
+    ctx.live_stats.retain(&keep);
     if let Ok(mut failures) = ctx.failures.lock() {
         failures.retain(|key, _| keep(key));
     }
@@ -666,7 +758,7 @@ pub fn retain(ctx: &Context, namespace: Option<&str>, keep: impl Fn(&str) -> boo
 }
 
 /// `namespace/name`: what is remembered of a Memcached is keyed by it.
-pub fn key(mc: &Memcached) -> String {
+pub fn key(mc: &impl Resource) -> String {
     format!("{}/{}", mc.namespace().unwrap_or_default(), mc.name_any())
 }
 
@@ -751,21 +843,24 @@ pub fn stats_client(
     Ok(StatsClient { tls, credentials })
 }
 
+/// Write the status computed from `observed` when it differs from `previous`.
+/// Patched as a [`Stored`]: the response of an unreadable Memcached decodes too.
 async fn write_status(
-    api: &Api<Memcached>,
-    mc: &Memcached,
+    api: &Api<Stored>,
+    name: &str,
+    previous: Option<&MemcachedStatus>,
     observed: &Observed,
     stats: &ClusterStats,
 ) -> Result<(), Error> {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let new = status::compute(mc.status.as_ref(), observed, stats, &now);
-    if mc.status.as_ref() == Some(&new) {
+    let new = status::compute(previous, observed, stats, &now);
+    if previous == Some(&new) {
         return Ok(());
     }
     let patch =
         json!({"apiVersion": Memcached::api_version(&()), "kind": "Memcached", "status": new});
     api.patch_status(
-        &mc.name_any(),
+        name,
         &PatchParams::apply(MANAGER).force(),
         &Patch::Apply(patch),
     )

@@ -1,8 +1,8 @@
 //! The long-running controller: watches, leader election, probes, metrics.
 //!
 //! Every replica lists the Memcached objects of every watched namespace and
-//! is ready (`/readyz`) once all of them synced: a standby is ready to take
-//! over. Only the holder of the Lease reconciles ([`crate::leadership`]);
+//! is ready (`/readyz`) while all of them are synced: a standby is ready to
+//! take over. Only the holder of the Lease reconciles ([`crate::leadership`]);
 //! it releases the Lease on SIGTERM, and stops reconciling before the Lease
 //! can expire when renewals fail.
 
@@ -11,9 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::Client;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::Predicate;
@@ -21,6 +20,7 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller, Error as
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
+use kube::{Client, Resource};
 use memcached_api::Memcached;
 use memcached_api::validation::Options;
 use tokio::sync::watch;
@@ -30,10 +30,12 @@ use crate::cache::{self, Writers, scoped};
 use crate::endpoints::HttpSettings;
 use crate::labels::MANAGER;
 use crate::leadership::{self, Elector, LeaseApi, Outcome, Release};
+use crate::live_stats::LiveStats;
 use crate::metrics::Metrics;
 use crate::network_policy::Access;
-use crate::reconcile::{self, Context, Error, error_policy, reconcile};
+use crate::reconcile::{self, Context, Error, error_policy, reconcile_stored};
 use crate::secrets;
+use crate::stored::Stored;
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -89,6 +91,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             let mut work = JoinSet::new();
             for ns in namespaces {
                 let (cache, writers) = cache::new();
+                let (live_stats, stats_changed) = LiveStats::new();
                 let ctx = Arc::new(Context {
                     client: client.clone(),
                     recorder: recorder.clone(),
@@ -100,9 +103,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                     cache,
                     applied: Default::default(),
                     secret_data: Default::default(),
+                    live_stats,
                 });
                 // A task each: one namespace's work never stalls another's.
-                work.spawn(controller(ns, ctx, writers, wait(shutdown.clone())));
+                let shutdown = wait(shutdown.clone());
+                work.spawn(controller(ns, ctx, writers, stats_changed, shutdown));
             }
             work
         }
@@ -199,8 +204,10 @@ async fn wait(mut shutdown: watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|s| *s).await;
 }
 
-/// `/readyz` turns true once the Memcached list of every watched namespace
-/// synced (metadata only). `Store::wait_until_ready` is not used: in
+/// `/readyz` is true while the Memcached list of every watched namespace
+/// is synced (metadata only): true once each listed, false while any
+/// cannot list or watch (the API server unreachable, access revoked), true
+/// again once it listed again. `Store::wait_until_ready` is not used: in
 /// kube-runtime 5 it wakes only the last of several waiters.
 fn track_readiness(client: &Client, namespaces: &[Option<String>], ready: Arc<AtomicBool>) {
     let synced = Arc::new(AtomicUsize::new(0));
@@ -209,32 +216,46 @@ fn track_readiness(client: &Client, namespaces: &[Option<String>], ready: Arc<At
         let api = scoped::<PartialObjectMeta<Memcached>>(client, ns.as_deref());
         let (synced, ready, ns) = (synced.clone(), ready.clone(), ns.clone());
         tokio::spawn(async move {
+            let ns = ns.as_deref().unwrap_or("*");
             let mut events = watcher(api, watcher::Config::default())
                 .default_backoff()
                 .boxed();
-            let mut counted = false;
+            let mut listed = false;
             while let Some(event) = events.next().await {
-                if matches!(event, Ok(watcher::Event::InitDone)) && !counted {
-                    counted = true;
-                    tracing::info!(
-                        namespace = ns.as_deref().unwrap_or("*"),
-                        "Memcached list synced"
-                    );
-                    if synced.fetch_add(1, Ordering::SeqCst) + 1 == total {
-                        ready.store(true, Ordering::SeqCst);
-                    }
+                let now_listed = match &event {
+                    Ok(watcher::Event::InitDone) => true,
+                    Err(
+                        watcher::Error::InitialListFailed(_) | watcher::Error::WatchStartFailed(_),
+                    ) => false,
+                    _ => listed,
+                };
+                if let Err(error) = &event {
+                    cache::log_watch_error(error);
                 }
+                if now_listed == listed {
+                    continue;
+                }
+                listed = now_listed;
+                let count = if listed {
+                    tracing::info!(namespace = ns, "Memcached list synced");
+                    synced.fetch_add(1, Ordering::SeqCst) + 1
+                } else {
+                    synced.fetch_sub(1, Ordering::SeqCst) - 1
+                };
+                ready.store(count == total, Ordering::SeqCst);
             }
         });
     }
 }
 
 /// Reconcile the Memcached objects of one namespace (or all) until
-/// shutdown, once `ctx`'s cache (filled through `writers`) has synced.
+/// shutdown, once `ctx`'s cache (filled through `writers`) has synced; and
+/// again each one `stats_changed` names.
 pub async fn controller(
     namespace: Option<String>,
     ctx: Arc<Context>,
     writers: Writers,
+    stats_changed: impl Stream<Item = ObjectRef<Stored>> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (reader, writer) = reflector::store();
@@ -244,7 +265,8 @@ pub async fn controller(
     let (forget_ctx, forget_store) = (ctx.clone(), reader.clone());
     let forget_namespace = namespace.clone();
     // Status writes change neither generation nor annotations: they do not retrigger reconcile.
-    let memcacheds = watcher(scoped::<Memcached>(&client, ns), watcher::Config::default())
+    // Decoded one by one: an unreadable Memcached is reported on itself.
+    let memcacheds = watcher(scoped::<Stored>(&client, ns), watcher::Config::default())
         .default_backoff()
         .modify(drop_unread_metadata)
         .reflect(writer)
@@ -276,14 +298,14 @@ pub async fn controller(
         cache.synced(cache::SYNC_TIMEOUT).await;
         Controller::for_stream(memcacheds, reader)
             .with_config(ControllerConfig::default().concurrency(8))
-            .reconcile_on(changed)
+            .reconcile_on(futures::stream::select(changed, stats_changed))
             .graceful_shutdown_on(shutdown)
             .run(
                 |mc, ctx: Arc<Context>| {
                     let metrics = ctx.metrics.clone();
                     async move {
                         let started = Instant::now();
-                        let result: Result<_, Error> = reconcile(mc, ctx).await;
+                        let result: Result<_, Error> = reconcile_stored(mc, ctx).await;
                         metrics.reconciled(started.elapsed(), result.is_err());
                         result
                     }
@@ -302,7 +324,7 @@ pub async fn controller(
                     _ => None,
                 };
                 if let Some((Some(ns), name)) = reconciled {
-                    let object = ObjectRef::<Memcached>::new(&name).within(&ns);
+                    let object = ObjectRef::<Stored>::new(&name).within(&ns);
                     if store.get(&object).is_none() {
                         let gone = format!("{ns}/{name}");
                         reconcile::retain(&forget_ctx, Some(&ns), |key| key != gone);
@@ -320,21 +342,23 @@ pub async fn controller(
 
 /// Drop what reconcile never reads and can be large: managedFields, and
 /// the copy of the whole object `kubectl apply` keeps in an annotation.
-fn drop_unread_metadata(mc: &mut Memcached) {
-    mc.metadata.managed_fields = None;
-    if let Some(annotations) = &mut mc.metadata.annotations {
+fn drop_unread_metadata(mc: &mut Stored) {
+    let metadata = mc.meta_mut();
+    metadata.managed_fields = None;
+    if let Some(annotations) = &mut metadata.annotations {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
 }
 
 /// Forget what was remembered of a Memcached once it is gone (on its
 /// deletion, and after a relist for those deleted meanwhile), and the data
-/// of Secrets no Memcached mounts any more.
+/// of Secrets no Memcached mounts any more (also when a changed one stopped
+/// mounting it: TLS keys do not linger in memory).
 fn forget_gone(
     ctx: &Context,
     namespace: Option<&str>,
-    store: &Store<Memcached>,
-    event: &watcher::Result<watcher::Event<Memcached>>,
+    store: &Store<Stored>,
+    event: &watcher::Result<watcher::Event<Stored>>,
 ) {
     match event {
         Ok(watcher::Event::Delete(mc)) => {
@@ -342,9 +366,14 @@ fn forget_gone(
             reconcile::retain(ctx, namespace, |key| key != gone);
         }
         Ok(watcher::Event::InitDone) => {
-            let live: HashSet<String> = store.state().iter().map(|mc| reconcile::key(mc)).collect();
+            let live: HashSet<String> = store
+                .state()
+                .iter()
+                .map(|mc| reconcile::key(mc.as_ref()))
+                .collect();
             reconcile::retain(ctx, namespace, |key| live.contains(key));
         }
+        Ok(watcher::Event::Apply(_)) => {}
         _ => return,
     }
     ctx.secret_data.retain_mounted(store);

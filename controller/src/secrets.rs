@@ -13,12 +13,13 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
-use memcached_api::{Memcached, MemcachedSpec};
+use memcached_api::MemcachedSpec;
 use ring::hmac;
 
 use crate::args::AUTH_KEY;
 use crate::cache::Meta;
 use crate::pod_template::{AUTH_VOLUME, secret_mounts};
+use crate::stored::Stored;
 
 /// One Secret's data: key to bytes.
 pub type Data = BTreeMap<String, Vec<u8>>;
@@ -52,10 +53,11 @@ impl SecretCache {
     }
 
     /// Drop the data of the Secrets no Memcached of `memcacheds` mounts.
-    pub fn retain_mounted(&self, memcacheds: &Store<Memcached>) {
+    pub fn retain_mounted(&self, memcacheds: &Store<Stored>) {
         let mounted: HashSet<(String, String)> = memcacheds
             .state()
             .iter()
+            .filter_map(|stored| stored.readable())
             .flat_map(|mc| {
                 let ns = mc.namespace().unwrap_or_default();
                 secret_mounts(&mc.spec)
@@ -125,11 +127,12 @@ fn version(versions: &Store<Meta<Secret>>, ns: &str, name: &str) -> Option<Strin
 }
 
 /// The Memcached objects of `store` whose pods mount `secret`.
-pub fn mounting(store: &Store<Memcached>, secret: &Meta<Secret>) -> Vec<ObjectRef<Memcached>> {
+pub fn mounting(store: &Store<Stored>, secret: &Meta<Secret>) -> Vec<ObjectRef<Stored>> {
     let name = secret.name_any();
     store
         .state()
-        .into_iter()
+        .iter()
+        .filter_map(|stored| stored.readable())
         .filter(|mc| mc.namespace() == secret.namespace())
         // Defaulting never enables TLS or authentication nor names a Secret:
         // the stored spec mounts what the effective one does.
@@ -138,7 +141,7 @@ pub fn mounting(store: &Store<Memcached>, secret: &Meta<Secret>) -> Vec<ObjectRe
                 .iter()
                 .any(|(_, mounted, _)| *mounted == name)
         })
-        .map(|mc| ObjectRef::from_obj(&*mc))
+        .map(|mc| ObjectRef::new(&mc.name_any()).within(&mc.namespace().unwrap_or_default()))
         .collect()
 }
 
@@ -183,7 +186,31 @@ pub fn hash(key: &hmac::Key, secrets: &SecretData) -> String {
 
 #[cfg(test)]
 mod tests {
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
     use super::*;
+
+    #[test]
+    fn only_the_data_of_mounted_secrets_is_kept() {
+        let (store, mut writer) = reflector::store::<Stored>();
+        let mc: Stored = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "auth"}}}},
+        }))
+        .unwrap();
+        writer.apply_watcher_event(&Event::Apply(mc));
+        let cache = SecretCache::default();
+        for (ns, name) in [("ns", "auth"), ("ns", "tls"), ("other", "auth")] {
+            cache.set(
+                (ns.into(), name.into()),
+                Some(("1".into(), Arc::new(Data::new()))),
+            );
+        }
+        cache.retain_mounted(&store);
+        let kept: Vec<_> = cache.0.lock().unwrap().keys().cloned().collect();
+        assert_eq!(kept, [("ns".to_string(), "auth".to_string())]);
+    }
 
     #[test]
     fn the_hash_depends_on_the_key() {

@@ -2,8 +2,10 @@
 //! pod at once: plain TCP or TLS (the certificate verified against the
 //! Service's DNS name), with ASCII authentication when the server asks.
 //! Every line and every answer is bounded in bytes.
-//! An unreachable pod is skipped and logged; one collection never waits
-//! longer than about one connect plus one read timeout.
+//! An unreachable pod is skipped and logged, one that accepts but does not
+//! answer is named; one collection never waits longer than about one
+//! connect plus one read timeout, and never inside a reconcile
+//! ([`crate::live_stats`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,9 +40,13 @@ pub enum StatsError {
     /// The server refused the credentials.
     #[error("authentication refused: {0}")]
     Auth(String),
-    /// Reading or writing failed, timed out, or the answer was malformed.
+    /// Reading or writing failed, or the answer was malformed.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// The server accepted the connection but gave no complete answer in
+    /// time: a frozen memcached (a TCP probe still passes).
+    #[error("accepted the connection but gave no complete answer within {READ_TIMEOUT:?}")]
+    Silent,
 }
 
 /// The numbers read from one server.
@@ -68,6 +74,8 @@ pub struct ClusterStats {
     pub hit_ratio: Option<String>,
     /// How many servers answered.
     pub reachable: usize,
+    /// Servers that accepted a connection but did not answer ([`StatsError::Silent`]).
+    pub silent: Vec<SocketAddr>,
 }
 
 /// Username and password for memcached's ASCII authentication (`-Y`).
@@ -127,6 +135,10 @@ impl StatsClient {
                     hits += u128::from(stats.get_hits);
                     gets += u128::from(stats.get_hits) + u128::from(stats.get_misses);
                 }
+                Err(StatsError::Silent) => {
+                    tracing::warn!(%addr, error = %StatsError::Silent, "memcached does not answer");
+                    combined.silent.push(*addr);
+                }
                 Err(e) => tracing::info!(%addr, error = %e, "skipping unreachable memcached"),
             }
         }
@@ -153,9 +165,9 @@ impl StatsClient {
                 }
             }
         };
-        timeout(READ_TIMEOUT, exchange).await.map_err(|_| {
-            StatsError::Protocol(format!("no complete answer within {READ_TIMEOUT:?}"))
-        })?
+        timeout(READ_TIMEOUT, exchange)
+            .await
+            .map_err(|_| StatsError::Silent)?
     }
 
     /// `stats` first; the credentials go out only when the server answers

@@ -1,10 +1,12 @@
 //! The status a reconcile reports, computed purely from what it observed.
 
+use std::net::SocketAddr;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use memcached_api::MemcachedStatus;
 
 use crate::reconcile::{INVALID_SPEC, Problem};
-use crate::stats::ClusterStats;
+use crate::stats::{ClusterStats, READ_TIMEOUT};
 
 /// What one reconcile saw.
 #[derive(Clone, Debug, Default)]
@@ -43,6 +45,19 @@ pub struct Observed {
     pub selector: String,
 }
 
+/// Degraded and Ready reason while ready pods accept connections but do not answer.
+pub const NOT_ANSWERING: &str = "PodsNotAnswering";
+
+/// Which pods accept connections but do not answer.
+fn not_answering(silent: &[SocketAddr]) -> String {
+    let pods: Vec<String> = silent.iter().map(ToString::to_string).collect();
+    format!(
+        "{} ready pod(s) accept connections but do not answer stats within {READ_TIMEOUT:?}: {}",
+        pods.len(),
+        pods.join(", ")
+    )
+}
+
 /// The new status. `lastTransitionTime` moves only when a condition flips.
 pub fn compute(
     previous: Option<&MemcachedStatus>,
@@ -50,10 +65,13 @@ pub fn compute(
     stats: &ClusterStats,
     now: &Time,
 ) -> MemcachedStatus {
-    let ready = seen.desired > 0
+    // Every pod ready as Kubernetes sees it: the server list is published.
+    let serving = seen.desired > 0
         && seen.ready >= seen.desired
         && seen.missing_secrets.is_empty()
         && !seen.foreign;
+    // ...and every one answers memcached's protocol.
+    let ready = serving && stats.silent.is_empty();
     let rolling = seen.switching || seen.updated < seen.desired || seen.ready < seen.desired;
     let (degraded, degraded_reason, degraded_message) = if let Some(errors) = &seen.invalid_spec {
         (true, INVALID_SPEC, errors.clone())
@@ -65,6 +83,8 @@ pub fn compute(
         )
     } else if let Some(problem) = seen.problems.first() {
         (true, problem.reason, problem.message.clone())
+    } else if !stats.silent.is_empty() {
+        (true, NOT_ANSWERING, not_answering(&stats.silent))
     } else if seen.ready < seen.desired {
         (
             true,
@@ -82,6 +102,8 @@ pub fn compute(
         "MemcachedReady"
     } else if seen.desired == 0 {
         "ScaledToZero"
+    } else if !stats.silent.is_empty() {
+        NOT_ANSWERING
     } else {
         "MemcachedNotReady"
     };
@@ -156,7 +178,7 @@ pub fn compute(
         hit_ratio: stats.hit_ratio.clone(),
         observed_generation: seen.generation,
         server_list: (!seen.foreign
-            && (ready || seen.stable_names)
+            && (serving || seen.stable_names)
             && !seen.server_list.is_empty())
         .then(|| seen.server_list.clone()),
         conditions: Some(conditions),
@@ -257,6 +279,29 @@ mod tests {
             "spec.replicas: Invalid value: 99"
         );
         assert_eq!(s.state.as_deref(), Some("Degraded: InvalidSpec"));
+    }
+
+    #[test]
+    fn a_pod_that_does_not_answer_is_named_and_the_instance_is_not_ready() {
+        let stats = ClusterStats {
+            reachable: 1,
+            silent: vec!["10.0.0.7:11211".parse().unwrap()],
+            ..Default::default()
+        };
+        let s = compute(None, &seen(2, 2), &stats, &at(1));
+        assert_eq!(cond(&s, "Ready").status, "False");
+        assert_eq!(cond(&s, "Ready").reason, NOT_ANSWERING);
+        assert_eq!(cond(&s, "Degraded").reason, NOT_ANSWERING);
+        assert_eq!(
+            cond(&s, "Degraded").message,
+            "1 ready pod(s) accept connections but do not answer stats within 3s: 10.0.0.7:11211"
+        );
+        assert_eq!(s.state.as_deref(), Some("Degraded: PodsNotAnswering"));
+        assert_eq!(
+            s.server_list,
+            Some(vec!["c.ns:11211".to_string()]),
+            "clients keep their configuration"
+        );
     }
 
     #[test]

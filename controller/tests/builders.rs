@@ -342,6 +342,27 @@ spec:
     assert_eq!(plain["metadata"]["annotations"], json!({"a": "b"}));
 }
 
+/// `allowedSources` absent or empty: one rule without `from`, every source
+/// may connect (what the policy's warning says); never an operator-only rule
+/// that locks every client out.
+#[test]
+fn a_network_policy_without_sources_admits_every_source() {
+    for sources in [json!(null), json!([])] {
+        let policy = desired(
+            json!({"networkPolicy": {"enabled": true, "allowedSources": sources}}),
+            None,
+        )
+        .network_policy
+        .unwrap();
+        let rules = to_json(&policy)["spec"]["ingress"].clone();
+        assert_eq!(
+            rules,
+            json!([{"ports": [{"port": 11211, "protocol": "TCP"}]}]),
+            "allowedSources: {sources}"
+        );
+    }
+}
+
 #[test]
 fn pdb_hpa_network_policy_and_service_monitor_follow_their_switches() {
     let all = desired(full_example(), None);

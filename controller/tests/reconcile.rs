@@ -3,12 +3,20 @@
 
 mod fake_api;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use kube::runtime::reflector::ObjectRef;
+use memcached_controller::labels::MEMCACHED_PORT;
+use memcached_controller::stats::READ_TIMEOUT;
 
 use fake_api::{NS, Shared, context, path};
 use kube::runtime::controller::Action;
 use memcached_api::Memcached;
-use memcached_controller::reconcile::{Error, REQUEUE_NOT_READY, reconcile};
+use memcached_controller::reconcile::{Error, REQUEUE_NOT_READY, reconcile, reconcile_stored};
+use memcached_controller::stored::Stored;
 use serde_json::{Value, json};
 
 fn cr_path() -> String {
@@ -18,6 +26,15 @@ fn cr_path() -> String {
 /// Store the CR with `spec` as the API server would: the generation moves
 /// when the spec changes, the status stays. Returns it as a watch delivers it.
 fn store_cr(api: &Shared, spec: Value) -> Arc<Memcached> {
+    Arc::new(serde_json::from_value(store_object(api, spec)).unwrap())
+}
+
+/// [`store_cr`] as the controller's watch decodes it, readable or not.
+fn store_stored(api: &Shared, spec: Value) -> Arc<Stored> {
+    Arc::new(serde_json::from_value(store_object(api, spec)).unwrap())
+}
+
+fn store_object(api: &Shared, spec: Value) -> Value {
     let mut api = api.lock().unwrap();
     let old = api.objects.get(&cr_path()).cloned().unwrap_or(Value::Null);
     let generation =
@@ -28,7 +45,7 @@ fn store_cr(api: &Shared, spec: Value) -> Arc<Memcached> {
         object["status"] = old["status"].clone();
     }
     api.objects.insert(cr_path(), object.clone());
-    Arc::new(serde_json::from_value(object).unwrap())
+    object
 }
 
 /// Apply `spec` and reconcile it; returns the CR with the status it wrote.
@@ -199,6 +216,170 @@ async fn a_missing_secret_degrades_and_keeps_running_pods() {
     assert!(!writes(&api).iter().any(|w| w.contains("/deployments/")));
 }
 
+/// An auth Secret memcached would misread (no newline after the last
+/// line: that user could not log in) is not rolled out: the running pods
+/// keep the Secret they have, the status says why, and the fixed Secret
+/// rolls them.
+#[tokio::test]
+async fn an_invalid_auth_secret_keeps_running_pods() {
+    let api = Shared::default();
+    insert(&api, path("v1", "secrets", "auth"), auth_secret("1"));
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    fake_api::sync(&mut writers, &api);
+    let spec =
+        json!({"security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "auth"}}}});
+    reconcile(store_cr(&api, spec.clone()), ctx.clone())
+        .await
+        .unwrap();
+    let deployment = path("apps/v1", "deployments", "c");
+    let before = api.lock().unwrap().objects[&deployment].clone();
+    events(&api);
+
+    let mut unterminated = auth_secret("2");
+    unterminated["data"]["auth"] = json!("dTpw"); // "u:p"
+    insert(&api, path("v1", "secrets", "auth"), unterminated);
+    fake_api::sync(&mut writers, &api);
+    requests(&api);
+    reconcile(store_cr(&api, spec.clone()), ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        requests(&api),
+        [
+            format!("GET {}", path("v1", "secrets", "auth")),
+            format!("PATCH {}/status", cr_path()),
+        ],
+        "the Deployment is left as it is"
+    );
+    assert_eq!(api.lock().unwrap().objects[&deployment], before);
+    let degraded = condition(&api, "Degraded");
+    assert_eq!(
+        (degraded["status"].as_str(), degraded["reason"].as_str()),
+        (Some("True"), Some("InvalidAuthSecret"))
+    );
+    assert!(
+        degraded["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("must end with a newline")),
+        "{degraded}"
+    );
+    assert!(
+        events(&api)
+            .iter()
+            .any(|e| e["reason"] == "InvalidAuthSecret" && e["type"] == "Warning"),
+        "no InvalidAuthSecret Warning Event"
+    );
+
+    // Fixed (another password): the pods roll to it.
+    let mut fixed = auth_secret("3");
+    fixed["data"]["auth"] = json!("dTpxCg=="); // "u:q\n"
+    insert(&api, path("v1", "secrets", "auth"), fixed);
+    fake_api::sync(&mut writers, &api);
+    reconcile(store_cr(&api, spec), ctx).await.unwrap();
+    let after = api.lock().unwrap().objects[&deployment].clone();
+    assert_ne!(
+        after["spec"]["template"]["metadata"]["annotations"],
+        before["spec"]["template"]["metadata"]["annotations"],
+        "the fixed Secret rolls the pods"
+    );
+    assert_ne!(condition(&api, "Degraded")["reason"], "InvalidAuthSecret");
+}
+
+/// A pod that accepts connections and never answers (a frozen memcached)
+/// delays no reconcile: the stats are read in the background, and once the
+/// read timed out the Memcached is reconciled again and names the pod
+/// (Degraded and Ready: PodsNotAnswering); the server list stays.
+#[tokio::test]
+async fn a_frozen_pod_delays_no_reconcile_and_is_named() {
+    // Never answers; keeps every connection open.
+    let frozen = tokio::net::TcpListener::bind(("127.0.0.9", MEMCACHED_PORT as u16))
+        .await
+        .expect("127.0.0.9:11211 is free");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = frozen.accept().await {
+            held.push(socket);
+        }
+    });
+    let api = Shared::default();
+    let (ctx, mut writers, mut stats_changed) = fake_api::context_parts(api.clone());
+    reconcile(store_cr(&api, json!({})), ctx.clone())
+        .await
+        .unwrap();
+    let deployment = path("apps/v1", "deployments", "c");
+    api.lock().unwrap().objects.get_mut(&deployment).unwrap()["status"] = json!({"replicas": 1,
+        "readyReplicas": 1, "updatedReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]});
+    insert(
+        &api,
+        path("discovery.k8s.io/v1", "endpointslices", "c-abc"),
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+            "metadata": {"name": "c-abc", "namespace": NS, "labels": {"kubernetes.io/service-name": "c",
+                "app.kubernetes.io/managed-by": "memcached-operator"}},
+            "endpoints": [{"addresses": ["127.0.0.9"], "conditions": {"ready": true}}]}),
+    );
+    fake_api::sync(&mut writers, &api);
+
+    let started = Instant::now();
+    reconcile(store_cr(&api, json!({})), ctx.clone())
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < READ_TIMEOUT,
+        "the reconcile waited {took:?} for the pod"
+    );
+    assert_eq!(condition(&api, "Ready")["reason"], "MemcachedReady");
+
+    let again = tokio::time::timeout(READ_TIMEOUT * 3, stats_changed.next())
+        .await
+        .expect("reconciled again once the read timed out");
+    assert_eq!(again, Some(ObjectRef::new("c").within(NS)));
+    reconcile(store_cr(&api, json!({})), ctx).await.unwrap();
+    let (ready, degraded) = (condition(&api, "Ready"), condition(&api, "Degraded"));
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("PodsNotAnswering"))
+    );
+    assert_eq!(degraded["reason"], "PodsNotAnswering");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with(": 127.0.0.9:11211")),
+        "{degraded}"
+    );
+    let status = &api.lock().unwrap().objects[&cr_path()]["status"];
+    assert_eq!(status["serverList"], json!(["c.default:11211"]));
+}
+
+/// Nothing but the Memcached (its status) differs between the two snapshots.
+fn assert_only_the_memcached_changed(
+    before: &BTreeMap<String, Value>,
+    after: &BTreeMap<String, Value>,
+) {
+    for (path, object) in before {
+        if !path.contains("/memcacheds/") {
+            assert_eq!(after.get(path), Some(object), "{path} changed");
+        }
+    }
+    assert_eq!(
+        after.len(),
+        before.len(),
+        "an object was created or deleted"
+    );
+}
+
+/// Exactly one Event with `reason` was recorded since the last call: a Warning saying `note`.
+fn assert_one_warning(api: &Shared, reason: &str, note: &str) {
+    let warnings: Vec<Value> = events(api)
+        .into_iter()
+        .filter(|e| e["reason"] == reason)
+        .collect();
+    assert!(
+        warnings.len() == 1 && warnings[0]["type"] == "Warning" && warnings[0]["note"] == note,
+        "{warnings:?}"
+    );
+}
+
 fn condition(api: &Shared, type_: &str) -> Value {
     api.lock().unwrap().objects[&cr_path()]["status"]["conditions"]
         .as_array()
@@ -246,14 +427,7 @@ async fn an_invalid_stored_spec_is_refused_visibly() {
     );
     let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
     assert_eq!(status["state"], "Degraded: InvalidSpec");
-    let warnings: Vec<Value> = events(&api)
-        .into_iter()
-        .filter(|e| e["reason"] == "InvalidSpec")
-        .collect();
-    assert!(
-        warnings.len() == 1 && warnings[0]["type"] == "Warning" && warnings[0]["note"] == message,
-        "{warnings:?}"
-    );
+    assert_one_warning(&api, "InvalidSpec", message);
 
     // Fixed: converges as usual.
     reconcile(store_cr(&api, json!({"replicas": 2})), ctx)
@@ -294,16 +468,7 @@ async fn an_invalid_spec_changes_nothing_that_runs() {
     reconcile(store_cr(&api, invalid), ctx).await.unwrap();
     assert_eq!(requests(&api), [format!("PATCH {}/status", cr_path())]);
     let after = api.lock().unwrap().objects.clone();
-    for (path, object) in &before {
-        if !path.contains("/memcacheds/") {
-            assert_eq!(after.get(path), Some(object), "{path} changed");
-        }
-    }
-    assert_eq!(
-        after.len(),
-        before.len(),
-        "an object was created or deleted"
-    );
+    assert_only_the_memcached_changed(&before, &after);
     let status = &after[&cr_path()]["status"];
     assert_eq!(status["serverList"], json!(["c.default:11211"]));
     assert_eq!(
@@ -314,6 +479,52 @@ async fn an_invalid_spec_changes_nothing_that_runs() {
         (Some(2), Some(2))
     );
     assert_eq!(status["state"], "Degraded: InvalidSpec");
+}
+
+/// A stored spec the types cannot hold (the CRD's schema lets
+/// `minAvailable: 4294967296` through) is reported on the Memcached, naming
+/// the field; what runs stays as it is, and the fixed spec converges.
+#[tokio::test]
+async fn an_unreadable_stored_spec_is_reported_and_changes_nothing() {
+    let api = Shared::default();
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    fake_api::sync(&mut writers, &api);
+    let valid = json!({"replicas": 2, "highAvailability": {"podDisruptionBudget": {"enabled": true, "maxUnavailable": 1}}});
+    reconcile_stored(store_stored(&api, valid.clone()), ctx.clone())
+        .await
+        .unwrap();
+    fake_api::sync(&mut writers, &api);
+    let before = api.lock().unwrap().objects.clone();
+    requests(&api);
+    events(&api);
+
+    let unreadable = json!({"replicas": 2, "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 4294967296_u64}}});
+    let stored = store_stored(&api, unreadable);
+    assert!(stored.readable().is_none());
+    let action = reconcile_stored(stored, ctx.clone()).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    assert_eq!(requests(&api), [format!("PATCH {}/status", cr_path())]);
+    let degraded = condition(&api, "Degraded");
+    let message = degraded["message"].as_str().unwrap_or_default();
+    assert_eq!(
+        (degraded["status"].as_str(), degraded["reason"].as_str()),
+        (Some("True"), Some("InvalidSpec"))
+    );
+    assert!(
+        message.starts_with(
+            r#"Memcached.memcached.c5c3.io "c" cannot be read: spec.highAvailability.podDisruptionBudget.minAvailable: "#
+        ),
+        "{message}"
+    );
+    assert_one_warning(&api, "InvalidSpec", message);
+    let after = api.lock().unwrap().objects.clone();
+    assert_only_the_memcached_changed(&before, &after);
+
+    // Fixed: converges as usual.
+    reconcile_stored(store_stored(&api, valid), ctx)
+        .await
+        .unwrap();
+    assert_eq!(condition(&api, "Degraded")["reason"], "ReplicasNotReady");
 }
 
 /// Each Event about a managed object names it (`related`, and the note), so

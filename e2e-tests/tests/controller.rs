@@ -3,7 +3,8 @@
 //! refusals and conflicts in status, readiness of standbys and the Lease
 //! handover after SIGTERM and SIGKILL, the StatefulSet name bound, an
 //! invalid spec stored without the policy, render against kubectl's strict
-//! validation, a Lease holder whose clock is behind.
+//! validation, a Lease holder whose clock is behind, secure `/metrics`, a
+//! Memcached the controller's types cannot read, a missing namespace.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -65,6 +66,14 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "10. secure /metrics: a metrics-reader scrapes, another ServiceAccount gets 403, no token 401",
         secure_metrics,
+    ),
+    (
+        "11. an unreadable Memcached is reported on itself; after a restart every other one converges",
+        unreadable_memcached,
+    ),
+    (
+        "12. without its namespace the controller exits saying so in one line",
+        missing_namespace_in_one_line,
     ),
 ];
 
@@ -611,31 +620,10 @@ fn refused_until_fixed(env: &Env, ns: &str) -> Result<(), String> {
     wait_for("the Memcached stored without the policy", SETTLE, || {
         env.kubectl.apply(&memcached(ns, "cache", spec.clone()))
     })?;
-    let mc = wait_for("Degraded InvalidSpec", SETTLE, || {
-        let mc = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
-        match condition(&mc, "Degraded") {
-            Some(c) if c["status"] == "True" && c["reason"] == "InvalidSpec" => Ok(mc.clone()),
-            other => Err(format!("Degraded {other:?}")),
-        }
-    })?;
-    let message = condition(&mc, "Degraded").map(|c| c["message"].clone());
+    let message = refused_visibly(env, ns, "cache")?;
     check(
-        message.as_ref().and_then(Value::as_str) == Some(expected.as_str()),
+        message == expected,
         format!("Degraded message {message:?}, the policy says {expected:?}"),
-    )?;
-    check(
-        mc["status"]["state"] == "Degraded: InvalidSpec",
-        format!("status.state {}", mc["status"]["state"]),
-    )?;
-    let events = env.kubectl.get(&["events.events.k8s.io", "-n", ns])?;
-    check(
-        events["items"].as_array().into_iter().flatten().any(|e| {
-            e["reason"] == "InvalidSpec"
-                && e["type"] == "Warning"
-                && e["regarding"]["name"] == "cache"
-                && e["note"] == expected.as_str()
-        }),
-        format!("no InvalidSpec Warning Event with the policy's message: {events}"),
     )?;
     println!(
         "     {}",
@@ -670,6 +658,150 @@ fn refused_until_fixed(env: &Env, ns: &str) -> Result<(), String> {
         condition(&mc, "Degraded").is_some_and(|c| c["status"] == "False"),
         format!("still degraded once fixed: {}", mc["status"]),
     )
+}
+
+/// The protect policy's webhook removed: a Memcached whose spec passes the
+/// CRD's schema but not the controller's types (`minAvailable: 4294967296`
+/// cannot be an int32) is stored, and the controller restarts, so its
+/// first list holds that object. The controller is ready, reconciles every
+/// other Memcached, reports the unreadable one on itself naming the field
+/// (Degraded/InvalidSpec, a Warning Event), creates nothing for it, and
+/// converges it once fixed.
+fn unreadable_memcached(env: &mut Env) -> Result<(), String> {
+    let ns = "unreadable";
+    ensure_namespace(env, ns)?;
+    env.unregister(&env.protect)?;
+    let result = reported_while_others_converge(env, ns);
+    let cleanup = env
+        .register(&env.protect)
+        .and_then(|()| env.wait_for_protection());
+    result.and(cleanup).and(delete_namespace(env, ns))
+}
+
+fn reported_while_others_converge(env: &mut Env, ns: &str) -> Result<(), String> {
+    let pdb = |min_available: Value| json!({"highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": min_available}}});
+    wait_for(
+        "the unreadable Memcached stored without the policy",
+        SETTLE,
+        || {
+            env.kubectl
+                .apply(&memcached(ns, "unreadable", pdb(json!(4_294_967_296_u64))))
+        },
+    )?;
+    if let Some(operator) = env.operator.take() {
+        operator.stop();
+    }
+    let operator = env.start_operator("operator-unreadable")?;
+    let ready = wait_for("the restarted controller ready", SETTLE, || {
+        operator
+            .ready()
+            .then_some(())
+            .ok_or_else(|| "not ready".to_string())
+    });
+    env.operator = Some(operator);
+    ready?;
+    env.kubectl.apply(&memcached(ns, "healthy", json!({})))?;
+    wait_ready(env, ns, "healthy", 1)?;
+
+    let expected = r#"Memcached.memcached.c5c3.io "unreadable" cannot be read: spec.highAvailability.podDisruptionBudget.minAvailable: "#;
+    let message = refused_visibly(env, ns, "unreadable")?;
+    println!("     {message}");
+    check(
+        message.starts_with(expected),
+        format!("Degraded message {message:?}, expected it to start with {expected:?}"),
+    )?;
+    let deployments = env.kubectl.get(&[
+        "deployments",
+        "-n",
+        ns,
+        "-l",
+        "app.kubernetes.io/instance=unreadable",
+    ])?;
+    check(
+        deployments["items"].as_array().is_some_and(Vec::is_empty),
+        format!("a Deployment was created for an unreadable spec: {deployments}"),
+    )?;
+
+    let mut fixed = pdb(json!(1));
+    fixed["replicas"] = json!(2);
+    env.kubectl.apply(&memcached(ns, "unreadable", fixed))?;
+    wait_ready(env, ns, "unreadable", 2).map(drop)
+}
+
+/// Started from a workstation against a cluster without its namespace, the
+/// controller exits 1 saying what is missing and how to fix it, in one
+/// line on stderr: no backtrace (even with `RUST_BACKTRACE=1`).
+fn missing_namespace_in_one_line(env: &mut Env) -> Result<(), String> {
+    let mut child = Command::new(&env.binaries.controller)
+        .args([
+            "run",
+            "--lease-namespace",
+            "nowhere",
+            "--identity",
+            "laptop",
+        ])
+        .args([
+            "--metrics-secure=false",
+            "--metrics-address",
+            &free_address()?,
+        ])
+        .args(["--health-address", &free_address()?])
+        // A developer's kubeconfig: may create Secrets anywhere.
+        .env("KUBECONFIG", &env.cluster.kubeconfig)
+        .env("RUST_BACKTRACE", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the controller: {e}"))?;
+    let status = wait_for("the controller to exit", SETTLE, || {
+        child
+            .try_wait()
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "still running".to_string())
+    });
+    let _ = child.kill();
+    let status = status?;
+    let stderr = std::io::read_to_string(child.stderr.take().ok_or("no stderr")?)
+        .map_err(|e| e.to_string())?;
+    println!("     {}", stderr.trim_end());
+    check(status.code() == Some(1), format!("exit status {status}"))?;
+    check(
+        stderr.lines().count() == 1
+            && stderr.starts_with(
+                r#"error: the controller's namespace "nowhere" does not exist: create it (kubectl create namespace nowhere)"#,
+            ),
+        format!("stderr is not the one-line explanation: {stderr:?}"),
+    )
+}
+
+/// Wait until Memcached `ns/name` is Degraded/InvalidSpec (status.state
+/// says so) with a Warning Event saying the same; the message.
+fn refused_visibly(env: &Env, ns: &str, name: &str) -> Result<String, String> {
+    let mc = wait_for(&format!("{name} Degraded InvalidSpec"), SETTLE, || {
+        let mc = env.kubectl.get(&["memcached", name, "-n", ns])?;
+        match condition(&mc, "Degraded") {
+            Some(c) if c["status"] == "True" && c["reason"] == "InvalidSpec" => Ok(mc.clone()),
+            other => Err(format!("Degraded {other:?}")),
+        }
+    })?;
+    let message = condition(&mc, "Degraded")
+        .and_then(|c| c["message"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    check(
+        mc["status"]["state"] == "Degraded: InvalidSpec",
+        format!("status.state {}", mc["status"]["state"]),
+    )?;
+    let events = env.kubectl.get(&["events.events.k8s.io", "-n", ns])?;
+    check(
+        events["items"].as_array().into_iter().flatten().any(|e| {
+            e["reason"] == "InvalidSpec"
+                && e["type"] == "Warning"
+                && e["regarding"]["name"] == name
+                && e["note"] == message.as_str()
+        }),
+        format!("no InvalidSpec Warning Event saying {message:?}: {events}"),
+    )?;
+    Ok(message)
 }
 
 /// The real API server's strict field validation and `render` name the same

@@ -7,14 +7,18 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use futures::channel::mpsc::UnboundedReceiver;
 use http::{Method, Request, Response, StatusCode};
 use kube::Client;
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
 use memcached_controller::cache::{self, Writers};
+use memcached_controller::live_stats::LiveStats;
 use memcached_controller::reconcile::Context;
+use memcached_controller::stored::Stored;
 use serde_json::{Value, json};
 
 /// Namespace of every object.
@@ -219,6 +223,13 @@ pub fn context(api: Shared) -> Arc<Context> {
 /// A reconcile context whose client talks to `api`, with an empty cache
 /// and the writers that fill it ([`sync`]).
 pub fn context_and_writers(api: Shared) -> (Arc<Context>, Writers) {
+    let (ctx, writers, _) = context_parts(api);
+    (ctx, writers)
+}
+
+/// [`context_and_writers`], and the Memcached objects the live stats ask to
+/// reconcile again.
+pub fn context_parts(api: Shared) -> (Arc<Context>, Writers, UnboundedReceiver<ObjectRef<Stored>>) {
     let (service, mut handle_) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     tokio::spawn(async move {
         while let Some((request, send)) = handle_.next_request().await {
@@ -244,6 +255,7 @@ pub fn context_and_writers(api: Shared) -> (Arc<Context>, Writers) {
         instance: None,
     };
     let (cache, writers) = cache::new();
+    let (live_stats, stats_changed) = LiveStats::new();
     let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
         client,
@@ -255,8 +267,9 @@ pub fn context_and_writers(api: Shared) -> (Arc<Context>, Writers) {
         cache,
         applied: Default::default(),
         secret_data: Default::default(),
+        live_stats,
     });
-    (ctx, writers)
+    (ctx, writers, stats_changed)
 }
 
 /// Relist every store from `api`'s objects: the managed kinds by the

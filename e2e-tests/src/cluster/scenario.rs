@@ -42,10 +42,16 @@ pub fn run_scenarios(mut env: Env, scenarios: &[(&str, Scenario)]) -> ! {
 }
 
 /// Run every scenario, even after one failed, printing each outcome with its
-/// time; the number that failed.
+/// time; the number that failed. `E2E_ONLY=<text>` runs only the scenarios
+/// whose name contains it (`E2E_ONLY="11."`); the others are skipped, and said so.
 pub fn run_each(env: &mut Env, scenarios: &[(&str, Scenario)]) -> usize {
+    let only = std::env::var("E2E_ONLY").unwrap_or_default();
+    let skipped = scenarios.iter().filter(|(n, _)| !n.contains(&only)).count();
+    if skipped > 0 {
+        println!("skipping {skipped} scenarios: E2E_ONLY={only:?}");
+    }
     let mut failed = 0;
-    for (name, scenario) in scenarios {
+    for (name, scenario) in scenarios.iter().filter(|(n, _)| n.contains(&only)) {
         let began = Instant::now();
         match scenario(env) {
             Ok(()) => println!("ok   {name} ({:.1}s)", began.elapsed().as_secs_f64()),
