@@ -68,7 +68,7 @@ pub const SECTIONS: [&str; 12] = [
         printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.state","description":"The Ready condition's reason, or Degraded: <reason>"}"#,
         printcolumn = r#"{"name":"Hit Ratio","type":"string","jsonPath":".status.hitRatio","description":"get_hits / (get_hits + get_misses) over the ready pods"}"#,
         printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-        printcolumn = r#"{"name":"Image","type":"string","jsonPath":".spec.image","priority":1,"description":"Memcached container image"}"#,
+        printcolumn = r#"{"name":"Image","type":"string","jsonPath":".status.image","priority":1,"description":"Memcached image of the pods"}"#,
         printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.memcachedVersion","priority":1,"description":"Version memcached reports"}"#,
         printcolumn = r#"{"name":"Connections","type":"integer","jsonPath":".status.currentConnections","priority":1,"description":"Open client connections over the ready pods"}"#
     )
@@ -420,6 +420,10 @@ pub struct MemcachedStatus {
     /// `labelSelectorPath`, for `kubectl scale` and HorizontalPodAutoscalers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
+    /// The memcached image of the pods' template: the spec's, or the
+    /// default when it names none (the Image column, also without the policy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     /// Version reported by memcached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memcached_version: Option<String>,

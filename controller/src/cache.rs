@@ -37,6 +37,7 @@ use memcached_api::Memcached;
 use serde::de::DeserializeOwned;
 
 use crate::apply::compact_managed_fields;
+use crate::secrets::SecretStamp;
 use crate::service_monitor;
 use crate::stored::Stored;
 use crate::workload::Workload;
@@ -402,10 +403,36 @@ fn keep_own_meta<K: Resource>(object: &mut K) {
 }
 
 /// A workload without its pod template (reconcile reads its metadata,
-/// `spec.replicas` and status).
+/// `spec.replicas`, status and its [`SecretStamp`]).
 fn keep_status<K: Workload>(object: &mut K) {
+    let stamp = object
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(SecretStamp::from_annotations);
     keep_own_meta(object);
+    if let Some(stamp) = stamp {
+        stamp.annotate(object.meta_mut().annotations.get_or_insert_default());
+    }
     object.drop_template();
+}
+
+/// The [`SecretStamp`] of Memcached `ns/name`'s workload of `kind`
+/// (`Deployment` or `StatefulSet`), as the cache holds it.
+pub fn secret_stamp(cache: &Cache, kind: &str, ns: &str, name: &str) -> Option<SecretStamp> {
+    let annotations = match kind {
+        "StatefulSet" => get(&cache.stateful_sets, ns, name)
+            .object?
+            .metadata
+            .annotations
+            .clone(),
+        _ => get(&cache.deployments, ns, name)
+            .object?
+            .metadata
+            .annotations
+            .clone(),
+    };
+    SecretStamp::from_annotations(&annotations?)
 }
 
 /// An EndpointSlice's endpoints and labels.

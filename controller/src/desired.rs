@@ -8,6 +8,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::DynamicObject;
 use memcached_api::{Memcached, MemcachedSpec};
 
+use crate::secrets::SecretStamp;
 use crate::{deployment, hpa, network_policy, pdb, service, service_monitor, stateful_set};
 
 /// The workload `spec.workload` names.
@@ -17,6 +18,18 @@ pub enum Workload {
     Deployment(Deployment),
     /// Stable per-pod names.
     StatefulSet(StatefulSet),
+}
+
+impl Workload {
+    /// Keep `stamp` on the workload's metadata (not the pod template's:
+    /// writing it restarts no pod).
+    pub fn stamp(&mut self, stamp: SecretStamp) {
+        let metadata = match self {
+            Workload::Deployment(d) => &mut d.metadata,
+            Workload::StatefulSet(s) => &mut s.metadata,
+        };
+        stamp.annotate(metadata.annotations.get_or_insert_default());
+    }
 }
 
 /// The desired objects; `None` where a feature is off. The server-list

@@ -1,10 +1,14 @@
 //! Live stats, collected apart from reconciling. A reconcile reads the last
 //! numbers collected for its Memcached and never waits for a pod: a frozen
 //! memcached costs its own collection a read timeout, never another
-//! Memcached's reconcile. Collections run in the background, one at a time
-//! per Memcached and at most every [`MIN_INTERVAL`]; when one ends with
-//! other numbers than the last, the Memcached is reconciled again so its
-//! status shows them.
+//! Memcached's reconcile.
+//!
+//! Each reconcile starts a collection in the background (one at a time per
+//! Memcached, at most every [`MIN_INTERVAL`]) unless it reads numbers
+//! fresh from one. A collection that ends with other numbers than the last
+//! reconciles the Memcached again, and that reconcile writes them without
+//! starting another: a change is in the status within one collection, and
+//! a busy cache whose numbers always change causes no loop.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,8 +21,8 @@ use kube::runtime::reflector::ObjectRef;
 use crate::stats::{ClusterStats, StatsClient};
 use crate::stored::Stored;
 
-/// Least time between two collections of one Memcached.
-pub const MIN_INTERVAL: Duration = Duration::from_secs(10);
+/// Least time between two collections of one Memcached of the same pods.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The last stats of every Memcached, by `namespace/name`.
 pub struct LiveStats {
@@ -36,6 +40,8 @@ struct Entry {
     started: Option<Instant>,
     /// The pods it reads.
     addresses: Vec<SocketAddr>,
+    /// `stats` changed with the last collection and no reconcile read it yet.
+    fresh: bool,
 }
 
 impl LiveStats {
@@ -51,9 +57,9 @@ impl LiveStats {
     }
 
     /// The last stats collected for Memcached `namespace/name` (none yet:
-    /// empty); starts collecting from `addresses` with `client` when no
-    /// collection runs and the last one read other pods or started
-    /// [`MIN_INTERVAL`] ago.
+    /// empty); starts collecting from `addresses` with `client` unless a
+    /// collection runs, or the last one read the same pods and either
+    /// brought these numbers or started less than [`MIN_INTERVAL`] ago.
     pub fn read(
         self: &Arc<Self>,
         namespace: &str,
@@ -66,9 +72,10 @@ impl LiveStats {
             return ClusterStats::default();
         };
         let entry = entries.entry(key.clone()).or_default();
+        let fresh = std::mem::take(&mut entry.fresh);
         let due = !entry.running
             && (entry.addresses != addresses
-                || entry.started.is_none_or(|t| t.elapsed() >= MIN_INTERVAL));
+                || (!fresh && entry.started.is_none_or(|t| t.elapsed() >= MIN_INTERVAL)));
         if due {
             entry.running = true;
             entry.started = Some(Instant::now());
@@ -89,9 +96,9 @@ impl LiveStats {
         let changed = self.entries.lock().ok().and_then(|mut entries| {
             let entry = entries.get_mut(key)?;
             entry.running = false;
-            let changed = entry.stats != stats;
+            entry.fresh = entry.stats != stats;
             entry.stats = stats;
-            Some(changed)
+            Some(entry.fresh)
         });
         if changed == Some(true) {
             let _ = self.changed.unbounded_send(object);
@@ -108,23 +115,52 @@ impl LiveStats {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use futures::StreamExt;
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
 
     use super::*;
 
-    /// A server that answers one `stats` with `version`.
-    async fn server(version: &'static str) -> SocketAddr {
+    /// A server that answers one `stats` with `version`; the connections it
+    /// accepted.
+    async fn counted(version: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
         tokio::spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {
-                let answer = format!("STAT version {version}\r\nEND\r\n");
+                // Each answer differs: the numbers always change.
+                let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                let answer =
+                    format!("STAT version {version}\r\nSTAT curr_connections {n}\r\nEND\r\n");
                 let _ = socket.write_all(answer.as_bytes()).await;
             }
         });
-        addr
+        (addr, accepted)
+    }
+
+    async fn server(version: &'static str) -> SocketAddr {
+        counted(version).await.0
+    }
+
+    #[tokio::test]
+    async fn the_reconcile_that_reads_fresh_numbers_starts_no_collection() {
+        let (board, mut changed) = LiveStats::new();
+        let (addr, accepted) = counted("1.6.40").await;
+        board.read("ns", "c", StatsClient::default(), vec![addr]);
+        changed.next().await.unwrap();
+        tokio::time::sleep(MIN_INTERVAL).await;
+        let read = board.read("ns", "c", StatsClient::default(), vec![addr]);
+        assert_eq!(read.current_connections, Some(1));
+        tokio::time::sleep(MIN_INTERVAL).await;
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "no loop");
+        // The next reconcile collects again.
+        board.read("ns", "c", StatsClient::default(), vec![addr]);
+        changed.next().await.unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

@@ -39,7 +39,7 @@ use crate::live_stats::LiveStats;
 use crate::metrics::{Instance, Metrics};
 use crate::network_policy::Access;
 use crate::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
-use crate::secrets::{self, SecretCache, SecretData};
+use crate::secrets::{self, Mounted, SecretCache, SecretData, SecretStamp};
 use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
 use crate::status::{self, Observed};
 use crate::stored::{Stored, Unreadable};
@@ -123,7 +123,11 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         return refuse_invalid(&ctx, &mc, &spec, &errors).await;
     }
 
-    let (secrets, missing) = secrets::read(
+    let Mounted {
+        data: secrets,
+        missing,
+        versions,
+    } = secrets::read(
         &Api::namespaced(client.clone(), &ns),
         &ctx.cache.secrets,
         &ctx.secret_data,
@@ -148,8 +152,21 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         let message = format!("{}: running pods keep their Secret", problem.message);
         warn(&ctx, mc.as_ref(), INVALID_AUTH_SECRET, message, None).await;
     }
-    let hash = (!secrets.is_empty()).then(|| secrets::hash(&ctx.hash_key, &secrets));
-    let desired = Desired::new(&mc, spec.clone(), hash.as_deref(), &ctx.access);
+    let hash = (!secrets.is_empty()).then(|| {
+        let live = running_workload(&ctx, mc.meta(), spec.stateful_set()).0;
+        let stamp = cache::secret_stamp(&ctx.cache, live, &ns, &name);
+        match stamp {
+            // The same Secret versions: the same data. Kept as it is, so a
+            // new hash key (the key Secret deleted, another installation)
+            // restarts no pod.
+            Some(stamp) if stamp.versions == versions => stamp.hash,
+            _ => secrets::hash(&ctx.hash_key, &secrets),
+        }
+    });
+    let mut desired = Desired::new(&mc, spec.clone(), hash.as_deref(), &ctx.access);
+    if let Some(hash) = hash {
+        desired.workload.stamp(SecretStamp { hash, versions });
+    }
 
     let mut applied = Applied::new(&ctx, &mc);
     // A missing or invalid Secret would break running pods on rollout
@@ -405,6 +422,7 @@ where
             .status
             .and_then(|s| s.server_list.clone())
             .unwrap_or_default(),
+        image: refused.status.and_then(|s| s.image.clone()),
         stable_names: true,
         ..Default::default()
     };
@@ -779,6 +797,7 @@ fn observe(
         missing_secrets: missing,
         generation: mc.metadata.generation,
         selector: crate::labels::selector_string(mc),
+        image: spec.image.clone(),
         ..Default::default()
     }
 }
@@ -857,13 +876,51 @@ async fn write_status(
     if previous == Some(&new) {
         return Ok(());
     }
-    let patch =
+    let mut patch =
         json!({"apiVersion": Memcached::api_version(&()), "kind": "Memcached", "status": new});
-    api.patch_status(
-        name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(patch),
-    )
-    .await?;
-    Ok(())
+    let params = PatchParams::apply(MANAGER).force();
+    // A CRD older than this controller (Helm never upgrades `crds/`) refuses
+    // the status fields it does not declare: the others are still written.
+    loop {
+        match api.patch_status(name, &params, &Patch::Apply(&patch)).await {
+            Err(kube::Error::Api(e)) if e.code == 500 => {
+                let removed = undeclared_status_field(&e.message)
+                    .and_then(|field| patch["status"].as_object_mut()?.remove_entry(field));
+                let Some((field, _)) = removed else {
+                    return Err(kube::Error::Api(e).into());
+                };
+                tracing::warn!(
+                    field,
+                    "the installed CRD does not declare status.{field}: apply deploy/crd.yaml \
+                     (helm upgrade never upgrades a chart's crds/)"
+                );
+            }
+            result => return result.map(drop).map_err(Error::from),
+        }
+    }
+}
+
+/// `image` from the API server's `.status.image: field not declared in schema`.
+fn undeclared_status_field(message: &str) -> Option<&str> {
+    let (before, _) = message.split_once(": field not declared in schema")?;
+    let (_, path) = before.rsplit_once(".status.")?;
+    Some(path).filter(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::undeclared_status_field;
+
+    #[test]
+    fn the_undeclared_status_field_is_read_from_the_api_servers_message() {
+        let message = "failed to create typed patch object (/; memcached.c5c3.io/v1beta1, \
+                       Kind=Memcached): .status.image: field not declared in schema";
+        assert_eq!(undeclared_status_field(message), Some("image"));
+        let nested = "...: .status.conditions[type=\"Ready\"].foo: field not declared in schema";
+        assert_eq!(undeclared_status_field(nested), None, "only whole fields");
+        assert_eq!(
+            undeclared_status_field("etcdserver: request timed out"),
+            None
+        );
+    }
 }

@@ -18,7 +18,7 @@ use ring::hmac;
 
 use crate::args::AUTH_KEY;
 use crate::cache::Meta;
-use crate::pod_template::{AUTH_VOLUME, secret_mounts};
+use crate::pod_template::{AUTH_VOLUME, SECRET_HASH_ANNOTATION, secret_mounts};
 use crate::stored::Stored;
 
 /// One Secret's data: key to bytes.
@@ -80,20 +80,63 @@ impl SecretCache {
     }
 }
 
-/// The Secrets `spec` mounts, and the names of those that do not exist.
+/// Workload annotation: the [`Mounted::versions`] the pods' Secret hash was
+/// computed from (the hash is beside it, under the pod template's name).
+pub const SECRET_VERSIONS_ANNOTATION: &str = "memcached.c5c3.io/secret-versions";
+
+/// The pods' Secret hash and the Secret versions it was computed from, kept
+/// on the workload's metadata.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretStamp {
+    /// The pod template's `memcached.c5c3.io/secret-hash`.
+    pub hash: String,
+    /// [`Mounted::versions`].
+    pub versions: String,
+}
+
+impl SecretStamp {
+    /// The stamp in `annotations`, if both parts are there.
+    pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Option<Self> {
+        Some(SecretStamp {
+            hash: annotations.get(SECRET_HASH_ANNOTATION)?.clone(),
+            versions: annotations.get(SECRET_VERSIONS_ANNOTATION)?.clone(),
+        })
+    }
+
+    /// Write the stamp into `annotations`.
+    pub fn annotate(self, annotations: &mut BTreeMap<String, String>) {
+        annotations.insert(SECRET_HASH_ANNOTATION.into(), self.hash);
+        annotations.insert(SECRET_VERSIONS_ANNOTATION.into(), self.versions);
+    }
+}
+
+/// The Secrets a spec mounts, as read.
+#[derive(Debug, Default)]
+pub struct Mounted {
+    /// Their data, by Secret name.
+    pub data: SecretData,
+    /// The names of those that do not exist.
+    pub missing: Vec<String>,
+    /// `name=resourceVersion` of each one read, comma-separated: while it
+    /// stays the same, so does the data.
+    pub versions: String,
+}
+
+/// The Secrets `spec` mounts.
 pub async fn read(
     api: &Api<Secret>,
     versions: &Store<Meta<Secret>>,
     cached: &SecretCache,
     spec: &MemcachedSpec,
-) -> Result<(SecretData, Vec<String>), kube::Error> {
+) -> Result<Mounted, kube::Error> {
     let ns = api.namespace().unwrap_or_default().to_string();
-    let mut found = SecretData::new();
-    let mut missing = Vec::new();
+    let mut mounted = Mounted::default();
     for (_, name, _) in secret_mounts(spec) {
         let key = (ns.clone(), name.clone());
-        let data = match version(versions, &ns, &name).and_then(|v| cached.get(&key, &v)) {
-            Some(data) => Some(data),
+        let entry = match version(versions, &ns, &name)
+            .and_then(|v| cached.get(&key, &v).map(|data| (v, data)))
+        {
+            Some(entry) => Some(entry),
             // New, changed, or not seen by the watch (yet): read it.
             None => {
                 let secret = api.get_opt(&name).await?;
@@ -104,17 +147,21 @@ pub async fn read(
                     (version, Arc::new(data))
                 });
                 cached.set(key, entry.clone());
-                entry.map(|(_, data)| data)
+                entry
             }
         };
-        match data {
-            Some(data) => {
-                found.insert(name, (*data).clone());
+        match entry {
+            Some((version, data)) => {
+                if !mounted.versions.is_empty() {
+                    mounted.versions.push(',');
+                }
+                mounted.versions.push_str(&format!("{name}={version}"));
+                mounted.data.insert(name, (*data).clone());
             }
-            None => missing.push(name),
+            None => mounted.missing.push(name),
         }
     }
-    Ok((found, missing))
+    Ok(mounted)
 }
 
 /// The resourceVersion of the Secret `ns/name` as the watch saw it. A plain

@@ -43,6 +43,8 @@ pub struct Observed {
     pub foreign: bool,
     /// The pods' label selector as a string (`status.selector`).
     pub selector: String,
+    /// The memcached image of the pod template (`status.image`).
+    pub image: Option<String>,
 }
 
 /// Degraded and Ready reason while ready pods accept connections but do not answer.
@@ -173,6 +175,7 @@ pub fn compute(
         ready: Some(format!("{}/{}", seen.ready, seen.desired)),
         state: Some(state),
         selector: Some(seen.selector.clone()).filter(|s| !s.is_empty()),
+        image: seen.image.clone(),
         memcached_version: stats.version.clone(),
         current_connections: stats.current_connections,
         hit_ratio: stats.hit_ratio.clone(),

@@ -65,7 +65,7 @@ fn serves_both_versions_with_one_schema_and_stores_v1beta1() {
                 ("Status", ".status.state", 0),
                 ("Hit Ratio", ".status.hitRatio", 0),
                 ("Age", ".metadata.creationTimestamp", 0),
-                ("Image", ".spec.image", 1),
+                ("Image", ".status.image", 1),
                 ("Version", ".status.memcachedVersion", 1),
                 ("Connections", ".status.currentConnections", 1),
             ]

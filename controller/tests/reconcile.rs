@@ -285,6 +285,48 @@ async fn an_invalid_auth_secret_keeps_running_pods() {
     assert_ne!(condition(&api, "Degraded")["reason"], "InvalidAuthSecret");
 }
 
+/// A controller with another hash key (its key Secret deleted and created
+/// again, or a second installation) changes no pod template while the
+/// Secrets stay the same; changed Secret data still rolls the pods.
+#[tokio::test]
+async fn a_new_hash_key_restarts_no_pod() {
+    let api = Shared::default();
+    insert(&api, path("v1", "secrets", "auth"), auth_secret("1"));
+    let spec =
+        json!({"security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "auth"}}}});
+    let deployment = path("apps/v1", "deployments", "c");
+    let template_hash = |api: &Shared| {
+        api.lock().unwrap().objects[&deployment]["spec"]["template"]["metadata"]["annotations"]
+            ["memcached.c5c3.io/secret-hash"]
+            .clone()
+    };
+    let (first, mut writers, _) = fake_api::context_with_key(api.clone(), b"first key");
+    fake_api::sync(&mut writers, &api);
+    reconcile(store_cr(&api, spec.clone()), first)
+        .await
+        .unwrap();
+    let before = template_hash(&api);
+    assert!(before.is_string(), "no Secret hash on the pod template");
+
+    let (second, mut writers, _) = fake_api::context_with_key(api.clone(), b"second key");
+    fake_api::sync(&mut writers, &api);
+    reconcile(store_cr(&api, spec.clone()), second.clone())
+        .await
+        .unwrap();
+    assert_eq!(template_hash(&api), before, "the new key rolled the pods");
+
+    let mut rotated = auth_secret("2");
+    rotated["data"]["auth"] = json!("dTpxCg=="); // "u:q\n"
+    insert(&api, path("v1", "secrets", "auth"), rotated);
+    fake_api::sync(&mut writers, &api);
+    reconcile(store_cr(&api, spec), second).await.unwrap();
+    assert_ne!(
+        template_hash(&api),
+        before,
+        "new Secret data rolls the pods"
+    );
+}
+
 /// A pod that accepts connections and never answers (a frozen memcached)
 /// delays no reconcile: the stats are read in the background, and once the
 /// read timed out the Memcached is reconciled again and names the pod
@@ -739,14 +781,30 @@ async fn a_converged_memcached_sends_no_request() {
     reconcile(mc.clone(), ctx.clone()).await.unwrap();
     assert_eq!(requests(&api), Vec::<String>::new());
 
-    // A rotated Secret is read again (and rolls the pods).
+    // A Secret written again with the same data is read again; the
+    // Deployment records its new version, and the pods keep their hash.
+    let deployment = path("apps/v1", "deployments", "c");
+    let template =
+        |api: &Shared| api.lock().unwrap().objects[&deployment]["spec"]["template"].clone();
+    let before = template(&api);
     insert(&api, path("v1", "secrets", "auth"), auth_secret("2"));
     fake_api::sync(&mut writers, &api);
     reconcile(mc, ctx).await.unwrap();
     assert_eq!(
         requests(&api),
-        [format!("GET {}", path("v1", "secrets", "auth"))],
+        [
+            format!("GET {}", path("v1", "secrets", "auth")),
+            format!("PATCH {deployment}")
+        ],
+    );
+    assert_eq!(
+        template(&api),
+        before,
         "the same data: the pods keep their hash"
+    );
+    assert_eq!(
+        api.lock().unwrap().objects[&deployment]["metadata"]["annotations"]["memcached.c5c3.io/secret-versions"],
+        "auth=2"
     );
 }
 

@@ -4,7 +4,8 @@
 //! handover after SIGTERM and SIGKILL, the StatefulSet name bound, an
 //! invalid spec stored without the policy, render against kubectl's strict
 //! validation, a Lease holder whose clock is behind, secure `/metrics`, a
-//! Memcached the controller's types cannot read, a missing namespace.
+//! Memcached the controller's types cannot read, a missing namespace, a CRD
+//! older than the controller.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -74,6 +75,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "12. without its namespace the controller exits saying so in one line",
         missing_namespace_in_one_line,
+    ),
+    (
+        "13. an older CRD without a status field the controller writes: the rest is written",
+        older_crd,
     ),
 ];
 
@@ -657,6 +662,16 @@ fn refused_until_fixed(env: &Env, ns: &str) -> Result<(), String> {
     check(
         condition(&mc, "Degraded").is_some_and(|c| c["status"] == "False"),
         format!("still degraded once fixed: {}", mc["status"]),
+    )?;
+    // Without the policy nothing defaulted spec.image: the Image column
+    // shows the image the controller runs.
+    let wide = env
+        .kubectl
+        .ok(&["get", "memcached", "cache", "-n", ns, "-o", "wide"])?;
+    println!("     {}", wide.trim_end().replace('\n', "\n     "));
+    check(
+        mc["status"]["image"] == memcached_api::defaults::IMAGE,
+        format!("status.image {}", mc["status"]["image"]),
     )
 }
 
@@ -802,6 +817,41 @@ fn refused_visibly(env: &Env, ns: &str, name: &str) -> Result<String, String> {
         format!("no InvalidSpec Warning Event saying {message:?}: {events}"),
     )?;
     Ok(message)
+}
+
+/// The CRD as an older release installed it (no `status.image`), as after
+/// a `helm upgrade`, which never upgrades a chart's `crds/`: the controller
+/// still converges and writes every status field the CRD declares. The
+/// current CRD is applied again afterwards, whatever happened.
+fn older_crd(env: &mut Env) -> Result<(), String> {
+    let ns = "older-crd";
+    ensure_namespace(env, ns)?;
+    let image = "/schema/openAPIV3Schema/properties/status/properties/image";
+    let remove: Vec<Value> = (0..2)
+        .map(|v| json!({"op": "remove", "path": format!("/spec/versions/{v}{image}")}))
+        .collect();
+    let crd = "crd/memcacheds.memcached.c5c3.io";
+    env.kubectl.ok(&[
+        "patch",
+        crd,
+        "--type=json",
+        "-p",
+        &Value::Array(remove).to_string(),
+    ])?;
+    let result = (|| {
+        env.kubectl.apply(&memcached(ns, "cache", json!({})))?;
+        let mc = wait_ready(env, ns, "cache", 1)?;
+        check(
+            mc["status"]["image"].is_null() && mc["status"]["selector"].is_string(),
+            format!("status {}", mc["status"]),
+        )
+    })();
+    let crd_file = e2e_tests::workspace_root().join("deploy/crd.yaml");
+    let restore = env
+        .kubectl
+        .ok(&["apply", "-f", &crd_file.to_string_lossy()])
+        .map(drop);
+    result.and(restore).and(delete_namespace(env, ns))
 }
 
 /// The real API server's strict field validation and `render` name the same

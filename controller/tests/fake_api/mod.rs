@@ -230,6 +230,14 @@ pub fn context_and_writers(api: Shared) -> (Arc<Context>, Writers) {
 /// [`context_and_writers`], and the Memcached objects the live stats ask to
 /// reconcile again.
 pub fn context_parts(api: Shared) -> (Arc<Context>, Writers, UnboundedReceiver<ObjectRef<Stored>>) {
+    context_with_key(api, b"test key")
+}
+
+/// [`context_parts`] of a controller whose Secret hash key is `hash_key`.
+pub fn context_with_key(
+    api: Shared,
+    hash_key: &[u8],
+) -> (Arc<Context>, Writers, UnboundedReceiver<ObjectRef<Stored>>) {
     let (service, mut handle_) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     tokio::spawn(async move {
         while let Some((request, send)) = handle_.next_request().await {
@@ -262,7 +270,7 @@ pub fn context_parts(api: Shared) -> (Arc<Context>, Writers, UnboundedReceiver<O
         failures: Default::default(),
         metrics: Default::default(),
         validation: Default::default(),
-        hash_key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"test key"),
+        hash_key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, hash_key),
         access: Default::default(),
         cache,
         applied: Default::default(),
