@@ -4,16 +4,16 @@
 //! Memcached's reconcile.
 //!
 //! Each reconcile starts a collection in the background (one at a time per
-//! Memcached, at most every [`MIN_INTERVAL`]) unless it reads numbers
-//! fresh from one. A collection that ends with other numbers than the last
-//! reconciles the Memcached again, and that reconcile writes them without
-//! starting another: a change is in the status within one collection, and
-//! a busy cache whose numbers always change causes no loop.
+//! Memcached) unless it reads numbers fresh from one; a reconcile that comes
+//! while one runs gets another one after it. A collection that ends with
+//! other numbers than the last (or that a reconcile waits for) reconciles
+//! the Memcached again, and that reconcile writes them without starting
+//! another: a change is in the status one collection after a reconcile,
+//! and a busy cache whose numbers always change causes no loop.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::runtime::reflector::ObjectRef;
@@ -21,32 +21,30 @@ use kube::runtime::reflector::ObjectRef;
 use crate::stats::{ClusterStats, StatsClient};
 use crate::stored::Stored;
 
-/// Least time between two collections of one Memcached of the same pods.
-pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
-
 /// The last stats of every Memcached, by `namespace/name`.
 pub struct LiveStats {
     entries: Mutex<HashMap<String, Entry>>,
-    /// Memcached objects whose numbers changed: reconciled again.
+    /// Memcached objects to reconcile again for their numbers.
     changed: UnboundedSender<ObjectRef<Stored>>,
 }
 
 #[derive(Default)]
 struct Entry {
-    stats: ClusterStats,
+    /// What the last collection read; `None` before the first one ended.
+    stats: Option<ClusterStats>,
     /// A collection runs.
     running: bool,
-    /// When the last collection started.
-    started: Option<Instant>,
     /// The pods it reads.
     addresses: Vec<SocketAddr>,
-    /// `stats` changed with the last collection and no reconcile read it yet.
+    /// The last collection brought new numbers no reconcile read yet.
     fresh: bool,
+    /// A reconcile came while a collection ran: collect again after it.
+    wanted: bool,
 }
 
 impl LiveStats {
-    /// An empty board, and the Memcached objects to reconcile again when
-    /// their numbers changed.
+    /// An empty board, and the Memcached objects to reconcile again for
+    /// their numbers.
     pub fn new() -> (Arc<Self>, UnboundedReceiver<ObjectRef<Stored>>) {
         let (changed, receiver) = unbounded();
         let board = LiveStats {
@@ -56,29 +54,28 @@ impl LiveStats {
         (Arc::new(board), receiver)
     }
 
-    /// The last stats collected for Memcached `namespace/name` (none yet:
-    /// empty); starts collecting from `addresses` with `client` unless a
-    /// collection runs, or the last one read the same pods and either
-    /// brought these numbers or started less than [`MIN_INTERVAL`] ago.
+    /// The last stats collected for Memcached `namespace/name` (`None`
+    /// before the first collection ended; empty without pods); starts collecting from
+    /// `addresses` with `client` unless one runs, or the last one read the
+    /// same pods and brought these numbers.
     pub fn read(
         self: &Arc<Self>,
         namespace: &str,
         name: &str,
         client: StatsClient,
         addresses: Vec<SocketAddr>,
-    ) -> ClusterStats {
+    ) -> Option<ClusterStats> {
+        if addresses.is_empty() {
+            return Some(ClusterStats::default()); // no ready pod to read
+        }
         let key = format!("{namespace}/{name}");
-        let Ok(mut entries) = self.entries.lock() else {
-            return ClusterStats::default();
-        };
+        let mut entries = self.entries.lock().ok()?;
         let entry = entries.entry(key.clone()).or_default();
         let fresh = std::mem::take(&mut entry.fresh);
-        let due = !entry.running
-            && (entry.addresses != addresses
-                || (!fresh && entry.started.is_none_or(|t| t.elapsed() >= MIN_INTERVAL)));
-        if due {
+        if entry.running {
+            entry.wanted = true;
+        } else if !fresh || entry.addresses != addresses {
             entry.running = true;
-            entry.started = Some(Instant::now());
             entry.addresses.clone_from(&addresses);
             let board = self.clone();
             let object = ObjectRef::new(name).within(namespace);
@@ -90,17 +87,21 @@ impl LiveStats {
         entry.stats.clone()
     }
 
-    /// Keep what a collection read; reconcile the Memcached again when it
-    /// differs from the last numbers (not when it was forgotten meanwhile).
+    /// Keep what a collection read; reconcile the Memcached again when the
+    /// numbers changed or a reconcile waits for another collection (not
+    /// when it was forgotten meanwhile).
     fn finished(&self, key: &str, stats: ClusterStats, object: ObjectRef<Stored>) {
-        let changed = self.entries.lock().ok().and_then(|mut entries| {
+        let again = self.entries.lock().ok().and_then(|mut entries| {
             let entry = entries.get_mut(key)?;
             entry.running = false;
-            entry.fresh = entry.stats != stats;
-            entry.stats = stats;
-            Some(entry.fresh)
+            let changed = entry.stats.as_ref() != Some(&stats);
+            entry.stats = Some(stats);
+            let wanted = std::mem::take(&mut entry.wanted);
+            // Waited for: the next reconcile collects again.
+            entry.fresh = changed && !wanted;
+            Some(changed || wanted)
         });
-        if changed == Some(true) {
+        if again == Some(true) {
             let _ = self.changed.unbounded_send(object);
         }
     }
@@ -116,6 +117,7 @@ impl LiveStats {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
     use futures::StreamExt;
     use tokio::io::AsyncWriteExt;
@@ -123,8 +125,8 @@ mod tests {
 
     use super::*;
 
-    /// A server that answers one `stats` with `version`; the connections it
-    /// accepted.
+    /// A server that answers one `stats` with `version` and the number of
+    /// connections it accepted (the numbers always change); that number.
     async fn counted(version: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -132,7 +134,6 @@ mod tests {
         let count = accepted.clone();
         tokio::spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {
-                // Each answer differs: the numbers always change.
                 let n = count.fetch_add(1, Ordering::SeqCst) + 1;
                 let answer =
                     format!("STAT version {version}\r\nSTAT curr_connections {n}\r\nEND\r\n");
@@ -146,16 +147,33 @@ mod tests {
         counted(version).await.0
     }
 
+    fn version(stats: Option<ClusterStats>) -> Option<String> {
+        stats?.version
+    }
+
+    #[tokio::test]
+    async fn nothing_is_known_before_the_first_collection_then_it_reconciles_again() {
+        let (board, mut changed) = LiveStats::new();
+        let addr = server("1.6.40").await;
+        assert_eq!(
+            board.read("ns", "c", StatsClient::default(), vec![addr]),
+            None
+        );
+        let object = changed.next().await.unwrap();
+        assert_eq!(object, ObjectRef::new("c").within("ns"));
+        let read = board.read("ns", "c", StatsClient::default(), vec![addr]);
+        assert_eq!(version(read), Some("1.6.40".into()));
+    }
+
     #[tokio::test]
     async fn the_reconcile_that_reads_fresh_numbers_starts_no_collection() {
         let (board, mut changed) = LiveStats::new();
         let (addr, accepted) = counted("1.6.40").await;
         board.read("ns", "c", StatsClient::default(), vec![addr]);
         changed.next().await.unwrap();
-        tokio::time::sleep(MIN_INTERVAL).await;
         let read = board.read("ns", "c", StatsClient::default(), vec![addr]);
-        assert_eq!(read.current_connections, Some(1));
-        tokio::time::sleep(MIN_INTERVAL).await;
+        assert_eq!(read.and_then(|s| s.current_connections), Some(1));
+        tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "no loop");
         // The next reconcile collects again.
         board.read("ns", "c", StatsClient::default(), vec![addr]);
@@ -164,30 +182,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_first_read_is_empty_and_the_collection_reconciles_again() {
+    async fn a_reconcile_during_a_collection_gets_one_after_it() {
         let (board, mut changed) = LiveStats::new();
-        let addr = server("1.6.40").await;
-        let first = board.read("ns", "c", StatsClient::default(), vec![addr]);
-        assert_eq!(first, ClusterStats::default());
-        let object = changed.next().await.unwrap();
-        assert_eq!(object, ObjectRef::new("c").within("ns"));
-        let second = board.read("ns", "c", StatsClient::default(), vec![addr]);
-        assert_eq!(second.version.as_deref(), Some("1.6.40"));
-        assert_eq!(second.reachable, 1);
+        let (addr, accepted) = counted("1.6.40").await;
+        board.read("ns", "c", StatsClient::default(), vec![addr]);
+        board.read("ns", "c", StatsClient::default(), vec![addr]);
+        board.read("ns", "c", StatsClient::default(), vec![addr]);
+        changed.next().await.unwrap();
+        // Waited for: this reconcile collects again, once.
+        board.read("ns", "c", StatsClient::default(), vec![addr]);
+        changed.next().await.unwrap();
+        let read = board.read("ns", "c", StatsClient::default(), vec![addr]);
+        assert_eq!(read.and_then(|s| s.current_connections), Some(2));
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]
-    async fn other_pods_are_read_at_once_the_same_ones_after_the_interval() {
+    async fn other_pods_are_read_at_once() {
         let (board, mut changed) = LiveStats::new();
         let (old, new) = (server("1.6.39").await, server("1.6.40").await);
         board.read("ns", "c", StatsClient::default(), vec![old]);
         changed.next().await.unwrap();
-        let read = board.read("ns", "c", StatsClient::default(), vec![old]);
-        assert_eq!(read.version.as_deref(), Some("1.6.39"));
-        board.read("ns", "c", StatsClient::default(), vec![new]);
+        let read = board.read("ns", "c", StatsClient::default(), vec![new]);
+        assert_eq!(version(read), Some("1.6.39".into()));
         changed.next().await.unwrap();
         let read = board.read("ns", "c", StatsClient::default(), vec![new]);
-        assert_eq!(read.version.as_deref(), Some("1.6.40"));
+        assert_eq!(version(read), Some("1.6.40".into()));
     }
 
     #[tokio::test]

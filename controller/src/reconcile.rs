@@ -285,7 +285,11 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         (None, _) => ClusterStats::default(),
         (Some(_), Ok(client)) => {
             let addresses = ready_addresses(&ctx.cache.endpoint_slices, &ns, &name);
-            ctx.live_stats.read(&ns, &name, client, addresses)
+            // Not collected yet (a restarted controller): the numbers in
+            // the status stay until the first collection ends.
+            ctx.live_stats
+                .read(&ns, &name, client, addresses)
+                .unwrap_or_else(|| ClusterStats::from_status(mc.status.as_ref()))
         }
         (Some(_), Err(e)) => {
             let message =

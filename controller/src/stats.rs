@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
+use memcached_api::MemcachedStatus;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
@@ -76,6 +77,18 @@ pub struct ClusterStats {
     pub reachable: usize,
     /// Servers that accepted a connection but did not answer ([`StatsError::Silent`]).
     pub silent: Vec<SocketAddr>,
+}
+
+impl ClusterStats {
+    /// The numbers a status shows (none read by this process yet).
+    pub fn from_status(status: Option<&MemcachedStatus>) -> Self {
+        ClusterStats {
+            version: status.and_then(|s| s.memcached_version.clone()),
+            current_connections: status.and_then(|s| s.current_connections),
+            hit_ratio: status.and_then(|s| s.hit_ratio.clone()),
+            ..Default::default()
+        }
+    }
 }
 
 /// Username and password for memcached's ASCII authentication (`-Y`).
