@@ -5,7 +5,7 @@
 //! invalid spec stored without the policy, render against kubectl's strict
 //! validation, a Lease holder whose clock is behind, secure `/metrics`, a
 //! Memcached the controller's types cannot read, a missing namespace, a CRD
-//! older than the controller.
+//! older than the controller, the guard on the controller's writes.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -20,7 +20,8 @@ use e2e_tests::cluster::scenario::{
     wait_ready,
 };
 use e2e_tests::cluster::{
-    Env, OPERATOR_NAMESPACE, Operator, Outcome, condition, metrics_reader_token, scrape, wait_for,
+    Env, Kubectl, OPERATOR_NAMESPACE, Operator, Outcome, condition, metrics_reader_token, scrape,
+    wait_for,
 };
 use memcached_api::field::invalid_message;
 use memcached_api::validation::{self, ObjectName, Options};
@@ -79,6 +80,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "13. an older CRD without a status field the controller writes: the rest is written",
         older_crd,
+    ),
+    (
+        "14. the controller's token writes only objects it manages (deploy/rbac-writes-guard.yaml)",
+        writes_only_its_own,
     ),
 ];
 
@@ -852,6 +857,64 @@ fn older_crd(env: &mut Env) -> Result<(), String> {
         .ok(&["apply", "-f", &crd_file.to_string_lossy()])
         .map(drop);
     result.and(restore).and(delete_namespace(env, ns))
+}
+
+/// Every scenario runs the controller under deploy/rbac-writes-guard.yaml,
+/// so it never blocks the controller's own writes. Here its token tries
+/// what RBAC alone would let it do: change, delete or create a Deployment
+/// without the managed-by label. Each is refused with the policy's message;
+/// a labelled one is created and deleted.
+fn writes_only_its_own(env: &mut Env) -> Result<(), String> {
+    let ns = "guard";
+    ensure_namespace(env, ns)?;
+    let deployment = |name: &str, labels: Value| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
+        .to_string()
+    };
+    env.kubectl
+        .apply(&deployment("someone-elses", json!({"team": "web"})))?;
+    let controller = Kubectl::new(&env.binaries.kubectl, &env.operator_kubeconfig);
+    let refused = |args: &[&str], stdin: Option<&str>| -> Result<(), String> {
+        let outcome = controller.run(args, stdin);
+        check(
+            !outcome.success
+                && outcome
+                    .stderr
+                    .contains("writes only the objects it manages"),
+            format!("kubectl {args:?} as the controller: {outcome:?}"),
+        )
+    };
+    // The policy is compiled asynchronously after it is created.
+    wait_for("the guard in force", SETTLE, || {
+        refused(
+            &["annotate", "deployment", "someone-elses", "-n", ns, "x=y"],
+            None,
+        )
+    })?;
+    refused(&["delete", "deployment", "someone-elses", "-n", ns], None)?;
+    refused(
+        &["apply", "-f", "-"],
+        Some(&deployment("unlabelled", json!({}))),
+    )?;
+    let own = deployment(
+        "labelled",
+        json!({"app.kubernetes.io/managed-by": "memcached-operator"}),
+    );
+    for args in [
+        &["apply", "-f", "-"][..],
+        &["delete", "deployment", "labelled", "-n", ns][..],
+    ] {
+        let outcome = controller.run(args, Some(&own));
+        check(
+            outcome.success,
+            format!("kubectl {args:?} as the controller: {outcome:?}"),
+        )?;
+    }
+    delete_namespace(env, ns)
 }
 
 /// The real API server's strict field validation and `render` name the same

@@ -405,11 +405,10 @@ impl Env {
         env.wait_for_protection()?;
         env.kubectl
             .ok(&["create", "namespace", OPERATOR_NAMESPACE])?;
-        env.kubectl.ok(&[
-            "apply",
-            "-f",
-            &root.join("deploy/rbac.yaml").to_string_lossy(),
-        ])?;
+        for manifest in ["deploy/rbac.yaml", "deploy/rbac-writes-guard.yaml"] {
+            env.kubectl
+                .ok(&["apply", "-f", &root.join(manifest).to_string_lossy()])?;
+        }
         write_service_account_kubeconfig(&env.kubectl, &env.operator_kubeconfig)?;
         env.operator = Some(env.start_operator("operator-a")?);
         Ok(Some(env))
