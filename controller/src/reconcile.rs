@@ -273,7 +273,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     observed.stable_names = list_stable;
     observed.switching = previous.is_some();
     observed.foreign = foreign;
-    let ready = observed.desired > 0 && observed.ready >= observed.desired;
+    let pods_serving = status::serving(&observed);
     let instance = Instance {
         namespace: ns.clone(),
         name: name.clone(),
@@ -324,7 +324,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         .lock()
         .map(|mut f| f.remove(&key(mc.as_ref())))
         .ok();
-    Ok(Action::requeue(if ready {
+    Ok(Action::requeue(if pods_serving {
         REQUEUE_READY
     } else {
         REQUEUE_NOT_READY

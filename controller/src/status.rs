@@ -60,6 +60,16 @@ fn not_answering(silent: &[SocketAddr]) -> String {
     )
 }
 
+/// Every desired pod ready as Kubernetes sees it, with its Secrets, and
+/// this Memcached's own: the server list is published, and the Memcached is
+/// `Ready` once every pod also answers (the one rule for both).
+pub fn serving(seen: &Observed) -> bool {
+    seen.desired > 0
+        && seen.ready >= seen.desired
+        && seen.missing_secrets.is_empty()
+        && !seen.foreign
+}
+
 /// The new status. `lastTransitionTime` moves only when a condition flips.
 pub fn compute(
     previous: Option<&MemcachedStatus>,
@@ -67,11 +77,7 @@ pub fn compute(
     stats: &ClusterStats,
     now: &Time,
 ) -> MemcachedStatus {
-    // Every pod ready as Kubernetes sees it: the server list is published.
-    let serving = seen.desired > 0
-        && seen.ready >= seen.desired
-        && seen.missing_secrets.is_empty()
-        && !seen.foreign;
+    let serving = serving(seen);
     // ...and every one answers memcached's protocol.
     let ready = serving && stats.silent.is_empty();
     let rolling = seen.switching || seen.updated < seen.desired || seen.ready < seen.desired;
