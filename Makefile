@@ -98,15 +98,18 @@ demo: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/regis
 	$(NETNS) $(TARGET_DIR)/debug/cluster-demo
 
 ## target/e2e/{cluster,kubectl}: the Go control plane and kubectl, from upstream Kubernetes modules (Go caches the build).
+## Kubernetes components report the release they are built from (`kubectl version`, the API server's
+## /version, the kubelet's node status), as release builds do.
+KUBERNETES_VERSION = $(shell cd e2e-tests/cluster && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+VERSION_LDFLAGS = v=$(KUBERNETES_VERSION) && minor=$${v\#v1.} && \
+	ldflags="-s -X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=1 \
+	-X k8s.io/component-base/version.gitMinor=$${minor%%.*}"
 $(E2E_BIN)/cluster: $(CLUSTER_SOURCES)
-	cd e2e-tests/cluster && go build -trimpath -ldflags=-s -o ../../$(E2E_BIN)/ . ./cmd/kubectl
+	cd e2e-tests/cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o ../../$(E2E_BIN)/ . ./cmd/kubectl
 
 ## target/e2e/kubelet: the kubelet of the control plane's release, from the same Go module (it shares the build cache).
-KUBERNETES_VERSION = $(shell cd e2e-tests/cluster && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 $(E2E_BIN)/kubelet: e2e-tests/cluster/cmd/kubelet/main.go e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
-	cd e2e-tests/cluster && v=$(KUBERNETES_VERSION) && minor=$${v#v1.} && go build -trimpath -o ../../$@ \
-		-ldflags="-s -X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=1 \
-		-X k8s.io/component-base/version.gitMinor=$${minor%%.*}" ./cmd/kubelet
+	cd e2e-tests/cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o ../../$@ ./cmd/kubelet
 
 ## target/e2e/{containerd,containerd-shim-runc-v2,coredns}: the real node's runtime and the cluster DNS, from their Go
 ## modules pinned in e2e-tests/cluster/runtime/go.mod (static: no cgo; no devmapper or ZFS snapshotters).
