@@ -5,7 +5,8 @@
 //! invalid spec stored without the policy, render against kubectl's strict
 //! validation, a Lease holder whose clock is behind, secure `/metrics`, a
 //! Memcached the controller's types cannot read, a missing namespace, a CRD
-//! older than the controller, the guard on the controller's writes.
+//! older than the controller, the guard on the controller's writes, a
+//! mounted Secret deleted.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -84,6 +85,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "14. the controller's token writes only objects it manages (deploy/rbac-writes-guard.yaml)",
         writes_only_its_own,
+    ),
+    (
+        "15. a Secret deleted while mounted, then recreated alike, restarts no pod",
+        secret_deleted_while_mounted,
     ),
 ];
 
@@ -914,6 +919,58 @@ fn writes_only_its_own(env: &mut Env) -> Result<(), String> {
             format!("kubectl {args:?} as the controller: {outcome:?}"),
         )?;
     }
+    delete_namespace(env, ns)
+}
+
+/// Fault: the auth Secret a running Memcached mounts is deleted. The
+/// status says so (Degraded/SecretNotFound) and the pods keep running
+/// untouched; created again with the same content, the Memcached is Ready
+/// again with the same pods (the same data: the same hash).
+fn secret_deleted_while_mounted(env: &mut Env) -> Result<(), String> {
+    let ns = "secret-gone";
+    ensure_namespace(env, ns)?;
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "auth", "namespace": ns}, "stringData": {"auth": "app:pw\n"}})
+    .to_string();
+    env.kubectl.apply(&secret)?;
+    let spec = json!({"replicas": 2, "security": {"sasl": {"enabled": true,
+        "credentialsSecretRef": {"name": "auth"}}}});
+    env.kubectl.apply(&memcached(ns, "cache", spec))?;
+    wait_ready(env, ns, "cache", 2)?;
+    let pods = || -> Result<Vec<String>, String> {
+        let pods =
+            env.kubectl
+                .get(&["pods", "-n", ns, "-l", "app.kubernetes.io/instance=cache"])?;
+        let mut uids: Vec<String> = pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_string))
+            .collect();
+        uids.sort();
+        Ok(uids)
+    };
+    let before = pods()?;
+    env.kubectl.ok(&["delete", "secret", "auth", "-n", ns])?;
+    wait_for("Degraded SecretNotFound", SETTLE, || {
+        let mc = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
+        match condition(&mc, "Degraded") {
+            Some(c) if c["reason"] == "SecretNotFound" => Ok(()),
+            other => Err(format!("Degraded {other:?}")),
+        }
+    })?;
+    std::thread::sleep(Duration::from_secs(3));
+    check(
+        pods()? == before,
+        "pods replaced after the Secret was deleted",
+    )?;
+    env.kubectl.apply(&secret)?;
+    wait_ready(env, ns, "cache", 2)?;
+    std::thread::sleep(Duration::from_secs(3));
+    check(
+        pods()? == before,
+        "pods replaced after the same Secret came back",
+    )?;
     delete_namespace(env, ns)
 }
 
