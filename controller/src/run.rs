@@ -207,7 +207,9 @@ async fn wait(mut shutdown: watch::Receiver<bool>) {
 /// `/readyz` is true while the Memcached list of every watched namespace
 /// is synced (metadata only): true once each listed, false while any
 /// cannot list or watch (the API server unreachable, access revoked), true
-/// again once it listed again. `Store::wait_until_ready` is not used: in
+/// again once it listed again. A watch that cannot restart begins again
+/// with a list: kube's watcher would resume it silently, and nothing would
+/// say that it works again. `Store::wait_until_ready` is not used: in
 /// kube-runtime 5 it wakes only the last of several waiters.
 fn track_readiness(client: &Client, namespaces: &[Option<String>], ready: Arc<AtomicBool>) {
     let synced = Arc::new(AtomicUsize::new(0));
@@ -217,23 +219,10 @@ fn track_readiness(client: &Client, namespaces: &[Option<String>], ready: Arc<At
         let (synced, ready, ns) = (synced.clone(), ready.clone(), ns.clone());
         tokio::spawn(async move {
             let ns = ns.as_deref().unwrap_or("*");
-            let mut events = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
             let mut listed = false;
-            while let Some(event) = events.next().await {
-                let now_listed = match &event {
-                    Ok(watcher::Event::InitDone) => true,
-                    Err(
-                        watcher::Error::InitialListFailed(_) | watcher::Error::WatchStartFailed(_),
-                    ) => false,
-                    _ => listed,
-                };
-                if let Err(error) = &event {
-                    cache::log_watch_error(error);
-                }
+            let mut set = |now_listed: bool| {
                 if now_listed == listed {
-                    continue;
+                    return;
                 }
                 listed = now_listed;
                 let count = if listed {
@@ -243,6 +232,30 @@ fn track_readiness(client: &Client, namespaces: &[Option<String>], ready: Arc<At
                     synced.fetch_sub(1, Ordering::SeqCst) - 1
                 };
                 ready.store(count == total, Ordering::SeqCst);
+            };
+            loop {
+                let mut events = watcher(api.clone(), watcher::Config::default())
+                    .default_backoff()
+                    .boxed();
+                while let Some(event) = events.next().await {
+                    match &event {
+                        Ok(watcher::Event::InitDone) => set(true),
+                        Err(error) => {
+                            cache::log_watch_error(error);
+                            match error {
+                                watcher::Error::InitialListFailed(_) => set(false),
+                                watcher::Error::WatchStartFailed(_) => {
+                                    set(false);
+                                    break;
+                                }
+                                _ => {}
+                            }
+                        }
+                        Ok(_) => {}
+                    }
+                }
+                // Begin again with a list, after the backoff's first pause.
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         });
     }
