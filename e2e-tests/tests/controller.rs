@@ -614,17 +614,27 @@ fn stateful_set_name_bound(env: &mut Env) -> Result<(), String> {
 /// creates nothing for it; the fixed spec converges. The webhook is restored
 /// afterwards, whatever happened.
 fn invalid_spec_without_the_policy(env: &mut Env) -> Result<(), String> {
-    let ns = "invalid";
+    without_the_policy(env, "invalid", refused_until_fixed)
+}
+
+/// Run `scenario` in namespace `ns` with the protect policy's webhook
+/// removed; the webhook is restored and the namespace deleted afterwards,
+/// whatever happened.
+fn without_the_policy(
+    env: &mut Env,
+    ns: &str,
+    scenario: fn(&mut Env, &str) -> Result<(), String>,
+) -> Result<(), String> {
     ensure_namespace(env, ns)?;
     env.unregister(&env.protect)?;
-    let result = refused_until_fixed(env, ns);
+    let result = scenario(env, ns);
     let cleanup = env
         .register(&env.protect)
         .and_then(|()| env.wait_for_protection());
     result.and(cleanup).and(delete_namespace(env, ns))
 }
 
-fn refused_until_fixed(env: &Env, ns: &str) -> Result<(), String> {
+fn refused_until_fixed(env: &mut Env, ns: &str) -> Result<(), String> {
     // Schema-valid (the CRD bounds each field), but the limit cannot hold 512 MB.
     let spec = json!({
         "memcached": {"maxMemoryMB": 512},
@@ -693,14 +703,7 @@ fn refused_until_fixed(env: &Env, ns: &str) -> Result<(), String> {
 /// (Degraded/InvalidSpec, a Warning Event), creates nothing for it, and
 /// converges it once fixed.
 fn unreadable_memcached(env: &mut Env) -> Result<(), String> {
-    let ns = "unreadable";
-    ensure_namespace(env, ns)?;
-    env.unregister(&env.protect)?;
-    let result = reported_while_others_converge(env, ns);
-    let cleanup = env
-        .register(&env.protect)
-        .and_then(|()| env.wait_for_protection());
-    result.and(cleanup).and(delete_namespace(env, ns))
+    without_the_policy(env, "unreadable", reported_while_others_converge)
 }
 
 fn reported_while_others_converge(env: &mut Env, ns: &str) -> Result<(), String> {
