@@ -26,7 +26,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::intent::TemplateStamp;
 use crate::labels::MANAGER;
+use crate::workload::Workload;
 
 /// Field manager that holds `spec.replicas` while the HPA takes it over.
 pub const HANDOVER_MANAGER: &str = "memcached-operator-handover";
@@ -48,6 +50,9 @@ pub enum Outcome {
     Conflict,
     /// The object is being deleted: left alone until it is gone.
     Terminating,
+    /// Applied with the running pod template, not a new rendering made for
+    /// the same intent (see [`crate::intent`]).
+    Held,
 }
 
 /// The Memcached an object belongs to.
@@ -260,6 +265,42 @@ where
             Ok((Outcome::Unchanged, None))
         }
     }
+}
+
+/// [`ensure`] for a workload whose new pod template is held (see
+/// [`crate::intent`]): `desired` is applied with the template `live` runs,
+/// stamped `running`, so everything else (replicas, labels) still converges
+/// and no pod restarts. The running template is read from the API server
+/// only when an apply is due: after a restart, or when `desired` changed
+/// otherwise.
+pub async fn ensure_held<K: Workload>(
+    api: &Api<K>,
+    applied: &LastApplied,
+    owner: &Owner<'_>,
+    name: &str,
+    mut desired: K,
+    running: TemplateStamp,
+    live: &ObjectMeta,
+) -> Result<(Outcome, Option<K>), kube::Error> {
+    running.annotate(desired.meta_mut().annotations.get_or_insert_default());
+    let mut without_template = desired.clone();
+    without_template.drop_template();
+    let hash = desired_hash(&without_template);
+    let key = (api.resource_url().to_string(), name.to_string());
+    if applied.get(owner.key, &key) == Some(Fingerprint::new(hash, live)) {
+        return Ok((Outcome::Unchanged, None));
+    }
+    // Gone since the cache saw it: the next reconcile creates it anew.
+    let Some(running) = api.get_opt(name).await? else {
+        return Ok((Outcome::Unchanged, None));
+    };
+    desired.keep_template_of(running);
+    let (outcome, result) = ensure(api, applied, owner, name, Some(&desired), Some(live)).await?;
+    let Some(result) = result else {
+        return Ok((outcome, None));
+    };
+    applied.set(owner.key, key, Some(Fingerprint::new(hash, result.meta())));
+    Ok((Outcome::Held, Some(result)))
 }
 
 /// Before this manager stops applying `spec.replicas` (autoscaling switched

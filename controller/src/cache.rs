@@ -11,6 +11,7 @@
 //! of Secrets their name and resourceVersion (the data is read by
 //! [`crate::secrets`], only for the Secrets a Memcached mounts).
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::future::{Future, ready};
 use std::sync::Arc;
@@ -37,7 +38,9 @@ use memcached_api::Memcached;
 use serde::de::DeserializeOwned;
 
 use crate::apply::compact_managed_fields;
-use crate::secrets::SecretStamp;
+use crate::intent::{INTENT_ANNOTATION, TEMPLATE_ANNOTATION};
+use crate::pod_template::SECRET_HASH_ANNOTATION;
+use crate::secrets::{SECRET_VERSIONS_ANNOTATION, SecretStamp};
 use crate::service_monitor;
 use crate::stored::Stored;
 use crate::workload::Workload;
@@ -402,18 +405,28 @@ fn keep_own_meta<K: Resource>(object: &mut K) {
     compact_managed_fields(meta);
 }
 
+/// The workload annotations reconcile reads: [`SecretStamp`] and
+/// [`TemplateStamp`](crate::intent::TemplateStamp).
+const STAMPS: [&str; 4] = [
+    SECRET_HASH_ANNOTATION,
+    SECRET_VERSIONS_ANNOTATION,
+    INTENT_ANNOTATION,
+    TEMPLATE_ANNOTATION,
+];
+
 /// A workload without its pod template (reconcile reads its metadata,
-/// `spec.replicas`, status and its [`SecretStamp`]).
+/// `spec.replicas`, status and its stamps).
 fn keep_status<K: Workload>(object: &mut K) {
-    let stamp = object
+    let stamps: BTreeMap<String, String> = object
         .meta()
         .annotations
-        .as_ref()
-        .and_then(SecretStamp::from_annotations);
+        .iter()
+        .flatten()
+        .filter(|(key, _)| STAMPS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
     keep_own_meta(object);
-    if let Some(stamp) = stamp {
-        stamp.annotate(object.meta_mut().annotations.get_or_insert_default());
-    }
+    object.meta_mut().annotations = (!stamps.is_empty()).then_some(stamps);
     object.drop_template();
 }
 

@@ -67,6 +67,15 @@ pub async fn report(ctx: &Context, mc: &Memcached, target: &Target<'_>, outcome:
             format!("a {kind} named {name} exists and is not owned by this Memcached: left alone"),
             EventType::Warning,
         ),
+        Outcome::Held => (
+            "PodTemplateHeld",
+            format!(
+                "{kind} {name} keeps its running pod template: this controller renders it differently, but \
+                 the spec did not change; it is applied with the next spec change or a new value of the \
+                 annotation memcached.c5c3.io/restart-trigger"
+            ),
+            EventType::Normal,
+        ),
         Outcome::Terminating => (
             "Terminating",
             format!("{kind} {name} is being deleted: applied again once it is gone"),

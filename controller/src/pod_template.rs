@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use memcached_api::{Memcached, MemcachedSpec, defaults};
 
 use crate::args::{self, AUTH_DIR, TLS_DIR};
+use crate::intent::{self, TemplateStamp};
 use crate::labels::{self, MEMCACHED_PORT, METRICS_PORT};
 
 /// Pod-template annotation with a hash of the referenced Secrets' data.
@@ -79,35 +80,41 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) ->
     let ha = spec.high_availability.as_ref();
     let security = spec.security.as_ref();
 
+    let pod = PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(pod_labels),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            ..Default::default()
+        }),
+        spec: Some(PodSpec {
+            containers,
+            security_context: security.and_then(|s| s.pod_security_context.clone()),
+            termination_grace_period_seconds: graceful.map(|g| {
+                g.termination_grace_period_seconds
+                    .unwrap_or(defaults::TERMINATION_GRACE_PERIOD_SECONDS)
+                    .into()
+            }),
+            affinity: ha
+                .and_then(|h| h.anti_affinity_preset.as_deref())
+                .map(|p| anti_affinity(mc, spec, p)),
+            topology_spread_constraints: ha
+                .and_then(|h| h.topology_spread_constraints.clone())
+                .map(|c| spread_these_pods(mc, spec, c)),
+            node_selector: spec.node_selector.clone(),
+            tolerations: spec.tolerations.clone(),
+            image_pull_secrets: spec.image_pull_secrets.clone(),
+            volumes: non_empty(volumes(spec)),
+            ..Default::default()
+        }),
+    };
+    let stamp = TemplateStamp {
+        intent: intent::intent(mc, secret_hash),
+        template: intent::template_digest(&pod),
+    };
+    stamp.annotate(meta.annotations.get_or_insert_default());
     Template {
         metadata: meta,
-        pod: PodTemplateSpec {
-            metadata: Some(ObjectMeta {
-                labels: Some(pod_labels),
-                annotations: (!annotations.is_empty()).then_some(annotations),
-                ..Default::default()
-            }),
-            spec: Some(PodSpec {
-                containers,
-                security_context: security.and_then(|s| s.pod_security_context.clone()),
-                termination_grace_period_seconds: graceful.map(|g| {
-                    g.termination_grace_period_seconds
-                        .unwrap_or(defaults::TERMINATION_GRACE_PERIOD_SECONDS)
-                        .into()
-                }),
-                affinity: ha
-                    .and_then(|h| h.anti_affinity_preset.as_deref())
-                    .map(|p| anti_affinity(mc, spec, p)),
-                topology_spread_constraints: ha
-                    .and_then(|h| h.topology_spread_constraints.clone())
-                    .map(|c| spread_these_pods(mc, spec, c)),
-                node_selector: spec.node_selector.clone(),
-                tolerations: spec.tolerations.clone(),
-                image_pull_secrets: spec.image_pull_secrets.clone(),
-                volumes: non_empty(volumes(spec)),
-                ..Default::default()
-            }),
-        },
+        pod,
     }
 }
 

@@ -29,11 +29,14 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio_rustls::rustls::pki_types::ServerName;
 
-use crate::apply::{LastApplied, Outcome, Owner, ensure, hand_over_replicas, is_controlled_by};
+use crate::apply::{
+    LastApplied, Outcome, Owner, ensure, ensure_held, hand_over_replicas, is_controlled_by,
+};
 use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::cache::{self, Cache, Cached, Meta, scoped};
 use crate::desired::{Desired, Workload as DesiredWorkload};
 use crate::events::{self, Target, warn};
+use crate::intent::TemplateStamp;
 use crate::labels::{MANAGER, MEMCACHED_PORT};
 use crate::live_stats::LiveStats;
 use crate::metrics::{Instance, Metrics};
@@ -664,18 +667,25 @@ async fn converge_workload<New: Workload, Old: Workload>(
                 _ => {}
             }
         }
-        // Unchanged or refused: the running workload still tells how many pods serve.
         let meta = live.as_ref().map(|l| l.meta());
-        let result = ensure(
-            &news,
-            &applied.ctx.applied,
-            &applied.owner(),
-            &name,
-            Some(&desired),
-            meta,
-        )
-        .await
-        .map(|(outcome, after)| (outcome, after.or_else(|| live.clone())));
+        let (last_applied, owner) = (&applied.ctx.applied, applied.owner());
+        let result = match (held_template(&desired, live.as_ref(), &uid), meta) {
+            (Some(running), Some(meta)) => {
+                ensure_held(
+                    &news,
+                    last_applied,
+                    &owner,
+                    &name,
+                    desired.clone(),
+                    running,
+                    meta,
+                )
+                .await
+            }
+            _ => ensure(&news, last_applied, &owner, &name, Some(&desired), meta).await,
+        };
+        // Unchanged or refused: the running workload still tells how many pods serve.
+        let result = result.map(|(outcome, after)| (outcome, after.or_else(|| live.clone())));
         applied.record(&target, result).await?.unwrap_or(live)
     } else {
         live
@@ -716,6 +726,15 @@ async fn converge_workload<New: Workload, Old: Workload>(
         _ => None,
     };
     Ok(Workloads { current, previous })
+}
+
+/// The stamp of `live`'s running pod template when it must be kept instead
+/// of `desired`'s (see [`crate::intent`]).
+fn held_template<W: Workload>(desired: &W, live: Option<&W>, uid: &str) -> Option<TemplateStamp> {
+    let stamp = |w: &W| TemplateStamp::from_annotations(w.meta().annotations.as_ref()?);
+    let live = live.filter(|l| is_controlled_by(*l, uid))?;
+    let running = stamp(live)?;
+    stamp(desired)?.held_by(&running).then_some(running)
 }
 
 /// Apply the server-list ConfigMap (`None`: not wanted) and delete the ones

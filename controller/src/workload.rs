@@ -5,6 +5,7 @@ use std::fmt::Debug;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::Resource;
 use memcached_api::MemcachedSpec;
 use serde::Serialize;
@@ -78,6 +79,11 @@ pub trait Workload:
     fn rollout(&self) -> Rollout;
     /// Replace the pod template with an empty one (what the cache keeps).
     fn drop_template(&mut self);
+    /// The pod template.
+    fn template(&self) -> Option<&PodTemplateSpec>;
+    /// Take the pod template (and what else [`Workload::drop_template`]
+    /// drops) from `running`.
+    fn keep_template_of(&mut self, running: Self);
 }
 
 fn observed(generation: Option<i64>, observed: Option<i64>) -> bool {
@@ -110,6 +116,16 @@ impl Workload for Deployment {
             spec.template = Default::default();
         }
     }
+
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+
+    fn keep_template_of(&mut self, running: Self) {
+        if let (Some(spec), Some(running)) = (&mut self.spec, running.spec) {
+            spec.template = running.template;
+        }
+    }
 }
 
 impl Workload for StatefulSet {
@@ -138,6 +154,17 @@ impl Workload for StatefulSet {
         if let Some(spec) = &mut self.spec {
             spec.template = Default::default();
             spec.volume_claim_templates = None;
+        }
+    }
+
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+
+    fn keep_template_of(&mut self, running: Self) {
+        if let (Some(spec), Some(running)) = (&mut self.spec, running.spec) {
+            spec.template = running.template;
+            spec.volume_claim_templates = running.volume_claim_templates;
         }
     }
 }

@@ -244,7 +244,19 @@ fn stateful_set_mode_runs_the_same_pods_under_stable_names() {
     let built = desired(spec.clone(), Some("h"));
     let set = workload(&built);
     assert_eq!(set["kind"], "StatefulSet");
-    assert_eq!(set["metadata"], deployment["metadata"]);
+    // The same metadata, but for the stamps of what the pods were made from.
+    let unstamped = |workload: &Value| {
+        let mut metadata = workload["metadata"].clone();
+        let annotations = metadata["annotations"].as_object_mut().unwrap();
+        for stamp in [
+            "memcached.c5c3.io/intent",
+            "memcached.c5c3.io/template-hash",
+        ] {
+            assert!(annotations.remove(stamp).is_some(), "{stamp} missing");
+        }
+        metadata
+    };
+    assert_eq!(unstamped(&set), unstamped(&deployment));
     let mut template = set["spec"]["template"].clone();
     let term = "/spec/affinity/podAntiAffinity/preferredDuringSchedulingIgnoredDuringExecution/0/podAffinityTerm/labelSelector";
     let spread = "/spec/topologySpreadConstraints/0/labelSelector";

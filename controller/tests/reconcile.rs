@@ -123,6 +123,8 @@ async fn turning_a_feature_off_deletes_its_object() {
     assert_eq!(
         writes(&api),
         [
+            // The workload's intent stamp follows the spec (its pods do not change).
+            format!("PATCH {}", path("apps/v1", "deployments", "c")),
             format!("DELETE {}", path("policy/v1", "poddisruptionbudgets", "c")),
             format!("PATCH {}/status", cr_path())
         ]
@@ -903,4 +905,65 @@ async fn a_stale_cache_never_deletes_a_newer_object() {
     reconcile(store_cr(&api, json!({})), ctx).await.unwrap();
     assert_eq!(api.lock().unwrap().objects[&config_map], users);
     assert!(!writes(&api).iter().any(|w| w.starts_with("DELETE")));
+}
+
+/// A controller that renders the pod template differently (a new version)
+/// restarts no pod: for the same spec the running template is kept, and
+/// applied again as it is; scaling still converges; the next spec change
+/// rolls out the new rendering.
+#[tokio::test]
+async fn a_new_rendering_waits_for_the_users_next_change() {
+    let api = Shared::default();
+    let deployment = path("apps/v1", "deployments", "c");
+    let stored = |api: &Shared| api.lock().unwrap().objects[&deployment].clone();
+    converge(&api, json!({"replicas": 1})).await;
+    // The template as an older controller rendered it, for the same intent.
+    {
+        let mut api = api.lock().unwrap();
+        let object = api.objects.get_mut(&deployment).unwrap();
+        object["spec"]["template"]["metadata"]["labels"]["rendered-by"] = json!("old");
+        object["metadata"]["annotations"]["memcached.c5c3.io/template-hash"] = json!("old");
+    }
+    let old_template = stored(&api)["spec"]["template"].clone();
+
+    // The new controller starts: its first reconcile applies, with the old template.
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    fake_api::sync(&mut writers, &api);
+    writes(&api);
+    reconcile(store_cr(&api, json!({"replicas": 1})), ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(stored(&api)["spec"]["template"], old_template);
+    let held: Vec<_> = events(&api)
+        .into_iter()
+        .filter(|e| e["reason"] == "PodTemplateHeld")
+        .collect();
+    assert_eq!(held.len(), 1, "{held:?}");
+    fake_api::sync(&mut writers, &api);
+    requests(&api);
+    reconcile(store_cr(&api, json!({"replicas": 1})), ctx.clone())
+        .await
+        .unwrap();
+    let sent = requests(&api);
+    assert!(
+        !sent.iter().any(|r| r.contains("deployments")),
+        "a held template is read and applied once: {sent:?}"
+    );
+
+    // Scaling is no new intent for the pods: replicas change, the template stays.
+    reconcile(store_cr(&api, json!({"replicas": 3})), ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(stored(&api)["spec"]["replicas"], 3);
+    assert_eq!(stored(&api)["spec"]["template"], old_template);
+
+    // The user changes the spec: the new rendering rolls out.
+    let changed = json!({"replicas": 3, "memcached": {"verbosity": 1}});
+    reconcile(store_cr(&api, changed), ctx).await.unwrap();
+    let template = &stored(&api)["spec"]["template"];
+    assert!(template["metadata"]["labels"]["rendered-by"].is_null());
+    assert_ne!(
+        stored(&api)["metadata"]["annotations"]["memcached.c5c3.io/template-hash"],
+        "old"
+    );
 }

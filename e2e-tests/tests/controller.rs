@@ -6,7 +6,7 @@
 //! validation, a Lease holder whose clock is behind, secure `/metrics`, a
 //! Memcached the controller's types cannot read, a missing namespace, a CRD
 //! older than the controller, the guard on the controller's writes, a
-//! mounted Secret deleted.
+//! mounted Secret deleted, a controller upgrade that renders pods differently.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -89,6 +89,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "15. a Secret deleted while mounted, then recreated alike, restarts no pod",
         secret_deleted_while_mounted,
+    ),
+    (
+        "16. a controller that renders pods differently restarts none until the spec changes",
+        new_rendering_waits_for_the_spec,
     ),
 ];
 
@@ -940,19 +944,7 @@ fn secret_deleted_while_mounted(env: &mut Env) -> Result<(), String> {
         "credentialsSecretRef": {"name": "auth"}}}});
     env.kubectl.apply(&memcached(ns, "cache", spec))?;
     wait_ready(env, ns, "cache", 2)?;
-    let pods = || -> Result<Vec<String>, String> {
-        let pods =
-            env.kubectl
-                .get(&["pods", "-n", ns, "-l", "app.kubernetes.io/instance=cache"])?;
-        let mut uids: Vec<String> = pods["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_string))
-            .collect();
-        uids.sort();
-        Ok(uids)
-    };
+    let pods = || pod_uids(env, ns, "cache");
     let before = pods()?;
     env.kubectl.ok(&["delete", "secret", "auth", "-n", ns])?;
     wait_for("Degraded SecretNotFound", SETTLE, || {
@@ -975,6 +967,139 @@ fn secret_deleted_while_mounted(env: &mut Env) -> Result<(), String> {
         "pods replaced after the same Secret came back",
     )?;
     delete_namespace(env, ns)
+}
+
+/// The uids of the pods of Memcached `name`, sorted.
+fn pod_uids(env: &Env, ns: &str, name: &str) -> Result<Vec<String>, String> {
+    let selector = format!("app.kubernetes.io/instance={name}");
+    let pods = env.kubectl.get(&["pods", "-n", ns, "-l", &selector])?;
+    let mut uids: Vec<String> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_string))
+        .collect();
+    uids.sort();
+    Ok(uids)
+}
+
+/// A controller upgrade whose rendering differs: the pods run a template an
+/// older controller rendered for the same spec (simulated by changing it
+/// while the controller is stopped). The restarted controller keeps it, says
+/// so in an Event, still scales, and rolls the new rendering out only with
+/// the next spec change.
+fn new_rendering_waits_for_the_spec(env: &mut Env) -> Result<(), String> {
+    let ns = "upgrade";
+    ensure_namespace(env, ns)?;
+    env.kubectl
+        .apply(&memcached(ns, "cache", json!({"replicas": 2})))?;
+    wait_ready(env, ns, "cache", 2)?;
+    if let Some(operator) = env.operator.take() {
+        operator.stop();
+    }
+    let patched = apply_older_rendering(env, ns, "cache");
+    let rolled = patched.and_then(|_| rolled_out(env, ns, "cache", 2));
+    let operator = env.start_operator("operator-upgrade")?;
+    env.operator = Some(operator);
+    rolled?;
+    let running = || -> Result<bool, String> {
+        let d = deployment(env, ns, "cache")?;
+        Ok(d["spec"]["template"]["metadata"]["labels"]["rendered-by"] == "older")
+    };
+    let before = pod_uids(env, ns, "cache")?;
+    wait_for("the PodTemplateHeld Event", SETTLE, || {
+        let events = env.kubectl.get(&[
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            "reason=PodTemplateHeld",
+        ])?;
+        let items = events["items"].as_array().cloned().unwrap_or_default();
+        items
+            .first()
+            .map(|e| println!("     {}", e["message"]))
+            .ok_or("none yet".to_string())
+    })?;
+    std::thread::sleep(Duration::from_secs(3));
+    check(
+        running()?,
+        "the older template was replaced without a spec change",
+    )?;
+    check(
+        pod_uids(env, ns, "cache")? == before,
+        "pods restarted without a spec change",
+    )?;
+
+    env.kubectl
+        .apply(&memcached(ns, "cache", json!({"replicas": 3})))?;
+    wait_ready(env, ns, "cache", 3)?;
+    let scaled = pod_uids(env, ns, "cache")?;
+    check(
+        before.iter().all(|uid| scaled.contains(uid)) && running()?,
+        "scaling restarted pods",
+    )?;
+
+    let changed = json!({"replicas": 3, "memcached": {"verbosity": 1}});
+    env.kubectl.apply(&memcached(ns, "cache", changed))?;
+    wait_for("the new rendering after the spec change", SETTLE, || {
+        (!running()?)
+            .then_some(())
+            .ok_or("still the older template".to_string())
+    })?;
+    rolled_out(env, ns, "cache", 3)?;
+    let after = pod_uids(env, ns, "cache")?;
+    check(
+        after.iter().all(|uid| !scaled.contains(uid)),
+        "pods of the older template left after the spec change",
+    )?;
+    delete_namespace(env, ns)
+}
+
+/// Apply Deployment `name` again under the controller's field manager, as an
+/// older controller would have rendered it: one more pod label, and its
+/// stamp of that template.
+fn apply_older_rendering(env: &Env, ns: &str, name: &str) -> Result<(), String> {
+    let live = deployment(env, ns, name)?;
+    let meta = &live["metadata"];
+    let mut annotations = meta["annotations"].clone();
+    annotations["memcached.c5c3.io/template-hash"] = json!("older");
+    let mut spec = live["spec"].clone();
+    spec["template"]["metadata"]["labels"]["rendered-by"] = json!("older");
+    let older = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": meta["labels"],
+            "annotations": annotations, "ownerReferences": meta["ownerReferences"]},
+        "spec": spec});
+    let args = [
+        "apply",
+        "--server-side",
+        "--field-manager=memcached-operator",
+        "--force-conflicts",
+        "-f",
+        "-",
+    ];
+    let outcome = env.kubectl.run(&args, Some(&older.to_string()));
+    check(
+        outcome.success,
+        format!("older rendering refused: {}", outcome.stderr),
+    )
+}
+
+/// Wait until Deployment `name` runs `replicas` pods of its current template, all ready.
+fn rolled_out(env: &Env, ns: &str, name: &str, replicas: i64) -> Result<(), String> {
+    wait_for(&format!("{ns}/{name} rolled out"), SETTLE, || {
+        let d = deployment(env, ns, name)?;
+        let status = &d["status"];
+        let done = status["observedGeneration"] == d["metadata"]["generation"]
+            && [
+                &status["updatedReplicas"],
+                &status["readyReplicas"],
+                &status["replicas"],
+            ]
+            .iter()
+            .all(|n| **n == replicas);
+        done.then_some(()).ok_or_else(|| status.to_string())
+    })
 }
 
 /// The real API server's strict field validation and `render` name the same

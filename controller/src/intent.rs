@@ -1,0 +1,153 @@
+//! A pod template changes only when the user asks for it.
+//!
+//! For a cache every restarted pod is an empty cache, so pods must not
+//! restart because this controller renders them differently (a new version,
+//! another default): only because the user's intent changed. The workload's
+//! metadata carries two stamps: a digest of the intent the running template
+//! was rendered for (the stored spec but `replicas`, the Secrets' hash, the
+//! `memcached.c5c3.io/restart-trigger` annotation) and a digest of that
+//! template. A rendering that differs for the same intent is held: the
+//! running template is applied again as it is, until the intent changes.
+//!
+//! The digests are SHA-256 of canonical JSON (object keys sorted), so they
+//! are the same for every build of every version of the controller.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use memcached_api::{Memcached, MemcachedSpec};
+use ring::digest::{SHA256, digest};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::pod_template::RESTART_TRIGGER_ANNOTATION;
+
+/// Workload annotation: the digest of the intent its pod template was rendered for.
+pub const INTENT_ANNOTATION: &str = "memcached.c5c3.io/intent";
+/// Workload annotation: the digest of its pod template as rendered.
+pub const TEMPLATE_ANNOTATION: &str = "memcached.c5c3.io/template-hash";
+
+/// The stamps of one pod template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateStamp {
+    /// [`intent`] of the Memcached it was rendered for.
+    pub intent: String,
+    /// [`template_digest`] of the template.
+    pub template: String,
+}
+
+impl TemplateStamp {
+    /// The stamp in `annotations`, if both parts are there.
+    pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Option<Self> {
+        Some(TemplateStamp {
+            intent: annotations.get(INTENT_ANNOTATION)?.clone(),
+            template: annotations.get(TEMPLATE_ANNOTATION)?.clone(),
+        })
+    }
+
+    /// Write the stamp into `annotations`.
+    pub fn annotate(self, annotations: &mut BTreeMap<String, String>) {
+        annotations.insert(INTENT_ANNOTATION.into(), self.intent);
+        annotations.insert(TEMPLATE_ANNOTATION.into(), self.template);
+    }
+
+    /// True when this rendering must not replace the `running` one: it was
+    /// rendered for the same intent, yet differs.
+    pub fn held_by(&self, running: &TemplateStamp) -> bool {
+        self.intent == running.intent && self.template != running.template
+    }
+}
+
+/// The digest of what the user asked of `mc`'s pods: its stored spec without
+/// `replicas` (scaling starts or stops pods, it restarts none), the digest
+/// of the Secrets they mount, and the restart trigger.
+pub fn intent(mc: &Memcached, secret_hash: Option<&str>) -> String {
+    let spec = MemcachedSpec {
+        replicas: None,
+        ..mc.spec.clone()
+    };
+    let trigger = mc
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RESTART_TRIGGER_ANNOTATION));
+    canonical_digest(&json!({"spec": spec, "secrets": secret_hash, "restartTrigger": trigger}))
+}
+
+/// The digest of a pod template.
+pub fn template_digest(template: &PodTemplateSpec) -> String {
+    canonical_digest(template)
+}
+
+/// SHA-256 of `value` as JSON with sorted object keys, first 16 bytes in hex.
+fn canonical_digest(value: &impl Serialize) -> String {
+    // A Value's maps are sorted: the same content gives the same bytes.
+    let canonical = serde_json::to_value(value)
+        .and_then(|v| serde_json::to_vec(&v))
+        .unwrap_or_default();
+    digest(&SHA256, &canonical).as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memcached(spec: serde_json::Value, trigger: Option<&str>) -> Memcached {
+        let annotations = trigger.map(|t| json!({RESTART_TRIGGER_ANNOTATION: t}));
+        serde_json::from_value(json!({
+            "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+            "metadata": {"name": "c", "namespace": "ns", "annotations": annotations},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_intent_ignores_replicas_and_follows_spec_secrets_and_trigger() {
+        let base = intent(&memcached(json!({"replicas": 3}), None), Some("h"));
+        let scaled = intent(&memcached(json!({"replicas": 5}), None), Some("h"));
+        assert_eq!(base, scaled, "scaling restarts no pod");
+        for changed in [
+            intent(
+                &memcached(json!({"replicas": 3, "image": "m:2"}), None),
+                Some("h"),
+            ),
+            intent(&memcached(json!({"replicas": 3}), None), Some("other")),
+            intent(&memcached(json!({"replicas": 3}), None), None),
+            intent(&memcached(json!({"replicas": 3}), Some("1")), Some("h")),
+        ] {
+            assert_ne!(base, changed);
+        }
+        assert_eq!(base.len(), 32);
+    }
+
+    #[test]
+    fn a_different_rendering_is_held_only_for_the_same_intent() {
+        let stamp = |intent: &str, template: &str| TemplateStamp {
+            intent: intent.into(),
+            template: template.into(),
+        };
+        let running = stamp("i", "t");
+        assert!(stamp("i", "t2").held_by(&running), "controller's change");
+        assert!(!stamp("i2", "t2").held_by(&running), "user's change");
+        assert!(!stamp("i", "t").held_by(&running), "nothing to hold");
+        let mut annotations = BTreeMap::new();
+        running.clone().annotate(&mut annotations);
+        assert_eq!(TemplateStamp::from_annotations(&annotations), Some(running));
+    }
+
+    #[test]
+    fn digests_do_not_depend_on_key_order() {
+        let sorted = json!({"a": 1, "b": {"c": 2, "d": 3}});
+        let unsorted: serde_json::Value =
+            serde_json::from_str(r#"{"b": {"d": 3, "c": 2}, "a": 1}"#).unwrap();
+        assert_eq!(canonical_digest(&sorted), canonical_digest(&unsorted));
+        assert_ne!(
+            canonical_digest(&sorted),
+            canonical_digest(&json!({"a": 1}))
+        );
+    }
+}
