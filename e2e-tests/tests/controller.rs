@@ -6,7 +6,8 @@
 //! validation, a Lease holder whose clock is behind, secure `/metrics`, a
 //! Memcached the controller's types cannot read, a missing namespace, a CRD
 //! older than the controller, the guard on the controller's writes, a
-//! mounted Secret deleted, a controller upgrade that renders pods differently.
+//! mounted Secret deleted, a controller upgrade that renders pods differently,
+//! a hung API server.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -27,6 +28,7 @@ use e2e_tests::cluster::{
 use memcached_api::field::invalid_message;
 use memcached_api::validation::{self, ObjectName, Options};
 use memcached_api::{MemcachedSpec, apply_defaults};
+use memcached_controller::leadership::RENEW_DEADLINE;
 use serde_json::{Value, json};
 
 const SCENARIOS: &[(&str, Scenario)] = &[
@@ -93,6 +95,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "16. a controller that renders pods differently restarts none until the spec changes",
         new_rendering_waits_for_the_spec,
+    ),
+    (
+        "17. the API server hung for 40s: the leader steps down before its Lease expires, no pod restarts, all converges after",
+        api_server_hung,
     ),
 ];
 
@@ -1052,6 +1058,77 @@ fn new_rendering_waits_for_the_spec(env: &mut Env) -> Result<(), String> {
     check(
         after.iter().all(|uid| !scaled.contains(uid)),
         "pods of the older template left after the spec change",
+    )?;
+    delete_namespace(env, ns)
+}
+
+/// The whole control plane hangs for 40 s (SIGSTOP: connections accepted,
+/// never answered). The leader cannot renew its Lease, so it stops
+/// reconciling and exits before the Lease could expire (another replica, or
+/// the kubelet restarting it, takes over); nothing it manages is touched.
+/// Started again once the API server answers, it converges a change made
+/// after the outage and a new Memcached; no pod restarted.
+fn api_server_hung(env: &mut Env) -> Result<(), String> {
+    const OUTAGE: Duration = Duration::from_secs(40);
+    let ns = "outage";
+    ensure_namespace(env, ns)?;
+    env.kubectl
+        .apply(&memcached(ns, "steady", json!({"replicas": 2})))?;
+    wait_ready(env, ns, "steady", 2)?;
+    let before = pod_uids(env, ns, "steady")?;
+    let owned = deployment(env, ns, "steady")?["metadata"]["uid"].clone();
+    let mut operator = env.operator.take().ok_or("no controller is running")?;
+    let log = env.cluster.workdir.join(format!("{}.log", operator.name));
+
+    let paused = env.cluster.pause()?;
+    let frozen = Instant::now();
+    let stepped_down = wait_for("the leader to step down", OUTAGE, || {
+        operator.exited().ok_or_else(|| "still running".to_string())
+    });
+    let step_down = frozen.elapsed();
+    std::thread::sleep(OUTAGE.saturating_sub(frozen.elapsed()));
+    drop(paused);
+    println!(
+        "     leader exited {:.1}s into the outage ({:?})",
+        step_down.as_secs_f64(),
+        stepped_down
+    );
+    let status = stepped_down?;
+    check(
+        !status.success(),
+        "the leader exited 0 after losing its Lease",
+    )?;
+    let said = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+    // It stopped reconciling at the renew deadline, before the Lease could
+    // expire; the exit came after a bounded attempt to release it.
+    let stopped = format!(
+        "lost leadership (no Lease renewal succeeded for {}s): stopped reconciling",
+        RENEW_DEADLINE.as_secs()
+    );
+    check(
+        said.contains(&stopped),
+        format!("the leader's log does not say {stopped:?}"),
+    )?;
+
+    let back = Instant::now();
+    env.operator = Some(env.start_operator("operator-after-outage")?);
+    env.kubectl
+        .apply(&memcached(ns, "steady", json!({"replicas": 3})))?;
+    env.kubectl.apply(&memcached(ns, "new", json!({})))?;
+    wait_ready(env, ns, "steady", 3)?;
+    wait_ready(env, ns, "new", 1)?;
+    println!(
+        "     converged {:.1}s after the API server answered again",
+        back.elapsed().as_secs_f64()
+    );
+    let after = pod_uids(env, ns, "steady")?;
+    check(
+        before.iter().all(|uid| after.contains(uid)),
+        "pods restarted by the outage",
+    )?;
+    check(
+        deployment(env, ns, "steady")?["metadata"]["uid"] == owned,
+        "the Deployment was replaced",
     )?;
     delete_namespace(env, ns)
 }

@@ -256,6 +256,37 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Freeze the control plane (etcd, kube-apiserver, controllers and the
+    /// pod runtime; the pods' processes run on) with SIGSTOP: connections
+    /// are accepted and never answered, as from a hung API server. It runs
+    /// again when the guard is dropped.
+    pub fn pause(&self) -> Result<Paused, String> {
+        let pid = self.child.id().to_string();
+        signal("-STOP", &pid)?;
+        Ok(Paused { pid })
+    }
+}
+
+/// A paused control plane: SIGCONT on drop.
+pub struct Paused {
+    pid: String,
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        let _ = signal("-CONT", &self.pid);
+    }
+}
+
+fn signal(signal: &str, pid: &str) -> Result<(), String> {
+    let status = Command::new("kill").args([signal, pid]).status();
+    match status {
+        Ok(s) if s.success() => Ok(()),
+        other => Err(format!("kill {signal} {pid}: {other:?}")),
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         terminate(&mut self.child);

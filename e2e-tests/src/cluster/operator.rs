@@ -75,6 +75,11 @@ impl Operator {
             .ok()
     }
 
+    /// Its exit status, once it exited on its own.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// Stop it with SIGTERM (as the kubelet would).
     pub fn stop(mut self) {
         terminate(&mut self.child);
