@@ -7,7 +7,7 @@
 //! Memcached the controller's types cannot read, a missing namespace, a CRD
 //! older than the controller, the guard on the controller's writes, a
 //! mounted Secret deleted, a controller upgrade that renders pods differently,
-//! a hung API server.
+//! a hung API server, a hung memcached.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -99,6 +99,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "17. the API server hung for 40s: the leader steps down before its Lease expires, no pod restarts, all converges after",
         api_server_hung,
+    ),
+    (
+        "18. a hung memcached is named on its Memcached and delays no other; it is Ready again once it answers",
+        hung_memcached,
     ),
 ];
 
@@ -1131,6 +1135,97 @@ fn api_server_hung(env: &mut Env) -> Result<(), String> {
         "the Deployment was replaced",
     )?;
     delete_namespace(env, ns)
+}
+
+/// One memcached of two stops answering (SIGSTOP: its port still accepts
+/// connections, so its TCP probes pass and Kubernetes keeps it Ready). Its
+/// Memcached names it (Degraded and not Ready: PodsNotAnswering) without
+/// restarting anything; a change to another Memcached converges meanwhile;
+/// once it answers again its Memcached is Ready.
+fn hung_memcached(env: &mut Env) -> Result<(), String> {
+    let ns = "hung";
+    ensure_namespace(env, ns)?;
+    env.kubectl
+        .apply(&memcached(ns, "hangs", json!({"replicas": 2})))?;
+    env.kubectl.apply(&memcached(ns, "other", json!({})))?;
+    wait_ready(env, ns, "hangs", 2)?;
+    wait_ready(env, ns, "other", 1)?;
+    let before = pod_uids(env, ns, "hangs")?;
+    let pods = env
+        .kubectl
+        .get(&["pods", "-n", ns, "-l", "app.kubernetes.io/instance=hangs"])?;
+    let ip = pods["items"][0]["status"]["podIP"]
+        .as_str()
+        .ok_or("a pod without an IP")?
+        .to_string();
+    let pid = memcached_listening_on(&ip)?;
+    let signal = |signal: &str| {
+        Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .map_err(|e| e.to_string())
+    };
+    signal("-STOP")?;
+    let hung = Instant::now();
+    // Reconciled now rather than at the 60 s resync of a Ready Memcached.
+    touch(env, ns, "hangs")?;
+    let named = wait_for("the hung pod named", SETTLE, || {
+        let mc = env.kubectl.get(&["memcached", "hangs", "-n", ns])?;
+        let degraded = condition(&mc, "Degraded").unwrap_or_default();
+        let ready = condition(&mc, "Ready").unwrap_or_default();
+        let message = degraded["message"].as_str().unwrap_or_default().to_string();
+        (degraded["reason"] == "PodsNotAnswering"
+            && ready["status"] == "False"
+            && message.contains(&ip))
+        .then_some(message)
+        .ok_or_else(|| format!("Degraded {degraded}"))
+    });
+    let named_after = hung.elapsed();
+    let changed = Instant::now();
+    let converged = env
+        .kubectl
+        .apply(&memcached(ns, "other", json!({"replicas": 2})))
+        .and_then(|_| wait_ready(env, ns, "other", 2));
+    let other_took = changed.elapsed();
+    let restarted = pod_uids(env, ns, "hangs").map(|uids| uids != before);
+    signal("-CONT")?;
+    let message = named?;
+    println!(
+        "     named {:.1}s after it hung: {message}",
+        named_after.as_secs_f64()
+    );
+    converged?;
+    println!(
+        "     another Memcached scaled meanwhile in {:.1}s",
+        other_took.as_secs_f64()
+    );
+    check(!restarted?, "pods replaced while one hung")?;
+    touch(env, ns, "hangs")?;
+    wait_ready(env, ns, "hangs", 2)?;
+    delete_namespace(env, ns)
+}
+
+/// The pid of the memcached process the pod runtime started for pod `ip`
+/// (it listens with `-l <ip>`).
+fn memcached_listening_on(ip: &str) -> Result<u32, String> {
+    let processes = std::fs::read_dir("/proc").map_err(|e| e.to_string())?;
+    for entry in processes.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let memcached = args.first().is_some_and(|a| a.ends_with(b"memcached"));
+        let listens = args
+            .windows(2)
+            .any(|w| w[0] == b"-l" && w[1] == ip.as_bytes());
+        if memcached && listens {
+            return Ok(pid);
+        }
+    }
+    Err(format!("no memcached process listens on {ip}"))
 }
 
 /// Apply Deployment `name` again under the controller's field manager, as an
