@@ -7,7 +7,7 @@
 //! Memcached the controller's types cannot read, a missing namespace, a CRD
 //! older than the controller, the guard on the controller's writes, a
 //! mounted Secret deleted, a controller upgrade that renders pods differently,
-//! a hung API server, a hung memcached.
+//! a hung API server, a hung memcached, the leader killed mid-apply.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -103,6 +103,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "18. a hung memcached is named on its Memcached and delays no other; it is Ready again once it answers",
         hung_memcached,
+    ),
+    (
+        "19. the leader SIGKILLed while applying 20 Memcacheds: the standby converges each, nothing duplicated",
+        leader_killed_mid_apply,
     ),
 ];
 
@@ -443,6 +447,82 @@ fn readiness_and_handover(env: &mut Env) -> Result<(), String> {
         sigterm < Duration::from_secs(5),
         format!("the Lease was not released on SIGTERM: {sigterm:?}"),
     )?;
+    delete_namespace(env, ns)
+}
+
+/// 20 Memcacheds are created at once and the leader is killed (SIGKILL)
+/// as soon as the first of their Deployments exists, so some objects are
+/// applied and others not. The standby takes the Lease when it expires and
+/// converges every one: each Ready, with its one Deployment and Service.
+fn leader_killed_mid_apply(env: &mut Env) -> Result<(), String> {
+    const COUNT: usize = 20;
+    let ns = "killed";
+    ensure_namespace(env, ns)?;
+    let leader = env.operator.take().ok_or("no controller running")?;
+    let standby = env.start_operator("operator-survivor")?;
+    let ready = wait_for("the standby ready", SETTLE, || {
+        standby
+            .ready()
+            .then_some(())
+            .ok_or_else(|| "not ready".to_string())
+    });
+    let leading = lease_holder(env).map(|holder| holder == leader.name);
+    if ready.is_err() || leading != Ok(true) {
+        env.operator = Some(leader);
+        return ready.and(leading.and_then(|l| check(l, "the first controller does not lead")));
+    }
+    let items: Vec<Value> = (0..COUNT)
+        .map(|i| {
+            serde_json::from_str(&memcached(ns, &format!("c{i}"), json!({}))).unwrap_or_default()
+        })
+        .collect();
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
+    let kubectl = &env.kubectl;
+    // Killed while the Memcacheds are still being created and applied.
+    let (created, applied_before_kill, killed) = std::thread::scope(|scope| {
+        let create = scope.spawn(|| kubectl.apply(&list));
+        let first = wait_for("the leader's first Deployment", SETTLE, || {
+            let deployments = kubectl.get(&["deployments", "-n", ns])?;
+            let n = deployments["items"].as_array().map_or(0, Vec::len);
+            (n > 0).then_some(n).ok_or_else(|| "none yet".to_string())
+        });
+        let killed = Instant::now();
+        leader.kill();
+        let created = create
+            .join()
+            .unwrap_or_else(|_| Err("kubectl apply panicked".into()));
+        (created, first, killed)
+    });
+    env.operator = Some(standby);
+    created?;
+    println!(
+        "     killed the leader with {} of {COUNT} Deployments applied",
+        applied_before_kill?
+    );
+    for i in 0..COUNT {
+        wait_ready(env, ns, &format!("c{i}"), 1)?;
+    }
+    println!(
+        "     all {COUNT} Ready {:.1}s after the kill (Lease 15s)",
+        killed.elapsed().as_secs_f64()
+    );
+    let mut expected: Vec<String> = (0..COUNT).map(|i| format!("c{i}")).collect();
+    expected.sort();
+    for (kind, wanted) in [
+        ("deployments", expected.clone()),
+        ("services", expected),
+        ("statefulsets", Vec::new()),
+    ] {
+        let objects = env.kubectl.get(&[kind, "-n", ns])?;
+        let mut names: Vec<String> = objects["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        check(names == wanted, format!("{kind}: {names:?}"))?;
+    }
     delete_namespace(env, ns)
 }
 
