@@ -12,7 +12,7 @@ use crate::types::{GROUP, KIND, MemcachedSpec, SECTIONS, VERSIONS};
 use crate::validation::{self, ObjectName, Options};
 
 /// `Kind.group`, as Kubernetes prefixes invalid-object messages.
-const QUALIFIED_KIND: &str = "Memcached.memcached.c5c3.io";
+pub const QUALIFIED_KIND: &str = "Memcached.memcached.c5c3.io";
 /// Code of every rejection: the request carries an object we cannot admit.
 pub const REJECT_CODE: u16 = 400;
 /// The resource (plural) whose `scale` subresource is judged.

@@ -20,6 +20,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
+use memcached_api::admission::QUALIFIED_KIND;
 use memcached_api::field::{FieldError, invalid_message};
 use memcached_api::validation::{self, Options};
 use memcached_api::{Memcached, MemcachedSpec, MemcachedStatus, apply_defaults};
@@ -355,7 +356,7 @@ async fn refuse_invalid(
     spec: &MemcachedSpec,
     errors: &[FieldError],
 ) -> Result<Action, Error> {
-    let message = invalid_message(&qualified_kind(), &mc.name_any(), errors);
+    let message = invalid_message(QUALIFIED_KIND, &mc.name_any(), errors);
     let refused = Refused {
         status: mc.status.as_ref(),
         stateful_set: spec.stateful_set(),
@@ -377,8 +378,7 @@ async fn refuse_unreadable(
         return Ok(Action::await_change());
     }
     let message = format!(
-        "{} \"{}\" cannot be read: {}",
-        qualified_kind(),
+        "{QUALIFIED_KIND} \"{}\" cannot be read: {}",
         stored.name_any(),
         unreadable.error
     );
@@ -389,11 +389,6 @@ async fn refuse_unreadable(
         message,
     };
     refuse(ctx, stored, refused).await
-}
-
-/// `Memcached.memcached.c5c3.io`, as the API server names the kind in its messages.
-fn qualified_kind() -> String {
-    format!("{}.{}", Memcached::kind(&()), Memcached::group(&()))
 }
 
 /// Why a stored Memcached is refused, and what it said of itself.
