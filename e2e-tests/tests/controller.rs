@@ -7,7 +7,8 @@
 //! Memcached the controller's types cannot read, a missing namespace, a CRD
 //! older than the controller, the guard on the controller's writes, a
 //! mounted Secret deleted, a controller upgrade that renders pods differently,
-//! a hung API server, a hung memcached, the leader killed mid-apply.
+//! a hung API server, a hung memcached, the leader killed mid-apply, the
+//! Lease taken mid-reconcile.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -28,7 +29,7 @@ use e2e_tests::cluster::{
 use memcached_api::field::invalid_message;
 use memcached_api::validation::{self, ObjectName, Options};
 use memcached_api::{MemcachedSpec, apply_defaults};
-use memcached_controller::leadership::RENEW_DEADLINE;
+use memcached_controller::leadership::{LEASE_DURATION, RENEW_DEADLINE};
 use serde_json::{Value, json};
 
 const SCENARIOS: &[(&str, Scenario)] = &[
@@ -107,6 +108,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "19. the leader SIGKILLed while applying 20 Memcacheds: the standby converges each, nothing duplicated",
         leader_killed_mid_apply,
+    ),
+    (
+        "20. the Lease taken by another replica mid-reconcile: the leader stops and leaves it alone",
+        lease_taken_mid_reconcile,
     ),
 ];
 
@@ -471,12 +476,7 @@ fn leader_killed_mid_apply(env: &mut Env) -> Result<(), String> {
         env.operator = Some(leader);
         return ready.and(leading.and_then(|l| check(l, "the first controller does not lead")));
     }
-    let items: Vec<Value> = (0..COUNT)
-        .map(|i| {
-            serde_json::from_str(&memcached(ns, &format!("c{i}"), json!({}))).unwrap_or_default()
-        })
-        .collect();
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
+    let list = memcacheds(ns, COUNT);
     let kubectl = &env.kubectl;
     // Killed while the Memcacheds are still being created and applied.
     let (created, applied_before_kill, killed) = std::thread::scope(|scope| {
@@ -522,6 +522,75 @@ fn leader_killed_mid_apply(env: &mut Env) -> Result<(), String> {
             .collect();
         names.sort();
         check(names == wanted, format!("{kind}: {names:?}"))?;
+    }
+    delete_namespace(env, ns)
+}
+
+/// `count` Memcacheds `c0`, `c1`, ... with the default spec, as one List.
+fn memcacheds(ns: &str, count: usize) -> String {
+    let items: Vec<Value> = (0..count)
+        .map(|i| {
+            serde_json::from_str(&memcached(ns, &format!("c{i}"), json!({}))).unwrap_or_default()
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+}
+
+/// While the leader reconciles 10 new Memcacheds, another replica takes the
+/// Lease (an "intruder" writes itself as holder). The leader stops
+/// reconciling at its next renewal and exits without touching the new
+/// holder's Lease (its release is conditional on still holding it). Once
+/// the intruder's Lease expires, a new controller converges a change and
+/// all 10 are Ready.
+fn lease_taken_mid_reconcile(env: &mut Env) -> Result<(), String> {
+    const COUNT: usize = 10;
+    let ns = "taken";
+    ensure_namespace(env, ns)?;
+    let mut leader = env.operator.take().ok_or("no controller running")?;
+    let log = env.cluster.workdir.join(format!("{}.log", leader.name));
+    env.kubectl.apply(&memcacheds(ns, COUNT))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs_f64();
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "memcached-operator", "namespace": OPERATOR_NAMESPACE},
+        "spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 15,
+            "acquireTime": micro_time(now)?, "renewTime": micro_time(now)?},
+    });
+    env.kubectl.apply(&lease.to_string())?;
+    let taken = Instant::now();
+    let exited = wait_for("the leader to stop", LEASE_DURATION, || {
+        leader.exited().ok_or_else(|| "still running".to_string())
+    });
+    let stopped = taken.elapsed();
+    let holder = lease_holder(env);
+    env.operator = Some(env.start_operator("operator-after-intruder")?);
+    exited?;
+    println!(
+        "     the leader stopped {:.1}s after the Lease was taken",
+        stopped.as_secs_f64()
+    );
+    check(
+        holder? == "intruder",
+        "the old leader overwrote the new holder's Lease",
+    )?;
+    let said = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+    check(
+        said.contains("lost leadership") && said.contains("the Lease is another replica's"),
+        "the old leader's log does not say it lost the Lease to another replica",
+    )?;
+    // Only the next leader, once the intruder's Lease expired, converges this.
+    env.kubectl
+        .apply(&memcached(ns, "c0", json!({"replicas": 2})))?;
+    wait_ready(env, ns, "c0", 2)?;
+    println!(
+        "     a change converged {:.1}s after the Lease was taken (Lease 15s)",
+        taken.elapsed().as_secs_f64()
+    );
+    for i in 1..COUNT {
+        wait_ready(env, ns, &format!("c{i}"), 1)?;
     }
     delete_namespace(env, ns)
 }
