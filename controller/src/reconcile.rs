@@ -8,11 +8,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
@@ -127,49 +125,16 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         return refuse_invalid(&ctx, &mc, &spec, &errors).await;
     }
 
-    let Mounted {
+    let SecretsSeen {
         data: secrets,
         missing,
-        versions,
-    } = secrets::read(
-        &Api::namespaced(client.clone(), &ns),
-        &ctx.cache.secrets,
-        &ctx.secret_data,
-        &spec,
-    )
-    .await?;
-    if !missing.is_empty() {
-        warn(
-            &ctx,
-            mc.as_ref(),
-            "SecretNotFound",
-            format!("Secret(s) not found: {}", missing.join(", ")),
-            None,
-        )
-        .await;
-    }
-    let invalid_auth = secrets::auth_file_problem(&spec, &secrets).map(|message| Problem {
-        reason: INVALID_AUTH_SECRET,
-        message,
-    });
-    if let Some(problem) = &invalid_auth {
-        let message = format!("{}: running pods keep their Secret", problem.message);
-        warn(&ctx, mc.as_ref(), INVALID_AUTH_SECRET, message, None).await;
-    }
-    let hash = (!secrets.is_empty()).then(|| {
-        let live = running_workload(&ctx, mc.meta(), spec.stateful_set()).0;
-        let stamp = cache::secret_stamp(&ctx.cache, live, &ns, &name);
-        match stamp {
-            // The same Secret versions: the same data. Kept as it is, so a
-            // new hash key (the key Secret deleted, another installation)
-            // restarts no pod.
-            Some(stamp) if stamp.versions == versions => stamp.hash,
-            _ => secrets::hash(&ctx.hash_key, &secrets),
-        }
-    });
-    let mut desired = Desired::new(&mc, spec.clone(), hash.as_deref(), &ctx.access);
-    if let Some(hash) = hash {
-        desired.workload.stamp(SecretStamp { hash, versions });
+        invalid_auth,
+        stamp,
+    } = read_secrets(&ctx, &mc, &spec).await?;
+    let hash = stamp.as_ref().map(|s| s.hash.as_str());
+    let mut desired = Desired::new(&mc, spec.clone(), hash, &ctx.access);
+    if let Some(stamp) = stamp {
+        desired.workload.stamp(stamp);
     }
 
     let mut applied = Applied::new(&ctx, &mc);
@@ -193,48 +158,17 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
             converge_workload(&mut applied, &spec, s, hold, stores).await?
         }
     };
-    let live = cache::get(&cache.services, &ns, &name);
     applied
-        .converge(
-            &ApiResource::erase::<Service>(&()),
-            &scoped(&client, Some(&ns)),
-            &name,
-            live,
-            Some(&desired.service),
-        )
+        .converge_kind(&cache.services, Some(&desired.service))
         .await?;
-    let live = cache::get(&cache.pdbs, &ns, &name);
-    let pdbs: Api<PodDisruptionBudget> = scoped(&client, Some(&ns));
     applied
-        .converge(
-            &ApiResource::erase::<PodDisruptionBudget>(&()),
-            &pdbs,
-            &name,
-            live,
-            desired.pdb.as_ref(),
-        )
+        .converge_kind(&cache.pdbs, desired.pdb.as_ref())
         .await?;
-    let live = cache::get(&cache.hpas, &ns, &name);
-    let hpas: Api<HorizontalPodAutoscaler> = scoped(&client, Some(&ns));
     applied
-        .converge(
-            &ApiResource::erase::<HorizontalPodAutoscaler>(&()),
-            &hpas,
-            &name,
-            live,
-            desired.hpa.as_ref(),
-        )
+        .converge_kind(&cache.hpas, desired.hpa.as_ref())
         .await?;
-    let live = cache::get(&cache.network_policies, &ns, &name);
-    let policies: Api<NetworkPolicy> = scoped(&client, Some(&ns));
     applied
-        .converge(
-            &ApiResource::erase::<NetworkPolicy>(&()),
-            &policies,
-            &name,
-            live,
-            desired.network_policy.as_ref(),
-        )
+        .converge_kind(&cache.network_policies, desired.network_policy.as_ref())
         .await?;
     let live = cache::service_monitor(cache, &ns, &name);
     let monitor = service_monitor::api_resource();
@@ -284,34 +218,9 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     };
     ctx.metrics
         .replicas(instance, observed.desired, observed.ready);
-    let reader = tls::server_name(&name, &ns).and_then(|n| stats_client(&spec, &secrets, n));
-    let stats = match (&serving, reader) {
-        (None, _) => ClusterStats::default(),
-        (Some(_), Ok(client)) => {
-            let addresses = ready_addresses(&ctx.cache.endpoint_slices, &ns, &name);
-            // Not collected yet (a restarted controller): the numbers in
-            // the status stay until the first collection ends.
-            ctx.live_stats
-                .read(&ns, &name, client, addresses)
-                .unwrap_or_else(|| ClusterStats::from_status(mc.status.as_ref()))
-        }
-        (Some(_), Err(e)) => {
-            let message =
-                format!("live stats are not read: TLS is on but its client cannot be set up: {e}");
-            warn(
-                &ctx,
-                mc.as_ref(),
-                "TLSClientUnavailable",
-                message.clone(),
-                None,
-            )
-            .await;
-            problems.push(Problem {
-                reason: "TLSClientUnavailable",
-                message,
-            });
-            ClusterStats::default()
-        }
+    let stats = match serving {
+        Some(_) => live_numbers(&ctx, &mc, &spec, &secrets, &mut problems).await,
+        None => ClusterStats::default(),
     };
     let refused = problems
         .iter()
@@ -333,6 +242,100 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     } else {
         REQUEUE_NOT_READY
     }))
+}
+
+/// The numbers memcached reports for `mc`'s serving pods, as last
+/// collected in the background (until the first collection ends after a
+/// restart, those in its status). Empty when TLS is on but its client cannot
+/// be set up: that is warned about and added to `problems`.
+async fn live_numbers(
+    ctx: &Context,
+    mc: &Memcached,
+    spec: &MemcachedSpec,
+    secrets: &SecretData,
+    problems: &mut Vec<Problem>,
+) -> ClusterStats {
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    match tls::server_name(&name, &ns).and_then(|n| stats_client(spec, secrets, n)) {
+        Ok(client) => {
+            let addresses = ready_addresses(&ctx.cache.endpoint_slices, &ns, &name);
+            ctx.live_stats
+                .read(&ns, &name, client, addresses)
+                .unwrap_or_else(|| ClusterStats::from_status(mc.status.as_ref()))
+        }
+        Err(e) => {
+            let message =
+                format!("live stats are not read: TLS is on but its client cannot be set up: {e}");
+            warn(ctx, mc, "TLSClientUnavailable", message.clone(), None).await;
+            problems.push(Problem {
+                reason: "TLSClientUnavailable",
+                message,
+            });
+            ClusterStats::default()
+        }
+    }
+}
+
+/// The Secrets a Memcached mounts, as read and judged.
+struct SecretsSeen {
+    /// Their data, by Secret name.
+    data: SecretData,
+    /// The names of those that do not exist (warned about).
+    missing: Vec<String>,
+    /// An auth Secret memcached would misread (warned about).
+    invalid_auth: Option<Problem>,
+    /// The pods' Secret hash and the versions it stands for; `None` when
+    /// no Secret is mounted.
+    stamp: Option<SecretStamp>,
+}
+
+/// Read the Secrets `spec` mounts, warn about missing and invalid ones, and
+/// stamp their data: the running workload's hash is kept while the Secret
+/// versions are the same, so a new hash key (the key Secret deleted,
+/// another installation) restarts no pod.
+async fn read_secrets(
+    ctx: &Context,
+    mc: &Memcached,
+    spec: &MemcachedSpec,
+) -> Result<SecretsSeen, Error> {
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    let Mounted {
+        data,
+        missing,
+        versions,
+    } = secrets::read(
+        &Api::namespaced(ctx.client.clone(), &ns),
+        &ctx.cache.secrets,
+        &ctx.secret_data,
+        spec,
+    )
+    .await?;
+    if !missing.is_empty() {
+        let note = format!("Secret(s) not found: {}", missing.join(", "));
+        warn(ctx, mc, "SecretNotFound", note, None).await;
+    }
+    let invalid_auth = secrets::auth_file_problem(spec, &data).map(|message| Problem {
+        reason: INVALID_AUTH_SECRET,
+        message,
+    });
+    if let Some(problem) = &invalid_auth {
+        let message = format!("{}: running pods keep their Secret", problem.message);
+        warn(ctx, mc, INVALID_AUTH_SECRET, message, None).await;
+    }
+    let stamp = (!data.is_empty()).then(|| {
+        let live = running_workload(ctx, mc.meta(), spec.stateful_set()).0;
+        let hash = match cache::secret_stamp(&ctx.cache, live, &ns, &name) {
+            Some(stamp) if stamp.versions == versions => stamp.hash,
+            _ => secrets::hash(&ctx.hash_key, &data),
+        };
+        SecretStamp { hash, versions }
+    });
+    Ok(SecretsSeen {
+        data,
+        missing,
+        invalid_auth,
+        stamp,
+    })
 }
 
 /// Degraded reason of a stored spec the policy would refuse.
@@ -582,6 +585,27 @@ impl<'a> Applied<'a> {
                 self.record_outcome(&target, result.map(|(o, _)| o)).await
             }
         }
+    }
+
+    /// [`Applied::converge`] of this Memcached's object of kind `K`, as
+    /// `store` holds it.
+    async fn converge_kind<K>(
+        &mut self,
+        store: &Store<Meta<K>>,
+        desired: Option<&K>,
+    ) -> Result<(), Error>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        let (ns, name) = (self.mc.namespace().unwrap_or_default(), self.mc.name_any());
+        let live = cache::get(store, &ns, &name);
+        let api = scoped(&self.ctx.client, Some(&ns));
+        self.converge(&ApiResource::erase::<K>(&()), &api, &name, live, desired)
+            .await
     }
 
     /// The Memcached as the objects' owner.
