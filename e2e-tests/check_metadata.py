@@ -27,8 +27,9 @@ checks = {
     "artifacthub rules are metadata.yml's": yaml.safe_load(artifacthub["annotations"]["kubewarden/rules"]) == metadata["rules"],
     "artifacthub mutation flag is metadata.yml's": artifacthub["annotations"]["kubewarden/mutation"] == str(metadata["mutating"]).lower(),
     "artifacthub questions are questions-ui.yml": yaml.safe_load(artifacthub["annotations"]["kubewarden/questions-ui"]) == questions,
-    "metadata is wapc, audited, never reads the cluster": metadata["executionMode"] == "kubewarden-wapc"
-        and metadata["backgroundAudit"] is True and not metadata.get("contextAwareResources"),
+    "metadata is wapc, audited, reads Namespaces only": metadata["executionMode"] == "kubewarden-wapc"
+        and metadata["backgroundAudit"] is True
+        and metadata.get("contextAwareResources") == [{"apiVersion": "v1", "kind": "Namespace"}],
     "rules cover the object and its scale subresource, never status": sorted(r for rule in metadata["rules"] for r in rule["resources"])
         == ["memcacheds", "memcacheds/scale"],
 }
@@ -41,6 +42,7 @@ for p in policies:
     checks[f"deploy {name} uses this version"] = p["spec"]["module"] == f"registry://{oci}:v{version}"
     checks[f"deploy {name} rules are metadata.yml's"] = p["spec"]["rules"] == metadata["rules"]
     checks[f"deploy {name} settings are known"] = set(p["spec"].get("settings", {})) <= set(map(camel, fields))
+    checks[f"deploy {name} grants metadata.yml's context"] = p["spec"].get("contextAwareResources") == metadata["contextAwareResources"]
 
 failed = [name for name, ok in checks.items() if not ok]
 for name in checks:

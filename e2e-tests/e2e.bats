@@ -15,6 +15,9 @@ FIXTURES="$ROOT/e2e-tests/fixtures"
 POLICY="$ROOT/annotated-policy.wasm"
 MINIMAL="$FIXTURES/requests/seed-minimal-cr-after-defaulting-v1beta1.json"
 INVALID="$FIXTURES/requests/seed-multiple-violations-v1beta1.json"
+# The requests' namespace as a fresh cluster has it: no Pod Security label (a kwctl replay
+# session of the policy's Namespace lookup, made below podSecurityLevel restricted).
+UNLABELLED=(--allow-context-aware --replay-host-capabilities-interactions "$FIXTURES/sessions/namespace-unlabelled.yml")
 
 setup_file() {
   if [ -z "${KWCTL:-}" ]; then
@@ -42,10 +45,10 @@ canonical() { jq -cS .; }
 # The AdmissionResponse kwctl printed, whether bare or inside an AdmissionReview.
 response() { jq -c '.response // .' <<<"$1"; }
 
-# The expected rejection message: the errors aggregated like apierrors.NewInvalid.
+# The expected rejection message: its own, or the errors aggregated like apierrors.NewInvalid.
 expected_message() {
-  jq -r --arg name "$2" '(.errors | if length == 1 then .[0] else "[" + join(", ") + "]" end) as $agg
-    | "Memcached.memcached.c5c3.io \"\($name)\" is invalid: \($agg)"' "$1"
+  jq -r --arg name "$2" '.message // ((.errors | if length == 1 then .[0] else "[" + join(", ") + "]" end) as $agg
+    | "Memcached.memcached.c5c3.io \"\($name)\" is invalid: \($agg)")' "$1"
 }
 
 # The request's object with the response's base64 JSONPatch applied (RFC 6902 add/replace/remove).
@@ -99,7 +102,7 @@ local_manifest() {
   for request in "$FIXTURES"/requests/*.json; do
     name=$(basename "$request" .json)
     count=$((count + 1))
-    run --separate-stderr "$KWCTL" run --request-path "$request" \
+    run --separate-stderr "$KWCTL" run --request-path "$request" "${UNLABELLED[@]}" \
       --settings-json "$(jq -c .settings "$FIXTURES/expected/$name.json")" "$POLICY"
     if [ "$status" -ne 0 ]; then
       failures+=("$name: kwctl exited $status")
@@ -137,21 +140,66 @@ local_manifest() {
   [[ "$stderr" == *mutate* ]]
 }
 
+@test "an unknown podSecurityLevel is refused, naming the setting and the levels" {
+  run --separate-stderr "$KWCTL" run --request-path "$MINIMAL" --settings-json '{"podSecurityLevel": "strict"}' "$POLICY"
+  [ "$status" -ne 0 ]
+  [[ "$stderr" == *'podSecurityLevel: unknown variant `strict`, expected one of `privileged`, `baseline`, `restricted`'* ]]
+}
+
+# Root in the container: baseline allows it, restricted does not.
+ROOT_CR="$FIXTURES/requests/settings-pod-security-baseline-admits-root.json"
+
+# kwctl run of ROOT_CR at podSecurityLevel baseline, with the extra arguments given.
+run_baseline() {
+  run --separate-stderr "$KWCTL" run --request-path "$ROOT_CR" --settings-json '{"podSecurityLevel": "baseline"}' "$@" "$POLICY"
+  [ "$status" -eq 0 ] || fail "kwctl exited $status"
+  output=$(response "$output")
+}
+
+@test "a namespace enforcing restricted tightens a baseline setting (kwctl replay of the Namespace lookup)" {
+  run_baseline --allow-context-aware --replay-host-capabilities-interactions "$FIXTURES/sessions/namespace-restricted.yml"
+  [ "$(jq .allowed <<<"$output")" = false ]
+  [ "$(jq .status.code <<<"$output")" = 403 ]
+  [[ "$(jq -r .status.message <<<"$output")" == 'Memcached.memcached.c5c3.io "my-cache" is forbidden: violates PodSecurity "restricted:latest" (enforced by namespace "default"): '*'runAsUser=0 (container "memcached" must not set runAsUser=0)' ]]
+}
+
+@test "a namespace enforcing less leaves the baseline setting in charge" {
+  run_baseline --allow-context-aware --replay-host-capabilities-interactions "$FIXTURES/sessions/namespace-privileged.yml"
+  [ "$(jq .allowed <<<"$output")" = true ]
+}
+
+@test "without access to Namespaces the policy judges restricted and says why" {
+  run_baseline
+  [ "$(jq .allowed <<<"$output")" = false ]
+  [[ "$(jq -r '.warnings[-1]' <<<"$output")" == 'the Pod Security label of namespace "default" could not be read ('*'): judged at "restricted"' ]]
+}
+
+@test "at the default level the policy reads no Namespace" {
+  # An empty replay session: any host call would find no recorded answer.
+  printf -- '---\n[]\n' >"$BATS_TEST_TMPDIR/empty.yml"
+  run --separate-stderr "$KWCTL" run --request-path "$ROOT_CR" --allow-context-aware \
+    --replay-host-capabilities-interactions "$BATS_TEST_TMPDIR/empty.yml" "$POLICY"
+  [ "$status" -eq 0 ]
+  output=$(response "$output")
+  [ "$(jq .status.code <<<"$output")" = 403 ]
+  [ "$(jq '.warnings | length' <<<"$output")" = 1 ]
+}
+
 @test "deploy/policy.yaml (protect, mutating) rejects an invalid CR with every error" {
-  run --separate-stderr "$KWCTL" run --request-path "$INVALID" "$(local_manifest policy)"
+  run --separate-stderr "$KWCTL" run --request-path "$INVALID" "${UNLABELLED[@]}" "$(local_manifest policy)"
   [ "$status" -eq 0 ]
   [ -z "$(fixture_mismatch seed-multiple-violations-v1beta1 "$(response "$output")")" ]
 }
 
 @test "deploy/policy.yaml (protect, mutating) defaults a valid CR" {
-  run --separate-stderr "$KWCTL" run --request-path "$FIXTURES/requests/design-basic-cache-v1beta1.json" "$(local_manifest policy)"
+  run --separate-stderr "$KWCTL" run --request-path "$FIXTURES/requests/design-basic-cache-v1beta1.json" "${UNLABELLED[@]}" "$(local_manifest policy)"
   [ "$status" -eq 0 ]
   why=$(fixture_mismatch design-basic-cache-v1beta1 "$(response "$output")")
   [ -z "$why" ] || fail "$why"
 }
 
 @test "deploy/policy-audit.yaml (monitor, not mutating) admits an invalid CR untouched" {
-  run --separate-stderr "$KWCTL" run --request-path "$INVALID" "$(local_manifest policy-audit)"
+  run --separate-stderr "$KWCTL" run --request-path "$INVALID" "${UNLABELLED[@]}" "$(local_manifest policy-audit)"
   [ "$status" -eq 0 ]
   got=$(response "$output")
   [ "$(jq .allowed <<<"$got")" = true ]
@@ -159,7 +207,7 @@ local_manifest() {
 }
 
 @test "deploy/policy-audit.yaml never mutates a CR that needs defaults" {
-  run --separate-stderr "$KWCTL" run --request-path "$FIXTURES/requests/design-basic-cache-v1beta1.json" "$(local_manifest policy-audit)"
+  run --separate-stderr "$KWCTL" run --request-path "$FIXTURES/requests/design-basic-cache-v1beta1.json" "${UNLABELLED[@]}" "$(local_manifest policy-audit)"
   [ "$status" -eq 0 ]
   got=$(response "$output")
   [ "$(jq .allowed <<<"$got")" = true ]

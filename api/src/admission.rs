@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::apply_defaults;
 use crate::field::{ErrorList, Path, invalid_message};
+use crate::pod_security::{self, Level};
 use crate::types::{GROUP, KIND, MemcachedSpec, SECTIONS, VERSIONS};
 use crate::validation::{self, ObjectName, Options};
 
@@ -15,6 +16,8 @@ use crate::validation::{self, ObjectName, Options};
 pub const QUALIFIED_KIND: &str = "Memcached.memcached.c5c3.io";
 /// Code of every rejection: the request carries an object we cannot admit.
 pub const REJECT_CODE: u16 = 400;
+/// Code of a refusal by Pod Security, as Pod Security admission answers.
+pub const FORBIDDEN_CODE: u16 = 403;
 /// The resource (plural) whose `scale` subresource is judged.
 pub const RESOURCE: &str = "memcacheds";
 /// Group and kind of the object a `scale` subresource request carries.
@@ -44,6 +47,23 @@ pub struct Request {
     pub object: Value,
     /// The stored object (UPDATE).
     pub old_object: Value,
+    /// The request's namespace.
+    pub namespace: String,
+    /// The namespace's Pod Security `enforce` label, when the caller read it.
+    pub namespace_enforce: NamespaceEnforce,
+}
+
+/// The `pod-security.kubernetes.io/enforce` label of the request's namespace,
+/// as the caller read it from the cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum NamespaceEnforce {
+    /// Not read: no lookup was needed (see [`needs_namespace`]).
+    #[default]
+    NotRead,
+    /// The label's value, `None` when the namespace has none.
+    Label(Option<String>),
+    /// The namespace could not be read: `restricted` is judged, with a warning.
+    Unreadable(String),
 }
 
 /// How to judge.
@@ -53,6 +73,9 @@ pub struct Settings {
     pub options: Options,
     /// Return the defaulted object; when false, judge it but never mutate.
     pub mutate: bool,
+    /// The Pod Security level the pods must meet at least; a namespace's
+    /// `enforce` label may ask for more.
+    pub pod_security: Level,
 }
 
 impl Default for Settings {
@@ -60,8 +83,20 @@ impl Default for Settings {
         Settings {
             options: Options::default(),
             mutate: true,
+            pod_security: Level::Restricted,
         }
     }
+}
+
+/// Whether judging `request` needs its namespace's Pod Security label: it
+/// creates or updates a Memcached, and the settings' level is below the
+/// strictest (a label can only make the judgement stricter).
+pub fn needs_namespace(request: &Request, settings: &Settings) -> bool {
+    settings.pod_security < Level::Restricted
+        && matches!(request.operation.as_str(), "CREATE" | "UPDATE")
+        && request.sub_resource.is_empty()
+        && request.group == GROUP
+        && request.kind == KIND
 }
 
 /// The answer to one request.
@@ -138,11 +173,11 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
     apply_defaults(&mut spec);
 
     let mut warnings = Vec::new();
-    if request.operation == "UPDATE" {
-        let old = decode(&request.old_object, "oldObject").ok();
-        if let Some(warning) = release_replicas_to_autoscaler(&mut spec, old.as_ref()) {
-            warnings.push(warning);
-        }
+    let old = (request.operation == "UPDATE")
+        .then(|| decode(&request.old_object, "oldObject").ok())
+        .flatten();
+    if let Some(warning) = release_replicas_to_autoscaler(&mut spec, old.as_ref()) {
+        warnings.push(warning);
     }
     warnings.extend(validation::warnings(&spec));
 
@@ -161,6 +196,17 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
     if !errors.is_empty() {
         return rejection(&request, &errors, warnings);
     }
+    // Like Pod Security admission, judged once the object is valid.
+    if let Some(refusal) = pod_security_refusal(&request, settings, &spec, old, &mut warnings) {
+        return Decision::Reject {
+            message: format!(
+                "{QUALIFIED_KIND} {:?} is forbidden: {refusal}",
+                object_name.name
+            ),
+            code: FORBIDDEN_CODE,
+            warnings,
+        };
+    }
     if !settings.mutate || spec == original {
         return Decision::Accept { warnings };
     }
@@ -168,6 +214,68 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
         Ok(object) => Decision::Mutate { object, warnings },
         Err(message) => Decision::bad_request(message),
     }
+}
+
+/// Why the pods built from `spec` violate the Pod Security level that applies
+/// (the stricter of the settings' and the namespace's), in Pod Security
+/// admission's words with the spec field of each violation.
+///
+/// Like Pod Security admission, which lets pod updates through that change
+/// nothing it checks, an UPDATE is refused only for violations the stored
+/// object (`old`) does not already have: a Memcached admitted before its
+/// namespace or the settings tightened can still be scaled and edited; the
+/// violations it keeps are warned about.
+fn pod_security_refusal(
+    request: &Request,
+    settings: &Settings,
+    spec: &MemcachedSpec,
+    old: Option<MemcachedSpec>,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
+    let namespace_level = match &request.namespace_enforce {
+        NamespaceEnforce::NotRead | NamespaceEnforce::Label(None) => Level::Privileged,
+        NamespaceEnforce::Label(Some(label)) => Level::from_label(label),
+        NamespaceEnforce::Unreadable(why) => {
+            warnings.push(format!(
+                "the Pod Security label of namespace {:?} could not be read ({why}): judged at \"restricted\"",
+                request.namespace
+            ));
+            Level::Restricted
+        }
+    };
+    let level = settings.pod_security.max(namespace_level);
+    let path = Path::new("spec");
+    let violations = pod_security::check(spec, level, &path);
+    if violations.is_empty() {
+        return None;
+    }
+    if let Some(mut old) = old {
+        apply_defaults(&mut old);
+        let kept = pod_security::check(&old, level, &path);
+        if violations.iter().all(|v| kept.contains(v)) {
+            warnings.push(format!(
+                "existing violations of PodSecurity \"{level}:latest\" kept by this update: {}",
+                joined(&violations)
+            ));
+            return None;
+        }
+    }
+    let labelled = matches!(request.namespace_enforce, NamespaceEnforce::Label(Some(_)));
+    let enforced_by = if labelled && namespace_level > settings.pod_security {
+        format!(" (enforced by namespace {:?})", request.namespace)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "violates PodSecurity \"{level}:latest\"{enforced_by}: {}",
+        joined(&violations)
+    ))
+}
+
+/// Violations as Pod Security admission lists them: comma-separated.
+fn joined(violations: &[pod_security::Violation]) -> String {
+    let details: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    details.join(", ")
 }
 
 /// The rejection of `request` for `errors`, worded as the API server words it.
@@ -443,7 +551,7 @@ mod tests {
             sub_resource: "scale".into(),
             name: "my-cache".into(),
             object,
-            old_object: Value::Null,
+            ..Request::default()
         }
     }
 
@@ -471,7 +579,7 @@ mod tests {
             sub_resource: String::new(),
             name: "my-cache".into(),
             object: json!({"metadata": {"name": "my-cache"}, "spec": spec}),
-            old_object: Value::Null,
+            ..Request::default()
         };
         assert_eq!(
             judge(request),

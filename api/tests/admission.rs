@@ -1,4 +1,7 @@
-use memcached_api::admission::{Decision, Request, Settings, review};
+use memcached_api::admission::{
+    Decision, NamespaceEnforce, Request, Settings, needs_namespace, review,
+};
+use memcached_api::pod_security::Level;
 use serde_json::{Value, json};
 
 fn request(operation: &str, object: Value, old: Value) -> Request {
@@ -216,4 +219,151 @@ fn carries_warnings_on_acceptance() {
     assert_eq!(warnings.len(), 2, "{warnings:?}");
     assert!(warnings[0].contains("the memcached exporter cannot authenticate"));
     assert!(warnings[1].contains("the SASL credentials cross the pod network in clear text"));
+}
+
+fn judged_in(spec: Value, level: Level, namespace: NamespaceEnforce) -> Decision {
+    let mut request = request("CREATE", cr(spec), Value::Null);
+    request.namespace = "team-a".into();
+    request.namespace_enforce = namespace;
+    let settings = Settings {
+        pod_security: level,
+        ..Settings::default()
+    };
+    review(request, &settings)
+}
+
+const PRIVILEGED: &str = r#"{"security": {"containerSecurityContext": {"privileged": true}}}"#;
+
+#[test]
+fn pod_security_refuses_with_403_in_pod_security_admissions_words() {
+    let spec: Value = serde_json::from_str(PRIVILEGED).unwrap();
+    let (message, code) = rejection(judged_in(spec, Level::Baseline, NamespaceEnforce::NotRead));
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        "Memcached.memcached.c5c3.io \"my-cache\" is forbidden: violates PodSecurity \"baseline:latest\": \
+         spec.security.containerSecurityContext.privileged: privileged (container \"memcached\" must not set \
+         securityContext.privileged=true)"
+    );
+}
+
+#[test]
+fn the_stricter_of_the_settings_and_the_namespace_label_applies() {
+    let spec: Value = serde_json::from_str(PRIVILEGED).unwrap();
+    let label = |value: &str| NamespaceEnforce::Label(Some(value.into()));
+    let admitted = |decision: &Decision| !matches!(decision, Decision::Reject { .. });
+    assert!(admitted(&judged_in(
+        spec.clone(),
+        Level::Privileged,
+        NamespaceEnforce::Label(None)
+    )));
+    assert!(admitted(&judged_in(
+        spec.clone(),
+        Level::Privileged,
+        label("privileged")
+    )));
+    let (message, _) = rejection(judged_in(
+        spec.clone(),
+        Level::Privileged,
+        label("baseline"),
+    ));
+    assert!(
+        message.contains(
+            "violates PodSecurity \"baseline:latest\" (enforced by namespace \"team-a\"): "
+        ),
+        "{message}"
+    );
+    // An unreadable label enforces restricted, as Pod Security admission reads it.
+    let (message, _) = rejection(judged_in(spec.clone(), Level::Privileged, label("strict")));
+    assert!(
+        message.contains("\"restricted:latest\" (enforced by namespace \"team-a\")"),
+        "{message}"
+    );
+    // A namespace asking for less than the settings changes nothing.
+    let (message, _) = rejection(judged_in(spec, Level::Baseline, label("privileged")));
+    assert!(
+        message.contains("violates PodSecurity \"baseline:latest\": "),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_unreadable_namespace_is_judged_restricted_with_a_warning() {
+    let unreadable = NamespaceEnforce::Unreadable("forbidden".into());
+    let Decision::Reject {
+        message, warnings, ..
+    } = judged_in(
+        json!({"security": {"containerSecurityContext": {}}}),
+        Level::Privileged,
+        unreadable.clone(),
+    )
+    else {
+        panic!("an empty container context is not restricted")
+    };
+    assert!(message.contains("\"restricted:latest\": "), "{message}");
+    let expected = "the Pod Security label of namespace \"team-a\" could not be read (forbidden): judged at \"restricted\"";
+    assert_eq!(warnings, [expected]);
+    match judged_in(json!({}), Level::Privileged, unreadable) {
+        Decision::Mutate { warnings, .. } => assert_eq!(warnings, [expected]),
+        other => panic!("the defaults meet restricted: {other:?}"),
+    }
+}
+
+#[test]
+fn pod_security_is_judged_only_once_the_object_is_valid() {
+    let spec =
+        json!({"replicas": -1, "security": {"containerSecurityContext": {"privileged": true}}});
+    let (message, code) = rejection(create(spec));
+    assert_eq!(code, 400);
+    assert!(!message.contains("PodSecurity"), "{message}");
+}
+
+#[test]
+fn the_namespace_is_needed_only_below_restricted_for_memcacheds() {
+    let create = request("CREATE", cr(json!({})), Value::Null);
+    let at = |level| Settings {
+        pod_security: level,
+        ..Settings::default()
+    };
+    assert!(!needs_namespace(&create, &Settings::default()));
+    assert!(needs_namespace(&create, &at(Level::Baseline)));
+    assert!(needs_namespace(&create, &at(Level::Privileged)));
+    let mut scale = create.clone();
+    scale.sub_resource = "scale".into();
+    assert!(!needs_namespace(&scale, &at(Level::Baseline)));
+    let mut delete = create;
+    delete.operation = "DELETE".into();
+    assert!(!needs_namespace(&delete, &at(Level::Baseline)));
+}
+
+#[test]
+fn an_update_is_refused_only_for_violations_the_stored_object_lacks() {
+    let privileged: Value = serde_json::from_str(PRIVILEGED).unwrap();
+    let update = |spec: Value, old: Value| {
+        review(request("UPDATE", cr(spec), cr(old)), &Settings::default())
+    };
+    // Scaling a Memcached admitted before the level tightened: admitted, with a warning.
+    let mut scaled = privileged.clone();
+    scaled["replicas"] = json!(3);
+    let warnings = match update(scaled, privileged.clone()) {
+        Decision::Mutate { warnings, .. } | Decision::Accept { warnings } => warnings,
+        other => panic!("an update adding no violation is admitted: {other:?}"),
+    };
+    assert!(
+        warnings.iter().any(|w| w.starts_with(
+            "existing violations of PodSecurity \"restricted:latest\" kept by this update: \
+             spec.security.containerSecurityContext.privileged: privileged ("
+        )),
+        "{warnings:?}"
+    );
+    // A new violation is refused, listing every violation.
+    let mut worse = privileged.clone();
+    worse["security"]["containerSecurityContext"]["runAsUser"] = json!(0);
+    let (message, code) = rejection(update(worse, privileged));
+    assert_eq!(code, 403);
+    assert!(message.contains("privileged ("), "{message}");
+    assert!(message.contains("runAsUser=0"), "{message}");
+    // A CREATE of the same object is refused.
+    let (_, code) = rejection(create(serde_json::from_str(PRIVILEGED).unwrap()));
+    assert_eq!(code, 403);
 }

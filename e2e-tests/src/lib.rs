@@ -51,9 +51,12 @@ impl Policy {
             .wasi_params(WasiParams::default())
             .build()
             .map_err(|e| format!("wasmtime cannot load the policy: {e}"))?;
-        let host = WapcHost::new(Box::new(engine), Some(Box::new(|_, binding, ns, op, _| {
-            Err(format!("unexpected host call {binding}/{ns}/{op}: this policy needs no host capabilities").into())
-        })))
+        let host = WapcHost::new(
+            Box::new(engine),
+            Some(Box::new(|_, binding, ns, op, payload| {
+                namespace_lookup(binding, ns, op, payload).map_err(Into::into)
+            })),
+        )
         .map_err(|e| format!("waPC host cannot start the policy: {e}"))?;
         Ok(Policy { host })
     }
@@ -79,6 +82,23 @@ impl Policy {
     }
 }
 
+/// The one host capability the policy uses, `kubernetes/get_resource` of a
+/// Namespace, answered as a fresh cluster would: the Namespace, with no labels.
+fn namespace_lookup(binding: &str, ns: &str, op: &str, payload: &[u8]) -> Result<Vec<u8>, String> {
+    let request: Value = serde_json::from_slice(payload).unwrap_or_default();
+    if (binding, ns, op) != ("kubewarden", "kubernetes", "get_resource")
+        || request["api_version"] != "v1"
+        || request["kind"] != "Namespace"
+    {
+        return Err(format!(
+            "unexpected host call {binding}/{ns}/{op} {request}: the policy reads Namespaces only"
+        ));
+    }
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": request["name"]}});
+    Ok(namespace.to_string().into_bytes())
+}
+
 /// One fixture: an AdmissionReview and what the policy must answer.
 pub struct Fixture {
     /// File stem.
@@ -96,9 +116,13 @@ pub struct Expected {
     pub settings: Value,
     /// Accepted or rejected.
     pub accepted: bool,
-    /// Every error, rendered, in order (rejections).
+    /// Every error, rendered, in order (rejections as invalid).
     #[serde(default)]
     pub errors: Vec<String>,
+    /// The whole message of a rejection that is not an invalid object (Pod Security).
+    pub message: Option<String>,
+    /// The rejection's HTTP code when not 400.
+    pub code: Option<u16>,
     /// Warnings kubectl would print.
     #[serde(default)]
     pub warnings: Vec<String>,
@@ -109,6 +133,9 @@ pub struct Expected {
 impl Expected {
     /// The rejection message: the errors aggregated like `apierrors.NewInvalid`.
     pub fn message(&self, name: &str) -> String {
+        if let Some(message) = &self.message {
+            return message.clone();
+        }
         let aggregate = match self.errors.as_slice() {
             [one] => one.clone(),
             many => format!("[{}]", many.join(", ")),

@@ -53,7 +53,7 @@ fn check(answer: &Value, f: &e2e_tests::Fixture) -> Result<(), String> {
         if answer["message"] != e.message(name) {
             return Err(format!("message differs, expected {:?}", e.message(name)));
         }
-        if answer["code"] != 400 {
+        if answer["code"] != e.code.unwrap_or(400) {
             return Err(format!("code {}", answer["code"]));
         }
         return Ok(());

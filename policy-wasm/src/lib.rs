@@ -5,6 +5,7 @@
 #[cfg(any(target_arch = "wasm32", test))]
 #[allow(unsafe_code)]
 mod arena;
+mod namespace;
 pub mod request;
 pub mod settings;
 

@@ -1,9 +1,10 @@
 //! The waPC `validate` payload in, a Kubewarden ValidationResponse out.
 
 use kubewarden_policy_sdk::response::ValidationResponse;
-use memcached_api::admission::{self, Decision, REJECT_CODE};
+use memcached_api::admission::{self, Decision, NamespaceEnforce, REJECT_CODE};
 use serde::Deserialize;
 
+use crate::namespace;
 use crate::settings::Settings;
 
 /// What policy-server sends: the AdmissionRequest and the policy settings.
@@ -25,6 +26,7 @@ struct AdmissionRequest {
     #[serde(alias = "subResource")]
     sub_resource: String,
     name: String,
+    namespace: String,
     operation: String,
     object: serde_json::Value,
     #[serde(alias = "oldObject")]
@@ -47,9 +49,24 @@ struct GroupVersionResource {
 }
 
 /// Judge one `validate` payload. Never fails: bad input is a rejection.
+/// The namespace's Pod Security label is read from the cluster only when it
+/// can change the judgement.
 pub fn evaluate(payload: &[u8]) -> ValidationResponse {
+    evaluate_with(payload, namespace::enforce_label)
+}
+
+/// [`evaluate`], reading namespace labels with `enforce_label`.
+pub fn evaluate_with(
+    payload: &[u8],
+    enforce_label: impl FnOnce(&str) -> NamespaceEnforce,
+) -> ValidationResponse {
     let decision = match decode(payload) {
-        Ok((request, settings)) => admission::review(request, &settings),
+        Ok((mut request, settings)) => {
+            if admission::needs_namespace(&request, &settings) {
+                request.namespace_enforce = enforce_label(&request.namespace);
+            }
+            admission::review(request, &settings)
+        }
         Err(message) => Decision::Reject {
             message,
             code: REJECT_CODE,
@@ -75,6 +92,8 @@ fn decode(payload: &[u8]) -> Result<(admission::Request, admission::Settings), S
         name: r.name,
         object: r.object,
         old_object: r.old_object,
+        namespace: r.namespace,
+        namespace_enforce: NamespaceEnforce::NotRead,
     };
     Ok((request, settings))
 }
@@ -96,5 +115,52 @@ fn response(decision: Decision) -> ValidationResponse {
         mutated_object,
         audit_annotations: None,
         warnings: (!warnings.is_empty()).then_some(warnings),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn payload(settings: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "request": {
+                "operation": "CREATE", "namespace": "team-a", "name": "c",
+                "kind": {"group": "memcached.c5c3.io", "version": "v1beta1", "kind": "Memcached"},
+                "resource": {"group": "memcached.c5c3.io", "resource": "memcacheds"},
+                "object": {"metadata": {"name": "c"},
+                           "spec": {"security": {"containerSecurityContext": {"runAsUser": 0}}}},
+            },
+            "settings": settings,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_namespace_is_read_only_below_restricted() {
+        let unexpected = |_: &str| -> NamespaceEnforce { panic!("no lookup at restricted") };
+        let response = evaluate_with(&payload(json!({})), unexpected);
+        assert!(!response.accepted);
+        assert_eq!(response.code, Some(403));
+    }
+
+    #[test]
+    fn the_namespace_label_tightens_the_settings_level() {
+        let read = |label: &'static str| {
+            move |namespace: &str| {
+                assert_eq!(namespace, "team-a");
+                NamespaceEnforce::Label(Some(label.to_string()))
+            }
+        };
+        let settings = json!({"podSecurityLevel": "baseline"});
+        assert!(evaluate_with(&payload(settings.clone()), read("baseline")).accepted);
+        let response = evaluate_with(&payload(settings), read("restricted"));
+        assert!(!response.accepted);
+        let message = response.message.unwrap();
+        assert!(
+            message.contains("\"restricted:latest\" (enforced by namespace \"team-a\")"),
+            "{message}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 
 use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 use memcached_api::admission;
+use memcached_api::pod_security::Level;
 use memcached_api::quantity::Quantity;
 use memcached_api::validation::{DEFAULT_MEMORY_OVERHEAD, Options};
 use serde::Deserialize;
@@ -16,6 +17,10 @@ pub struct Settings {
     /// Return defaulted objects; false makes the policy purely validating.
     #[serde(default = "default_mutate")]
     pub mutate: bool,
+    /// The Pod Security level the pods must meet at least (`privileged`,
+    /// `baseline` or `restricted`); a namespace's `enforce` label may ask for more.
+    #[serde(default)]
+    pub pod_security_level: Level,
 }
 
 fn default_overhead() -> String {
@@ -70,6 +75,7 @@ impl Settings {
                 memory_overhead_text: self.memory_overhead,
             },
             mutate: self.mutate,
+            pod_security: self.pod_security_level,
         })
     }
 }
@@ -98,19 +104,28 @@ mod tests {
             let s = Settings::from_json(payload).unwrap();
             assert!(s.mutate);
             assert_eq!(s.options, Options::default());
+            assert_eq!(s.pod_security, Level::Restricted);
         }
     }
 
     #[test]
-    fn reads_both_settings() {
-        let s = Settings::from_json(br#"{"memoryOverhead": "64Mi", "mutate": false}"#).unwrap();
+    fn reads_every_setting() {
+        let s = Settings::from_json(
+            br#"{"memoryOverhead": "64Mi", "mutate": false, "podSecurityLevel": "baseline"}"#,
+        )
+        .unwrap();
         assert!(!s.mutate);
         assert_eq!(s.options.memory_overhead, Quantity::mebi(64));
+        assert_eq!(s.pod_security, Level::Baseline);
     }
 
     #[test]
     fn rejects_bad_settings_with_clear_messages() {
-        let cases: [(&[u8], &str); 5] = [
+        let cases: [(&[u8], &str); 6] = [
+            (
+                br#"{"podSecurityLevel": "Restricted"}"#,
+                "podSecurityLevel: unknown variant `Restricted`, expected one of `privileged`, `baseline`, `restricted`",
+            ),
             (
                 br#"{"memoryOverhead": "lots"}"#,
                 "memoryOverhead \"lots\": quantities must match",
