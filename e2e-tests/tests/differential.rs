@@ -13,12 +13,20 @@
 //! the CR and everything rendered from it (over-strict rules), and prints
 //! them. ServiceMonitors are left out: their CRD is the Prometheus
 //! Operator's, not installed here. Runs inside `e2e-tests/netns.sh`.
+//!
+//! Validity is judged at `podSecurityLevel: privileged`, as the API server
+//! does not judge Pod Security itself. Pod Security gets a differential of its
+//! own: every admitted CR that sets a security context or pod annotations is
+//! judged again at `baseline` and `restricted`, and its rendered workload is
+//! created with `--dry-run=server` in a namespace whose Pod Security admission
+//! warns at that level; the policy must refuse exactly when Pod Security
+//! admission warns, with the same reasons and details.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
 use e2e_tests::Policy;
-use e2e_tests::cluster::{Binaries, Cluster, Kubectl, enter_network_namespace};
+use e2e_tests::cluster::{Binaries, Cluster, Kubectl, Outcome, enter_network_namespace};
 use e2e_tests::generate::{Rng, boundary_specs, spec};
 use e2e_tests::workspace_root;
 use memcached_api::{Memcached, apply_defaults};
@@ -29,6 +37,9 @@ const NAMESPACE: &str = "differential";
 const RANDOM_SPECS: usize = 150;
 /// CRs per kubectl call.
 const BATCH: usize = 20;
+/// The Pod Security levels judged by the second differential, each with a
+/// namespace `differential-<level>` labelled to warn at it.
+const POD_SECURITY_LEVELS: [&str; 2] = ["baseline", "restricted"];
 /// `kubectl -o name` of a Memcached.
 const MEMCACHED_RESOURCE: &str = "memcached.memcached.c5c3.io";
 /// Objects the API server cannot check here (their CRD is another project's).
@@ -82,7 +93,7 @@ fn run(binaries: &Binaries, workdir: &std::path::Path) -> Result<usize, String> 
         .map(|(i, (label, spec))| judge(&policy, label, format!("d-{i:04}"), spec))
         .collect();
     let accepted = dry_run_all(&kubectl, &cases)?;
-    let failures = report(&kubectl, &cases, &accepted);
+    let failures = report(&kubectl, &cases, &accepted) + pod_security(&kubectl, &policy, &cases);
     println!(
         "differential test took {:.0}s",
         started.elapsed().as_secs_f64()
@@ -95,12 +106,19 @@ fn fail(message: &str) -> ! {
     std::process::exit(1);
 }
 
-/// The CRD and the namespace.
+/// The CRD and the namespaces.
 fn prepare(kubectl: &Kubectl) -> Result<(), String> {
     let crd = workspace_root().join("deploy/crd.yaml");
     kubectl.ok(&["apply", "-f", &crd.to_string_lossy()])?;
     kubectl.wait_established("memcacheds.memcached.c5c3.io")?;
-    kubectl.ok(&["create", "namespace", NAMESPACE]).map(drop)
+    kubectl.ok(&["create", "namespace", NAMESPACE])?;
+    for level in POD_SECURITY_LEVELS {
+        let namespace = format!("{NAMESPACE}-{level}");
+        kubectl.ok(&["create", "namespace", &namespace])?;
+        let label = format!("pod-security.kubernetes.io/warn={level}");
+        kubectl.ok(&["label", "namespace", &namespace, &label])?;
+    }
+    Ok(())
 }
 
 /// The boundary specs, then random ones (objects only: a spec of the wrong
@@ -119,7 +137,7 @@ fn generated_specs() -> Vec<(String, Value)> {
     specs
 }
 
-/// The policy's verdict on a CREATE of the CR, and what render builds from it.
+/// The policy's verdict on a CREATE of the CR (Pod Security not judged), and what render builds from it.
 fn judge(policy: &Policy, label: String, name: String, spec: Value) -> Case {
     let submitted = json!({
         "apiVersion": "memcached.c5c3.io/v1beta1",
@@ -127,15 +145,10 @@ fn judge(policy: &Policy, label: String, name: String, spec: Value) -> Case {
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": spec,
     });
-    let request = json!({
-        "uid": "differential",
-        "kind": {"group": "memcached.c5c3.io", "version": "v1beta1", "kind": "Memcached"},
-        "resource": {"group": "memcached.c5c3.io", "version": "v1beta1", "resource": "memcacheds"},
-        "name": name, "namespace": NAMESPACE, "operation": "CREATE",
-        "userInfo": {"username": "differential"},
-        "object": submitted, "oldObject": null,
-    });
-    let verdict = match policy.validate(&request, &json!({})) {
+    let verdict = match policy.validate(
+        &create_request(&submitted),
+        &json!({"podSecurityLevel": "privileged"}),
+    ) {
         Err(e) => Err(format!("the policy failed: {e}")),
         Ok(answer) if answer["accepted"] == true => Ok(answer
             .get("mutated_object")
@@ -152,6 +165,19 @@ fn judge(policy: &Policy, label: String, name: String, spec: Value) -> Case {
         verdict,
         cr,
     }
+}
+
+/// The AdmissionRequest of a CREATE of `cr`.
+fn create_request(cr: &Value) -> Value {
+    let name = &cr["metadata"]["name"];
+    json!({
+        "uid": "differential",
+        "kind": {"group": "memcached.c5c3.io", "version": "v1beta1", "kind": "Memcached"},
+        "resource": {"group": "memcached.c5c3.io", "version": "v1beta1", "resource": "memcacheds"},
+        "name": name, "namespace": NAMESPACE, "operation": "CREATE",
+        "userInfo": {"username": "differential"},
+        "object": cr, "oldObject": null,
+    })
 }
 
 /// What `memcached-controller render` builds from the CR, valid or not (given a uid, as a stored CR has,
@@ -212,16 +238,10 @@ fn dry_run_all(kubectl: &Kubectl, cases: &[Case]) -> Result<HashSet<String>, Str
     Ok(accepted)
 }
 
-/// One `kubectl create --dry-run=server -o name` of a List: what it accepted.
-/// Unknown fields are pruned, as the API server does without strict field
-/// validation (with it, the API server refuses them before admission, so the
-/// policy never judges such a CR).
-fn dry_run(kubectl: &Kubectl, items: &[Value]) -> Result<Vec<String>, String> {
-    if items.is_empty() {
-        return Ok(Vec::new());
-    }
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let outcome = kubectl.run(
+/// `kubectl create --dry-run=server -o name` of `manifest`, with kubectl's
+/// own schema check off (the API server's is what is measured).
+fn create_dry_run(kubectl: &Kubectl, manifest: &Value) -> Outcome {
+    kubectl.run(
         &[
             "create",
             "--dry-run=server",
@@ -231,8 +251,20 @@ fn dry_run(kubectl: &Kubectl, items: &[Value]) -> Result<Vec<String>, String> {
             "-f",
             "-",
         ],
-        Some(&list.to_string()),
-    );
+        Some(&manifest.to_string()),
+    )
+}
+
+/// One `kubectl create --dry-run=server -o name` of a List: what it accepted.
+/// Unknown fields are pruned, as the API server does without strict field
+/// validation (with it, the API server refuses them before admission, so the
+/// policy never judges such a CR).
+fn dry_run(kubectl: &Kubectl, items: &[Value]) -> Result<Vec<String>, String> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let outcome = create_dry_run(kubectl, &list);
     let accepted: Vec<String> = outcome
         .stdout
         .lines()
@@ -320,4 +352,94 @@ fn report(kubectl: &Kubectl, cases: &[Case], accepted: &HashSet<String>) -> usiz
         over_strict.len()
     );
     failures.len()
+}
+
+/// The second differential (see the module doc): every disagreement between
+/// the policy at a level and Pod Security admission warning at it is a
+/// failure. Prints its counts; the number of failures.
+fn pod_security(kubectl: &Kubectl, policy: &Policy, cases: &[Case]) -> usize {
+    let (mut judged, mut refused, mut failures) = (0, 0, Vec::new());
+    for case in cases.iter().filter(|c| sets_pod_security(&c.cr["spec"])) {
+        let (Ok(cr), Ok(objects)) = (&case.verdict, &case.objects) else {
+            continue;
+        };
+        let Some(workload) = objects
+            .iter()
+            .find(|o| matches!(o["kind"].as_str(), Some("Deployment" | "StatefulSet")))
+        else {
+            continue;
+        };
+        for level in POD_SECURITY_LEVELS {
+            judged += 1;
+            let ours = policy_violations(policy, cr, level);
+            let theirs = admission_warning(kubectl, workload, level);
+            refused += usize::from(matches!(ours, Ok(Some(_))));
+            if ours != theirs {
+                failures.push(format!(
+                    "{} ({}) at {level}:\n       policy:               {ours:?}\n       Pod Security admission: {theirs:?}\n       spec: {}",
+                    case.name, case.label, cr["spec"]
+                ));
+            }
+        }
+    }
+    for line in &failures {
+        println!("FAIL pod security: {line}");
+    }
+    println!(
+        "pod security differential: {judged} judged (CR and level), {refused} refused, {} disagreements with Pod Security admission",
+        failures.len()
+    );
+    failures.len()
+}
+
+/// A spec that sets what Pod Security judges.
+fn sets_pod_security(spec: &Value) -> bool {
+    let security = &spec["security"];
+    spec["podAnnotations"].is_object()
+        || security["podSecurityContext"].is_object()
+        || security["containerSecurityContext"].is_object()
+}
+
+/// The reasons and details of the policy's Pod Security refusal of `cr` at
+/// `level`, its spec fields taken out: Pod Security admission's text.
+fn policy_violations(policy: &Policy, cr: &Value, level: &str) -> Result<Option<String>, String> {
+    let answer = policy.validate(&create_request(cr), &json!({"podSecurityLevel": level}))?;
+    if answer["accepted"] == true {
+        return Ok(None);
+    }
+    let message = answer["message"].as_str().unwrap_or_default();
+    let prefix = format!("violates PodSecurity \"{level}:latest\": ");
+    let (_, violations) = message
+        .split_once(&prefix)
+        .filter(|_| answer["code"] == 403)
+        .ok_or_else(|| format!("refused otherwise: {message}"))?;
+    // Each violation is `<spec field>: <reason> (<detail>)`, joined by ", ".
+    let listed = format!(", {violations}");
+    let without_fields: Vec<&str> = listed
+        .split(", spec.")
+        .skip(1)
+        .map(|v| v.split_once(": ").map_or(v, |(_, rest)| rest))
+        .collect();
+    Ok(Some(without_fields.join(", ")))
+}
+
+/// What Pod Security admission warns about `workload` in the namespace that
+/// warns at `level`.
+fn admission_warning(
+    kubectl: &Kubectl,
+    workload: &Value,
+    level: &str,
+) -> Result<Option<String>, String> {
+    let mut workload = workload.clone();
+    workload["metadata"]["namespace"] = json!(format!("{NAMESPACE}-{level}"));
+    let outcome = create_dry_run(kubectl, &workload);
+    if !outcome.success {
+        return Err(format!("kubectl create failed: {}", outcome.stderr.trim()));
+    }
+    let prefix = format!("Warning: would violate PodSecurity \"{level}:latest\": ");
+    Ok(outcome
+        .stderr
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map(str::to_string))
 }
