@@ -191,7 +191,7 @@ e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(
 
 ## e2e-node: the real node (tests/node.rs): kubelet, containerd and CoreDNS beside the control plane, a Memcached's
 ## pod in a real container pulled from the local registry; reports node Ready, apply -> Ready and the node's memory.
-e2e-node: deps $(E2E_BIN)/cluster $(E2E_BIN)/registry $(NODE_PIECES)
+e2e-node: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
 	$(CARGO) test --locked --workspace --features $(FEATURES),e2e-tests/real-node --test node
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl).
@@ -221,7 +221,7 @@ bench-kwctl: annotated-policy.wasm
 ## 200 CRs at once; then the keys pymemcache's HashClient still finds after scaling, a pod deletion and a rollout,
 ## Deployment against StatefulSet mode; API requests per converged reconcile and controller RSS at 200 and
 ## 1,000 Memcacheds (release controller).
-bench-e2e: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
+bench-e2e: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
 	$(CARGO) build --locked --release -p memcached-controller
 	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster --bench sharding --bench controller
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster

@@ -62,9 +62,13 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         "11. monitor mode (deploy/policy-audit.yaml) admits an invalid Memcached and reports it",
         audit_mode,
     ),
+    (
+        "12. a namespace's Pod Security label, read by policy-server for the policy at podSecurityLevel baseline",
+        namespace_pod_security,
+    ),
     // Last: the controller's own Deployment replaces the host process for good.
     (
-        "12. the controller Deployment: both replicas Ready, a rollout restart finishes, one leader at a time",
+        "13. the controller Deployment: both replicas Ready, a rollout restart finishes, one leader at a time",
         controller_rollout,
     ),
 ];
@@ -85,7 +89,7 @@ fn main() {
     println!(
         "policy-server {} serves {} from {}@{}",
         env.policy_server.url,
-        [env.protect.id(), env.audit.id()].join(" and "),
+        [env.protect.id(), env.audit.id(), env.namespaced.id()].join(", "),
         env.artifact.reference,
         env.artifact.digest
     );
@@ -1099,6 +1103,100 @@ fn artifact_from_registry(env: &mut Env) -> Result<(), String> {
             modules[0].display()
         ),
     )
+}
+
+/// deploy/policy.yaml at `podSecurityLevel: baseline` alone in the
+/// admission chain: policy-server reads each request's Namespace (Kubewarden's
+/// context-aware lookup, as the ServiceAccount and RBAC of Kubewarden's own
+/// chart). A Memcached running as root is refused where the namespace
+/// enforces `restricted`, admitted where it enforces `privileged`, and
+/// refused there once the label changes. The protect policy's webhook is
+/// restored afterwards, whatever happened.
+fn namespace_pod_security(env: &mut Env) -> Result<(), String> {
+    let (strict, lenient) = ("psa-restricted", "psa-privileged");
+    for (ns, level) in [(strict, "restricted"), (lenient, "privileged")] {
+        ensure_namespace(env, ns)?;
+        label_enforce(env, ns, level)?;
+    }
+    env.unregister(&env.protect)?;
+    env.register(&env.namespaced)?;
+    let result = judged_by_namespace(env, strict, lenient);
+    let cleanup = env
+        .unregister(&env.namespaced)
+        .and_then(|()| env.register(&env.protect))
+        .and_then(|()| env.wait_for_protection());
+    result.and(cleanup)
+}
+
+fn label_enforce(env: &Env, namespace: &str, level: &str) -> Result<(), String> {
+    let label = format!("pod-security.kubernetes.io/enforce={level}");
+    env.kubectl
+        .ok(&["label", "namespace", namespace, &label, "--overwrite"])
+        .map(drop)
+}
+
+fn judged_by_namespace(env: &Env, strict: &str, lenient: &str) -> Result<(), String> {
+    let root = json!({"security": {"containerSecurityContext": {
+        "runAsUser": 0, "runAsNonRoot": false, "allowPrivilegeEscalation": false,
+        "capabilities": {"drop": ["ALL"]},
+    }}});
+    let dry_run = |ns: &str| {
+        env.kubectl.run(
+            &["create", "--dry-run=server", "-f", "-"],
+            Some(&memcached(ns, "root", root.clone())),
+        )
+    };
+    let refused_in = |ns: &str| {
+        let outcome = dry_run(ns);
+        let expected = [
+            format!(
+                "error when creating \"STDIN\": admission webhook \"{}\" denied the request: ",
+                env.namespaced.webhook_name()
+            ),
+            format!(
+                "Memcached.memcached.c5c3.io \"root\" is forbidden: violates PodSecurity \"restricted:latest\" \
+                 (enforced by namespace \"{ns}\"): spec.security.containerSecurityContext.runAsNonRoot: "
+            ),
+            "spec.security.containerSecurityContext.runAsUser: runAsUser=0 (container \"memcached\" must not set runAsUser=0)"
+                .to_string(),
+        ];
+        if !outcome.success && expected.iter().all(|part| outcome.stderr.contains(part)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "not refused by the namespace's label: {}",
+                outcome.stderr.trim()
+            ))
+        }
+    };
+    // Until kube-apiserver has swapped the webhooks, the protect policy may still answer.
+    wait_for(
+        "the namespaced policy alone",
+        Duration::from_secs(30),
+        || refused_in(strict),
+    )?;
+    wait_for(
+        "a privileged namespace admits root",
+        Duration::from_secs(30),
+        || {
+            let outcome = dry_run(lenient);
+            if outcome.success {
+                Ok(())
+            } else {
+                Err(outcome.stderr)
+            }
+        },
+    )?;
+    let relabelled = Instant::now();
+    label_enforce(env, lenient, "restricted")?;
+    wait_for("the new label seen", Duration::from_secs(30), || {
+        refused_in(lenient)
+    })?;
+    println!(
+        "    a changed enforce label judged {:.1}s after kubectl label",
+        relabelled.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// deploy/policy-audit.yaml alone in the admission chain: an invalid

@@ -38,8 +38,18 @@ impl Helm {
         namespace: &str,
         args: &[&str],
     ) -> Result<String, String> {
-        let chart = Self::chart();
-        let mut all = vec!["template", release, path(&chart), "--namespace", namespace];
+        self.template_chart(&Self::chart(), release, namespace, args)
+    }
+
+    /// `helm template` of another chart (a directory).
+    pub fn template_chart(
+        &self,
+        chart: &Path,
+        release: &str,
+        namespace: &str,
+        args: &[&str],
+    ) -> Result<String, String> {
+        let mut all = vec!["template", release, path(chart), "--namespace", namespace];
         all.extend_from_slice(args);
         self.run(&all)
     }

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 /// The namespace kubewarden-controller deploys policy-server into; its
 /// ClusterAdmissionPolicy webhooks never judge requests there.
-const KUBEWARDEN_NAMESPACE: &str = "kubewarden";
+pub const KUBEWARDEN_NAMESPACE: &str = "kubewarden";
 
 /// One `ClusterAdmissionPolicy` manifest.
 #[derive(Clone, Debug)]
@@ -56,6 +56,21 @@ impl ClusterAdmissionPolicy {
         })
     }
 
+    /// This policy under another name, with `settings` merged over its own:
+    /// what a user deploys beside it with other settings.
+    pub fn variant(&self, name: &str, settings: &Value) -> Self {
+        let mut spec = self.spec.clone();
+        if let Some(overrides) = settings.as_object() {
+            for (key, value) in overrides {
+                spec["settings"][key] = value.clone();
+            }
+        }
+        ClusterAdmissionPolicy {
+            name: name.to_string(),
+            spec,
+        }
+    }
+
     /// The policy id in `policies.yml` and in the webhook path (`GetUniqueName`).
     pub fn id(&self) -> String {
         format!("clusterwide-{}", self.name)
@@ -83,13 +98,15 @@ impl ClusterAdmissionPolicy {
     }
 
     /// The `policies.yml` entry for this policy loaded from `module`
-    /// (`policyServerConfigEntry.MarshalJSON`).
+    /// (`policyServerConfigEntry.MarshalJSON`; a cluster-wide policy is
+    /// granted every host capability, `hostCapabilitiesForPolicy`).
     pub fn policies_entry(&self, module: &str) -> Value {
         let mut entry = json!({
             "namespacedName": {"Namespace": "", "Name": self.name},
             "module": module,
             "policyMode": self.mode(),
             "allowedToMutate": self.mutating(),
+            "hostCapabilities": ["*"],
         });
         for field in ["contextAwareResources", "settings", "message"] {
             if let Some(value) = self.spec.get(field).filter(|v| !v.is_null()) {
@@ -183,6 +200,7 @@ mod tests {
         );
         assert_eq!(entry["policyMode"], "protect");
         assert_eq!(entry["allowedToMutate"], true);
+        assert_eq!(entry["hostCapabilities"], json!(["*"]));
         assert_eq!(entry["settings"], policy.spec["settings"]);
         let config = policy.webhook_configuration("https://127.0.0.1:3443", "CA");
         assert_eq!(config["kind"], "MutatingWebhookConfiguration");
@@ -202,6 +220,24 @@ mod tests {
         }
         assert_eq!(webhook["sideEffects"], "None");
         assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]));
+    }
+
+    #[test]
+    fn a_variant_changes_only_its_name_and_the_settings_given() {
+        let policy = load("deploy/policy.yaml");
+        let variant = policy.variant("other", &json!({"podSecurityLevel": "baseline"}));
+        assert_eq!(variant.id(), "clusterwide-other");
+        let entry = variant.policies_entry("file:///policy.wasm");
+        assert_eq!(entry["settings"]["podSecurityLevel"], "baseline");
+        assert_eq!(
+            entry["settings"]["memoryOverhead"],
+            policy.spec["settings"]["memoryOverhead"]
+        );
+        assert_eq!(
+            entry["contextAwareResources"],
+            policy.spec["contextAwareResources"]
+        );
+        assert_eq!(variant.spec["rules"], policy.spec["rules"]);
     }
 
     #[test]

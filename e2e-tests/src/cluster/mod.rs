@@ -34,7 +34,8 @@ pub use kubectl::{Kubectl, Outcome};
 pub use operator::{Operator, metrics_reader_token, reconciles_at_secure, scrape};
 
 use crate::workspace_root;
-use kubewarden::ClusterAdmissionPolicy;
+use helm::Helm;
+use kubewarden::{ClusterAdmissionPolicy, KUBEWARDEN_NAMESPACE};
 use policy_server::PolicyServer;
 use registry::Registry;
 
@@ -326,7 +327,10 @@ pub struct Env {
     pub protect: ClusterAdmissionPolicy,
     /// `deploy/policy-audit.yaml`: served by policy-server, its webhook not registered.
     pub audit: ClusterAdmissionPolicy,
-    /// Kubewarden's policy-server serving both.
+    /// `deploy/policy.yaml` at `podSecurityLevel: baseline`, so it reads each
+    /// request's Namespace: served by policy-server, its webhook not registered.
+    pub namespaced: ClusterAdmissionPolicy,
+    /// Kubewarden's policy-server serving the three.
     pub policy_server: PolicyServer,
     /// The policy's OCI artifact in the local registry.
     pub artifact: Artifact,
@@ -401,8 +405,12 @@ impl Env {
         )?;
         let protect = ClusterAdmissionPolicy::load(&root.join("deploy/policy.yaml"))?;
         let audit = ClusterAdmissionPolicy::load(&root.join("deploy/policy-audit.yaml"))?;
+        let namespaced = protect.variant(
+            "memcached-namespaced",
+            &json!({"podSecurityLevel": "baseline"}),
+        );
         let mut policies = serde_json::Map::new();
-        for policy in [&protect, &audit] {
+        for policy in [&protect, &audit, &namespaced] {
             // The local registry stands in for the one the manifest names.
             if !policy.module().ends_with(&format!("/{repository}")) {
                 return Err(format!(
@@ -413,11 +421,14 @@ impl Env {
             }
             policies.insert(policy.id(), policy.policies_entry(&reference));
         }
+        let policy_server_kubeconfig = cluster.workdir.join("policy-server.kubeconfig");
+        install_policy_server_rbac(&kubectl, &cluster, &policy_server_kubeconfig)?;
         let policy_server = PolicyServer::start(
             &binaries.policy_server,
             &cluster.workdir,
             policies,
             &registry.sources,
+            &policy_server_kubeconfig,
         )?;
 
         let mut env = Env {
@@ -427,6 +438,7 @@ impl Env {
             operator: None,
             protect,
             audit,
+            namespaced,
             policy_server,
             artifact: Artifact { reference, digest },
             registry,
@@ -440,7 +452,12 @@ impl Env {
             env.kubectl
                 .ok(&["apply", "-f", &root.join(manifest).to_string_lossy()])?;
         }
-        write_service_account_kubeconfig(&env.kubectl, &env.operator_kubeconfig)?;
+        write_service_account_kubeconfig(
+            &env.kubectl,
+            OPERATOR_NAMESPACE,
+            "memcached-operator",
+            &env.operator_kubeconfig,
+        )?;
         env.operator = Some(env.start_operator("operator-a")?);
         Ok(Some(env))
     }
@@ -522,17 +539,38 @@ fn policy_version() -> Result<String, String> {
         .ok_or_else(|| format!("{} has no io.kubewarden.policy.version", path.display()))
 }
 
-/// A kubeconfig authenticating as the controller's ServiceAccount, so the
-/// scenarios exercise `deploy/rbac.yaml`.
-fn write_service_account_kubeconfig(kubectl: &Kubectl, path: &Path) -> Result<(), String> {
-    let token = kubectl.ok(&[
-        "create",
-        "token",
-        "memcached-operator",
-        "-n",
-        OPERATOR_NAMESPACE,
-        "--duration=24h",
-    ])?;
+/// The ServiceAccount and cluster-wide read access Kubewarden's
+/// `kubewarden-defaults` chart gives policy-server (its
+/// `policy-server-rbac.yaml`, rendered with the chart's default permissions
+/// from `../shared/kubewarden`), and a kubeconfig at `path` authenticating
+/// as that ServiceAccount: context-aware policies read what Kubewarden users'
+/// policy-servers may read.
+fn install_policy_server_rbac(
+    kubectl: &Kubectl,
+    cluster: &Cluster,
+    path: &Path,
+) -> Result<(), String> {
+    let chart = workspace_root().join("../shared/kubewarden/kubewarden-defaults");
+    let rbac = Helm::new(&cluster.kubeconfig, &cluster.workdir).template_chart(
+        &chart,
+        "kubewarden-defaults",
+        KUBEWARDEN_NAMESPACE,
+        &["--show-only", "templates/policy-server-rbac.yaml"],
+    )?;
+    kubectl.ok(&["create", "namespace", KUBEWARDEN_NAMESPACE])?;
+    kubectl.apply(&rbac)?;
+    write_service_account_kubeconfig(kubectl, KUBEWARDEN_NAMESPACE, "policy-server", path)
+}
+
+/// A kubeconfig authenticating as ServiceAccount `name` of `namespace`, so
+/// the scenarios exercise its RBAC (the controller's: `deploy/rbac.yaml`).
+fn write_service_account_kubeconfig(
+    kubectl: &Kubectl,
+    namespace: &str,
+    name: &str,
+    path: &Path,
+) -> Result<(), String> {
+    let token = kubectl.ok(&["create", "token", name, "-n", namespace, "--duration=24h"])?;
     let admin: Value =
         serde_json::from_str(&kubectl.ok(&["config", "view", "--raw", "--minify", "-o", "json"])?)
             .map_err(|e| e.to_string())?;
@@ -541,8 +579,8 @@ fn write_service_account_kubeconfig(kubectl: &Kubectl, path: &Path) -> Result<()
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "e2e", "cluster": cluster}],
-        "users": [{"name": "memcached-operator", "user": {"token": token.trim()}}],
-        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "memcached-operator"}}],
+        "users": [{"name": name, "user": {"token": token.trim()}}],
+        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": name}}],
         "current-context": "e2e",
     });
     std::fs::write(path, config.to_string()).map_err(|e| e.to_string())

@@ -26,13 +26,16 @@ pub struct PolicyServer {
 
 impl PolicyServer {
     /// Write `policies` (policy id to `policies.yml` entry) and a serving
-    /// certificate into `workdir`, start `binary` on loopback and wait until
-    /// every policy is loaded (readiness answers 200).
+    /// certificate into `workdir`, start `binary` on loopback as the user of
+    /// `kubeconfig` (context-aware policies read the cluster with it, as
+    /// policy-server's ServiceAccount in a cluster) and wait until every
+    /// policy is loaded (readiness answers 200).
     pub fn start(
         binary: &Path,
         workdir: &Path,
         policies: Map<String, Value>,
         sources: &Path,
+        kubeconfig: &Path,
     ) -> Result<Self, String> {
         let write = |name: &str, text: &str| -> Result<PathBuf, String> {
             let path = workdir.join(name);
@@ -65,10 +68,8 @@ impl PolicyServer {
             .args(["--addr", &address.ip().to_string()])
             .args(["--port", &address.port().to_string()])
             .args(["--readiness-probe-port", &readiness.port().to_string()])
-            // Context-aware policies would need a ServiceAccount; this one reads nothing.
-            .arg("--ignore-kubernetes-connection-failure")
             .args(["--log-fmt", "json", "--log-level", "info"])
-            .env_remove("KUBECONFIG")
+            .env("KUBECONFIG", kubeconfig)
             .stdout(file.try_clone().map_err(|e| e.to_string())?)
             .stderr(file)
             .current_dir(workdir)
