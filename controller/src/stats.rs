@@ -2,8 +2,8 @@
 //! pod at once: plain TCP or TLS (the certificate verified against the
 //! Service's DNS name), with ASCII authentication when the server asks.
 //! Every line and every answer is bounded in bytes.
-//! An unreachable pod is skipped and logged, one that accepts but does not
-//! answer is named; one collection never waits longer than about one
+//! An unreachable pod, or one answering garbage, is skipped and logged; one
+//! that accepts but does not answer is named; one collection never waits longer than about one
 //! connect plus one read timeout, and never inside a reconcile
 //! ([`crate::live_stats`]).
 
@@ -242,21 +242,29 @@ async fn read_stats<S: AsyncRead + Unpin>(
         }
         let mut fields = line.split_ascii_whitespace();
         match (fields.next(), fields.next(), fields.next()) {
-            (Some("STAT"), Some(key), Some(value)) => parse_stat(&mut stats, key, value),
+            (Some("STAT"), Some(key), Some(value)) => parse_stat(&mut stats, key, value)?,
             _ => return Err(StatsError::Protocol(format!("unexpected line {line:?}"))),
         }
         line = read_line(stream).await?;
     }
 }
 
-fn parse_stat(stats: &mut ServerStats, key: &str, value: &str) {
+/// Keep the numbers the status shows; one that is not a number makes the
+/// whole answer garbage (reported as `0` it would be a false number).
+fn parse_stat(stats: &mut ServerStats, key: &str, value: &str) -> Result<(), StatsError> {
+    fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, StatsError> {
+        value
+            .parse()
+            .map_err(|_| StatsError::Protocol(format!("{key} is not a number: {value:?}")))
+    }
     match key {
         "version" => stats.version = value.into(),
-        "curr_connections" => stats.curr_connections = value.parse().unwrap_or_default(),
-        "get_hits" => stats.get_hits = value.parse().unwrap_or_default(),
-        "get_misses" => stats.get_misses = value.parse().unwrap_or_default(),
+        "curr_connections" => stats.curr_connections = number(key, value)?,
+        "get_hits" => stats.get_hits = number(key, value)?,
+        "get_misses" => stats.get_misses = number(key, value)?,
         _ => {}
     }
+    Ok(())
 }
 
 /// One line without its terminator, at most [`MAX_LINE_BYTES`]: a server

@@ -259,3 +259,56 @@ async fn endless_answers_are_cut_off_at_the_byte_bounds() {
         "{result:?}"
     );
 }
+
+/// A server that answers every connection's first request with `answer`,
+/// then closes it; with `reset`, it closes with a TCP reset instead, before
+/// answering.
+async fn one_answer_server(answer: &'static [u8], reset: bool) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut request = [0u8; 64];
+            let _ = s.read(&mut request).await;
+            if reset {
+                let _ = s.set_zero_linger();
+            } else {
+                let _ = s.write_all(answer).await;
+            }
+        }
+    });
+    addr
+}
+
+/// A pod sending garbage or resetting the connection is skipped like an
+/// unreachable one: its numbers never reach the status, the others' do.
+#[tokio::test]
+async fn garbage_answers_and_resets_are_skipped_not_counted() {
+    let not_a_number = one_answer_server(b"STAT get_hits banana\r\nEND\r\n", false).await;
+    let result = StatsClient::default().fetch(not_a_number).await;
+    assert!(
+        matches!(&result, Err(StatsError::Protocol(m)) if m == "get_hits is not a number: \"banana\""),
+        "{result:?}"
+    );
+    let binary = one_answer_server(b"\x00\xff\xfe garbage\r\nEND\r\n", false).await;
+    let result = StatsClient::default().fetch(binary).await;
+    assert!(
+        matches!(&result, Err(StatsError::Protocol(m)) if m.starts_with("unexpected line")),
+        "{result:?}"
+    );
+    let reset = one_answer_server(b"", true).await;
+    let result = StatsClient::default().fetch(reset).await;
+    assert!(
+        matches!(&result, Err(StatsError::Protocol(_))),
+        "{result:?}"
+    );
+
+    let good = start(&[]);
+    command(good.addr, "set k 0 0 1\r\nv\r\nget k\r\nget nope\r\n", 3).await;
+    let stats = StatsClient::default()
+        .collect(&[not_a_number, binary, reset, good.addr])
+        .await;
+    assert_eq!(stats.reachable, 1, "{stats:?}");
+    assert_eq!(stats.hit_ratio.as_deref(), Some("0.50"), "{stats:?}");
+    assert!(stats.silent.is_empty(), "garbage is not silence: {stats:?}");
+}
