@@ -497,6 +497,7 @@ fn without_equal_fields(
         resources,
         memcached,
         high_availability,
+        warm_restart,
         autoscaling,
         monitoring,
         security,

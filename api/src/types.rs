@@ -116,6 +116,13 @@ pub struct MemcachedSpec {
     /// shutdown; default none (no affinity, no budget, no preStop hook).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub high_availability: Option<HighAvailabilitySpec>,
+    /// Warm restarts: memcached keeps its cache in a memory-backed volume of
+    /// the pod and saves it when its container stops, so a restarted
+    /// container (a liveness failure, an image changed in the running pod)
+    /// starts with the cache it had; default disabled. A new pod still
+    /// starts cold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm_restart: Option<WarmRestartSpec>,
     /// Horizontal pod autoscaling of the Deployment; default disabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
@@ -250,6 +257,17 @@ pub struct GracefulShutdownSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 600)))]
     pub termination_grace_period_seconds: Option<i32>,
+}
+
+/// Warm restart settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WarmRestartSpec {
+    /// Run memcached with its memory file (`-e`) on a memory-backed
+    /// `emptyDir` and save the cache when the container stops; default false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 /// Horizontal pod autoscaling settings.
@@ -496,6 +514,14 @@ impl MemcachedSpec {
             .pod_disruption_budget
             .as_ref()?;
         pdb.enabled.unwrap_or(false).then_some(pdb)
+    }
+
+    /// True when `spec.warmRestart.enabled` is true.
+    pub fn warm_restart_enabled(&self) -> bool {
+        self.warm_restart
+            .as_ref()
+            .and_then(|w| w.enabled)
+            .unwrap_or(false)
     }
 
     /// The graceful shutdown settings when they are enabled.

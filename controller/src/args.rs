@@ -1,7 +1,7 @@
 //! The memcached command line for an effective (defaulted) spec.
 //!
-//! Order: `-m -c -t -I`, then `-v`/`-vv`, then authentication, then TLS, then
-//! `extraArgs`. The TLS and authentication flags are the ones memcached 1.6
+//! Order: `-m -c -t -I`, then the memory file of warm restarts (`-e`), then
+//! `-v`/`-vv`, then authentication, then TLS, then `extraArgs`. The TLS and authentication flags are the ones memcached 1.6
 //! really has (the design doc's `--ssl-*` flags do not exist).
 
 use memcached_api::{MemcachedSpec, defaults};
@@ -18,6 +18,13 @@ pub const TLS_CERT_KEY: &str = "tls.crt";
 pub const TLS_KEY_KEY: &str = "tls.key";
 /// CA bundle key for client certificate verification.
 pub const TLS_CA_KEY: &str = "ca.crt";
+
+/// Where the memory-backed volume of warm restarts is mounted.
+pub const WARM_RESTART_DIR: &str = "/var/lib/memcached";
+/// memcached's memory file in it (`-e`): the cache itself, mmapped; on a
+/// graceful stop (SIGUSR1) memcached writes `<file>.meta` beside it and
+/// restores both at the next start with the same `-m`, `-c` and `-I`.
+pub const MEMORY_FILE: &str = "memory_file";
 
 /// The container args.
 pub fn memcached_args(spec: &MemcachedSpec) -> Vec<String> {
@@ -40,6 +47,12 @@ pub fn memcached_args(spec: &MemcachedSpec) -> Vec<String> {
             .max_item_size
             .unwrap_or_else(|| defaults::MAX_ITEM_SIZE.to_string()),
     ];
+    if spec.warm_restart_enabled() {
+        args.extend([
+            "-e".to_string(),
+            format!("{WARM_RESTART_DIR}/{MEMORY_FILE}"),
+        ]);
+    }
     match config.verbosity.unwrap_or(defaults::VERBOSITY) {
         1 => args.push("-v".to_string()),
         v if v >= 2 => args.push("-vv".to_string()),
@@ -131,8 +144,17 @@ mod tests {
     #[test]
     fn disabled_features_add_nothing() {
         let got = args(
-            json!({"security": {"sasl": {"enabled": false}, "tls": {"enabled": false, "enableClientCert": true}}}),
+            json!({"security": {"sasl": {"enabled": false}, "tls": {"enabled": false, "enableClientCert": true}}, "warmRestart": {"enabled": false}}),
         );
         assert_eq!(got.len(), 8);
+    }
+
+    #[test]
+    fn warm_restarts_add_the_memory_file_after_the_sizes() {
+        let got = args(json!({"warmRestart": {"enabled": true}, "memcached": {"verbosity": 1}}));
+        assert_eq!(
+            got[6..],
+            ["-I", "1m", "-e", "/var/lib/memcached/memory_file", "-v"]
+        );
     }
 }

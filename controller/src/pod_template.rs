@@ -2,17 +2,19 @@
 //! shared by the Deployment and the StatefulSet that run it.
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, ExecAction, Lifecycle, LifecycleHandler, PodAffinityTerm,
-    PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, SecretVolumeSource, TCPSocketAction,
-    TopologySpreadConstraint, Volume, VolumeMount, WeightedPodAffinityTerm,
+    Affinity, Container, ContainerPort, EmptyDirVolumeSource, ExecAction, Lifecycle,
+    LifecycleHandler, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
+    SecretVolumeSource, TCPSocketAction, TopologySpreadConstraint, Volume, VolumeMount,
+    WeightedPodAffinityTerm,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use memcached_api::{Memcached, MemcachedSpec, defaults};
 
-use crate::args::{self, AUTH_DIR, TLS_DIR};
+use crate::args::{self, AUTH_DIR, TLS_DIR, WARM_RESTART_DIR};
 use crate::intent::{self, TemplateStamp};
 use crate::labels::{self, MEMCACHED_PORT, METRICS_PORT};
 
@@ -24,6 +26,14 @@ pub const RESTART_TRIGGER_ANNOTATION: &str = "memcached.c5c3.io/restart-trigger"
 pub const AUTH_VOLUME: &str = "auth";
 /// Volume of the TLS Secret.
 pub const TLS_VOLUME: &str = "tls";
+/// Memory-backed volume holding memcached's memory file (warm restarts).
+pub const WARM_RESTART_VOLUME: &str = "warm-restart";
+/// What the preStop hook runs with warm restarts, after any graceful
+/// shutdown delay: SIGUSR1 makes memcached (the container's PID 1) save its
+/// cache and exit. The hook then waits for that exit, so the SIGTERM the
+/// kubelet sends after the hook cannot cut the save short; memcached's exit
+/// ends the hook with it.
+pub const SAVE_AND_WAIT: &str = "kill -USR1 1 && while kill -0 1; do sleep 1; done";
 
 /// What a workload of either kind is made of.
 pub struct Template {
@@ -128,18 +138,10 @@ fn memcached_container(spec: &MemcachedSpec, image: String) -> Container {
         period_seconds: Some(period),
         ..Default::default()
     };
-    let pre_stop = spec.enabled_graceful_shutdown().map(|g| Lifecycle {
+    let pre_stop = pre_stop_script(spec).map(|script| Lifecycle {
         pre_stop: Some(LifecycleHandler {
             exec: Some(ExecAction {
-                command: Some(vec![
-                    "/bin/sh".into(),
-                    "-c".into(),
-                    format!(
-                        "sleep {}",
-                        g.pre_stop_delay_seconds
-                            .unwrap_or(defaults::PRE_STOP_DELAY_SECONDS)
-                    ),
-                ]),
+                command: Some(vec!["/bin/sh".into(), "-c".into(), script]),
             }),
             ..Default::default()
         }),
@@ -160,6 +162,25 @@ fn memcached_container(spec: &MemcachedSpec, image: String) -> Container {
         lifecycle: pre_stop,
         volume_mounts: non_empty(volume_mounts(spec, true)),
         ..Default::default()
+    }
+}
+
+/// The preStop hook's shell script: the graceful shutdown delay (endpoints
+/// drain while memcached still serves), then with warm restarts the save.
+fn pre_stop_script(spec: &MemcachedSpec) -> Option<String> {
+    let delay = spec.enabled_graceful_shutdown().map(|g| {
+        format!(
+            "sleep {}",
+            g.pre_stop_delay_seconds
+                .unwrap_or(defaults::PRE_STOP_DELAY_SECONDS)
+        )
+    });
+    let save = spec
+        .warm_restart_enabled()
+        .then(|| SAVE_AND_WAIT.to_string());
+    match (delay, save) {
+        (Some(delay), Some(save)) => Some(format!("{delay}; {save}")),
+        (one, other) => one.or(other),
     }
 }
 
@@ -230,7 +251,7 @@ pub fn secret_mounts(spec: &MemcachedSpec) -> Vec<(&'static str, String, &'stati
 }
 
 fn volumes(spec: &MemcachedSpec) -> Vec<Volume> {
-    secret_mounts(spec)
+    let mut volumes: Vec<Volume> = secret_mounts(spec)
         .into_iter()
         .map(|(volume, secret, _)| Volume {
             name: volume.into(),
@@ -240,12 +261,36 @@ fn volumes(spec: &MemcachedSpec) -> Vec<Volume> {
             }),
             ..Default::default()
         })
-        .collect()
+        .collect();
+    if spec.warm_restart_enabled() {
+        volumes.push(warm_restart_volume(spec));
+    }
+    volumes
 }
 
-/// memcached mounts every Secret; the exporter only the TLS one, and only when it needs a client certificate.
+/// tmpfs for the memory file: `maxMemoryMB` (the file's size) plus 1Mi for
+/// its `.meta` file. Its pages are memcached's item memory, charged to the
+/// container once, as without warm restarts.
+fn warm_restart_volume(spec: &MemcachedSpec) -> Volume {
+    let max_memory_mb = spec
+        .memcached
+        .as_ref()
+        .and_then(|m| m.max_memory_mb)
+        .unwrap_or(defaults::MAX_MEMORY_MB);
+    Volume {
+        name: WARM_RESTART_VOLUME.into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: Some("Memory".into()),
+            size_limit: Some(Quantity(format!("{}Mi", i64::from(max_memory_mb) + 1))),
+        }),
+        ..Default::default()
+    }
+}
+
+/// memcached mounts every Secret and the warm restart volume; the exporter
+/// only the TLS Secret, and only when it needs a client certificate.
 fn volume_mounts(spec: &MemcachedSpec, memcached: bool) -> Vec<VolumeMount> {
-    secret_mounts(spec)
+    let mut mounts: Vec<VolumeMount> = secret_mounts(spec)
         .into_iter()
         .filter(|(volume, _, _)| {
             memcached || (*volume == TLS_VOLUME && args::client_cert_required(spec))
@@ -256,7 +301,15 @@ fn volume_mounts(spec: &MemcachedSpec, memcached: bool) -> Vec<VolumeMount> {
             read_only: Some(true),
             ..Default::default()
         })
-        .collect()
+        .collect();
+    if memcached && spec.warm_restart_enabled() {
+        mounts.push(VolumeMount {
+            name: WARM_RESTART_VOLUME.into(),
+            mount_path: WARM_RESTART_DIR.into(),
+            ..Default::default()
+        });
+    }
+    mounts
 }
 
 /// Label the StatefulSet controller puts on each of its pods.

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use common::{make_pki, readable_tempdir, start};
 use memcached_api::{MemcachedSpec, apply_defaults};
-use memcached_controller::args::{AUTH_DIR, TLS_DIR, memcached_args};
+use memcached_controller::args::{AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, memcached_args};
+use memcached_controller::pod_template::SAVE_AND_WAIT;
 use memcached_controller::reconcile::stats_client;
 use memcached_controller::secrets::SecretData;
 use memcached_controller::tls::server_name;
@@ -582,4 +583,82 @@ fn item_sizes_the_policy_accepts_are_the_ones_memcached_runs() {
             }
         }
     }
+}
+
+/// `count` keys set over the text protocol, then memcached's `curr_items`.
+fn fill_and_count(addr: std::net::SocketAddr, count: usize) -> u64 {
+    use std::io::{BufRead, BufReader, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    for i in 0..count {
+        write!(stream, "set key-{i} 0 0 5 noreply\r\nvalue\r\n").unwrap();
+    }
+    stream.write_all(b"stats\r\n").unwrap();
+    let mut items = None;
+    for line in BufReader::new(stream).lines() {
+        let line = line.unwrap();
+        if line == "END" {
+            break;
+        }
+        if let Some(n) = line.strip_prefix("STAT curr_items ") {
+            items = n.parse().ok();
+        }
+    }
+    items.expect("stats has curr_items")
+}
+
+/// Warm restarts on the real memcached, with the rendered args (the memory
+/// file in a temp dir where the pod mounts its tmpfs): the stop the preStop
+/// hook makes (SIGUSR1, then waiting for the exit) saves the cache and the
+/// next start with the same args has every key; a start with another
+/// maxMemoryMB finds the file incompatible and starts cold, as does a stop
+/// without the save (SIGTERM). memcached restores only when the wall clock
+/// moved on by a second since the save (`stop_time` in memcached.c), so each
+/// restart here comes a second after the stop, as the kubelet's restart does.
+#[test]
+fn warm_restart_keeps_the_cache_across_the_hooks_stop() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        SAVE_AND_WAIT.starts_with("kill -USR1 1 "),
+        "{SAVE_AND_WAIT}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // memcached drops to an unprivileged user when the tests run as root.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let args_for = |max_memory_mb: i32| -> Vec<String> {
+        let mut spec: MemcachedSpec = serde_json::from_value(
+            json!({"warmRestart": {"enabled": true}, "memcached": {"maxMemoryMB": max_memory_mb}}),
+        )
+        .unwrap();
+        apply_defaults(&mut spec);
+        let root = dir.path().display().to_string();
+        memcached_args(&spec)
+            .into_iter()
+            .map(|a| a.replace(WARM_RESTART_DIR, &root))
+            .collect()
+    };
+    let restart = |args: &[String]| {
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        start(args)
+    };
+    let args = args_for(64);
+    assert_eq!(
+        fill_and_count(start(&args).addr, 0),
+        0,
+        "a first start is cold"
+    );
+
+    let server = start(&args);
+    assert_eq!(fill_and_count(server.addr, 5_000), 5_000);
+    assert!(server.stop_with("USR1").success());
+    let server = restart(&args);
+    assert_eq!(fill_and_count(server.addr, 0), 5_000, "warm after the save");
+
+    assert!(server.stop_with("TERM").success());
+    let server = restart(&args);
+    assert_eq!(fill_and_count(server.addr, 0), 0, "SIGTERM saves nothing");
+
+    assert_eq!(fill_and_count(server.addr, 100), 100);
+    assert!(server.stop_with("USR1").success());
+    let resized = restart(&args_for(128));
+    assert_eq!(fill_and_count(resized.addr, 0), 0, "another -m starts cold");
 }

@@ -202,6 +202,35 @@ fn deployment_options() {
 }
 
 #[test]
+fn warm_restarts_keep_the_memory_file_on_tmpfs_and_save_it_on_stop() {
+    let warm = workload(&desired(
+        json!({"warmRestart": {"enabled": true}, "memcached": {"maxMemoryMB": 256},
+        "highAvailability": {"gracefulShutdown": {"enabled": true, "preStopDelaySeconds": 7}}}),
+        None,
+    ));
+    let save = "kill -USR1 1 && while kill -0 1; do sleep 1; done";
+    assert_contains(
+        &warm,
+        &json!({"spec": {"template": {"spec": {
+        "volumes": [{"name": "warm-restart", "emptyDir": {"medium": "Memory", "sizeLimit": "257Mi"}}],
+        "containers": [{
+            "args": ["-m", "256", "-c", "1024", "-t", "4", "-I", "1m", "-e", "/var/lib/memcached/memory_file"],
+            "volumeMounts": [{"name": "warm-restart", "mountPath": "/var/lib/memcached"}],
+            "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", format!("sleep 7; {save}")]}}}}]}}}}),
+    );
+    let without_delay = workload(&desired(json!({"warmRestart": {"enabled": true}}), None));
+    assert_contains(
+        &without_delay,
+        &json!({"spec": {"template": {"spec": {"containers": [{
+            "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", save]}}}}]}}}}),
+    );
+    let cold = workload(&desired(json!({"warmRestart": {"enabled": false}}), None));
+    let pod = &cold["spec"]["template"]["spec"];
+    assert!(pod.get("volumes").is_none(), "{pod}");
+    assert!(pod["containers"][0].get("lifecycle").is_none(), "{pod}");
+}
+
+#[test]
 fn deployment_mounts_secrets_and_configures_the_exporter_for_tls() {
     let d = workload(&desired(
         json!({"monitoring": {"enabled": true}, "security": {

@@ -510,6 +510,15 @@ pub fn boundary_specs() -> Vec<(String, Value)> {
             json!({"highAvailability": {"gracefulShutdown": {"enabled": true, "preStopDelaySeconds": delay, "terminationGracePeriodSeconds": grace}}}),
         );
     }
+    // The memory-backed volume sized from maxMemoryMB, at its bounds, with and without the preStop delay.
+    for (memory, graceful) in [(16, false), (65_536, true), (64, true)] {
+        with(
+            &mut c,
+            &format!("warmRestart maxMemoryMB {memory} graceful {graceful}"),
+            json!({"warmRestart": {"enabled": true}, "memcached": {"maxMemoryMB": memory},
+                "highAvailability": {"gracefulShutdown": {"enabled": graceful}}}),
+        );
+    }
     let spread = |extra: Value| {
         let mut c = json!({"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"});
         c.as_object_mut()

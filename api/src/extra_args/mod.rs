@@ -44,9 +44,8 @@ fn rule(c: char) -> Rule {
         'd' => Rule::Breaks(
             "memcached must stay in the foreground as the container's main process; as a daemon the container exits",
         ),
-        'e' => Rule::Breaks(
-            "the operator mounts no writable volume for a memory file and the root filesystem is read-only, \
-             so memcached aborts when it cannot create the file",
+        'e' => Rule::Managed(
+            "set spec.warmRestart.enabled instead: the operator then mounts a memory-backed volume for the file",
         ),
         'h' => Rule::Breaks("memcached prints its help and exits instead of serving"),
         'V' => Rule::Breaks("memcached prints its version and exits instead of serving"),
@@ -363,7 +362,7 @@ mod tests {
         unix_socket: ["-s", "/tmp/m.sock"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-s" sets -s/--unix-socket, which breaks the pod: a UNIX socket turns TCP off, so clients, probes and the Service cannot reach memcached on port 11211"#;
         help: ["-h"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-h" sets -h/--help, which breaks the pod: memcached prints its help and exits instead of serving"#;
         version_prefix: ["--vers"] => r#"spec.memcached.extraArgs[0]: Forbidden: "--vers" sets -V/--version, which breaks the pod: memcached prints its version and exits instead of serving"#;
-        memory_file: ["-e", "/cache/mem"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-e" sets -e/--memory-file, which breaks the pod: the operator mounts no writable volume for a memory file and the root filesystem is read-only, so memcached aborts when it cannot create the file"#;
+        memory_file: ["-e", "/cache/mem"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-e" sets -e/--memory-file, which the operator manages: set spec.warmRestart.enabled instead: the operator then mounts a memory-backed volume for the file"#;
         license: ["-i"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-i" sets -i/--license, which breaks the pod: memcached prints its license and exits instead of serving"#;
         binary_protocol: ["-B", "binary"] => r#"spec.memcached.extraArgs[0]: Forbidden: "-B" sets -B/--protocol binary, which breaks the pod: the probes and the operator's stats client speak the ASCII protocol; use ascii or auto"#;
         unknown_protocol: ["--protocol=text"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--protocol=text": memcached exits on it: Invalid value for binding protocol: text -- should be one of auto, binary, or ascii"#;

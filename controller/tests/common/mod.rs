@@ -12,6 +12,29 @@ pub struct Memcached {
     pub addr: SocketAddr,
 }
 
+impl Memcached {
+    /// Send `signal` (`USR1`, `TERM`) and wait (at most 10 s) until
+    /// memcached has exited.
+    pub fn stop_with(mut self, signal: &str) -> std::process::ExitStatus {
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "memcached did not exit on {signal}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 impl Drop for Memcached {
     fn drop(&mut self) {
         let _ = self.child.kill();
