@@ -35,6 +35,21 @@ pub const WARM_RESTART_VOLUME: &str = "warm-restart";
 /// ends the hook with it.
 pub const SAVE_AND_WAIT: &str = "kill -USR1 1 && while kill -0 1; do sleep 1; done";
 
+/// The memcached container's command with warm restarts: memcached restores
+/// a saved cache only when the wall clock has moved on a second since the
+/// save (its `stop_time` check), and the kubelet starts the new container
+/// sooner than that; so when a save is there, wait a second, then run
+/// memcached (on `PATH`, as PID 1) with the container's args.
+pub fn warm_start_command() -> Vec<String> {
+    let meta = format!("{WARM_RESTART_DIR}/{}.meta", args::MEMORY_FILE);
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("if [ -e {meta} ]; then sleep 1; fi; exec memcached \"$@\""),
+        "memcached".into(),
+    ]
+}
+
 /// What a workload of either kind is made of.
 pub struct Template {
     /// The workload's metadata: name, labels (with the version), owner.
@@ -150,6 +165,7 @@ fn memcached_container(spec: &MemcachedSpec, image: String) -> Container {
     Container {
         name: "memcached".into(),
         image: Some(image),
+        command: spec.warm_restart_enabled().then(warm_start_command),
         args: Some(args::memcached_args(spec)),
         ports: Some(vec![port("memcached", MEMCACHED_PORT)]),
         liveness_probe: Some(probe(10, 10)),

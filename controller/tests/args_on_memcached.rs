@@ -6,10 +6,10 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{make_pki, readable_tempdir, start};
+use common::{loopback_args, make_pki, readable_tempdir, start, start_via};
 use memcached_api::{MemcachedSpec, apply_defaults};
 use memcached_controller::args::{AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, memcached_args};
-use memcached_controller::pod_template::SAVE_AND_WAIT;
+use memcached_controller::pod_template::{SAVE_AND_WAIT, warm_start_command};
 use memcached_controller::reconcile::stats_client;
 use memcached_controller::secrets::SecretData;
 use memcached_controller::tls::server_name;
@@ -148,16 +148,8 @@ fn run(args: &[String]) -> Outcome {
 fn run_on(port: u16, args: &[String]) -> Option<Outcome> {
     let mut command = Command::new("memcached");
     command
-        .args([
-            "-p",
-            &port.to_string(),
-            "-U",
-            "0",
-            "-l",
-            "127.0.0.1",
-            "-u",
-            "nobody",
-        ])
+        .args(loopback_args(port))
+        .args(["-u", "nobody"])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -606,14 +598,14 @@ fn fill_and_count(addr: std::net::SocketAddr, count: usize) -> u64 {
     items.expect("stats has curr_items")
 }
 
-/// Warm restarts on the real memcached, with the rendered args (the memory
-/// file in a temp dir where the pod mounts its tmpfs): the stop the preStop
-/// hook makes (SIGUSR1, then waiting for the exit) saves the cache and the
-/// next start with the same args has every key; a start with another
-/// maxMemoryMB finds the file incompatible and starts cold, as does a stop
-/// without the save (SIGTERM). memcached restores only when the wall clock
-/// moved on by a second since the save (`stop_time` in memcached.c), so each
-/// restart here comes a second after the stop, as the kubelet's restart does.
+/// Warm restarts on the real memcached, with the rendered command and args
+/// (the memory file in a temp dir where the pod mounts its tmpfs): the stop
+/// the preStop hook makes (SIGUSR1, then waiting for the exit) saves the
+/// cache, and the container command started at once (as the kubelet does)
+/// has every key: memcached restores only once the wall clock has moved on a
+/// second since the save (`stop_time` in memcached.c), and the command waits
+/// for that. A start with another maxMemoryMB finds the file incompatible and
+/// starts cold, as does a stop without the save (SIGTERM).
 #[test]
 fn warm_restart_keeps_the_cache_across_the_hooks_stop() {
     use std::os::unix::fs::PermissionsExt;
@@ -636,10 +628,12 @@ fn warm_restart_keeps_the_cache_across_the_hooks_stop() {
             .map(|a| a.replace(WARM_RESTART_DIR, &root))
             .collect()
     };
-    let restart = |args: &[String]| {
-        std::thread::sleep(std::time::Duration::from_millis(1100));
-        start(args)
-    };
+    let root = dir.path().display().to_string();
+    let container_command: Vec<String> = warm_start_command()
+        .into_iter()
+        .map(|part| part.replace(WARM_RESTART_DIR, &root))
+        .collect();
+    let restart = |args: &[String]| start_via(&container_command, args);
     let args = args_for(64);
     assert_eq!(
         fill_and_count(start(&args).addr, 0),

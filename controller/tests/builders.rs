@@ -214,6 +214,8 @@ fn warm_restarts_keep_the_memory_file_on_tmpfs_and_save_it_on_stop() {
         &json!({"spec": {"template": {"spec": {
         "volumes": [{"name": "warm-restart", "emptyDir": {"medium": "Memory", "sizeLimit": "257Mi"}}],
         "containers": [{
+            "command": ["/bin/sh", "-c",
+                "if [ -e /var/lib/memcached/memory_file.meta ]; then sleep 1; fi; exec memcached \"$@\"", "memcached"],
             "args": ["-m", "256", "-c", "1024", "-t", "4", "-I", "1m", "-e", "/var/lib/memcached/memory_file"],
             "volumeMounts": [{"name": "warm-restart", "mountPath": "/var/lib/memcached"}],
             "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", format!("sleep 7; {save}")]}}}}]}}}}),
@@ -228,6 +230,7 @@ fn warm_restarts_keep_the_memory_file_on_tmpfs_and_save_it_on_stop() {
     let pod = &cold["spec"]["template"]["spec"];
     assert!(pod.get("volumes").is_none(), "{pod}");
     assert!(pod["containers"][0].get("lifecycle").is_none(), "{pod}");
+    assert!(pod["containers"][0].get("command").is_none(), "{pod}");
 }
 
 #[test]

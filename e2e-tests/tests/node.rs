@@ -40,7 +40,11 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         "4. the pod resolves kubernetes.default.svc and its own Service through CoreDNS",
         cluster_dns,
     ),
-    ("5. the node stack's memory", node_memory),
+    (
+        "5. warm restart: the container restarted in place for a new image keeps its cache",
+        warm_restart_in_place,
+    ),
+    ("6. the node stack's memory", node_memory),
 ];
 
 fn main() {
@@ -67,7 +71,7 @@ fn main() {
     let mut failed = run_each(&mut env, SCENARIOS);
     let stopping = Instant::now();
     drop(env);
-    let name = "6. teardown leaves no process, cgroup, mount or changed sysctl";
+    let name = "7. teardown leaves no process, cgroup, mount or changed sysctl";
     match state.and_then(|state| teardown_clean(&state, &sysctls)) {
         Ok(()) => println!(
             "ok   {name} (stopped in {:.1}s)",
@@ -289,7 +293,122 @@ fn teardown_clean(
     check(left.is_empty(), left.join("\n     "))
 }
 
+/// `spec.warmRestart` on a real kubelet: the pod's image is changed in place
+/// (the same image by its digest), so the kubelet restarts just the
+/// container, running the preStop hook first; memcached saves its cache into
+/// the pod's tmpfs and the new container restores every key.
+fn warm_restart_in_place(env: &mut Env) -> Result<(), String> {
+    const KEYS: usize = 2_000;
+    let name = "warm";
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(1);
+    spec["warmRestart"] = json!({"enabled": true});
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    wait_ready(env, NAMESPACE, name, 1)?;
+    let pod = pod_of(env, name)?;
+    let pod_name = pod["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ip = pod_ip(&pod)?;
+    fill(&ip, KEYS)?;
+    let before = stats(&ip)?;
+    check(
+        before.get("curr_items").map(String::as_str) == Some(&KEYS.to_string()),
+        format!("{KEYS} keys set, curr_items {:?}", before.get("curr_items")),
+    )?;
+    let image_id = pod["status"]["containerStatuses"][0]["imageID"]
+        .as_str()
+        .ok_or("the container has no imageID")?
+        .to_string();
+    let patch = json!([{"op": "replace", "path": "/spec/containers/0/image", "value": image_id}]);
+    let changed = Instant::now();
+    env.kubectl.ok(&[
+        "patch",
+        "pod",
+        &pod_name,
+        "-n",
+        NAMESPACE,
+        "--type=json",
+        "-p",
+        &patch.to_string(),
+    ])?;
+    wait_for("the container restarted and Ready", SETTLE, || {
+        let pod = pod_of(env, name)?;
+        let status = &pod["status"]["containerStatuses"][0];
+        (status["restartCount"] == 1
+            && status["ready"] == true
+            && status["imageID"] == image_id.as_str())
+        .then_some(())
+        .ok_or_else(|| format!("container status {status}"))
+    })?;
+    let took = changed.elapsed();
+    let after = stats(&ip)?;
+    let kept = after.get("curr_items").cloned().unwrap_or_default();
+    let events = env.kubectl.get(&[
+        "events",
+        "-n",
+        NAMESPACE,
+        "--field-selector",
+        &format!("involvedObject.name={pod_name}"),
+    ])?;
+    let reasons: Vec<&str> = events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["reason"].as_str())
+        .collect();
+    let hook: Vec<&str> = events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["reason"] == "FailedPreStopHook")
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    let logs = |previous: &str| {
+        env.kubectl
+            .run(&["logs", "-n", NAMESPACE, &pod_name, previous], None)
+            .stdout
+    };
+    let (stopped, started) = (logs("--previous"), logs("--timestamps=false"));
+    println!(
+        "     image changed in place: {kept} of {KEYS} keys kept, Ready again {:.1}s after the patch; pod events {reasons:?}",
+        took.as_secs_f64()
+    );
+    check(
+        kept == KEYS.to_string(),
+        format!(
+            "{kept} of {KEYS} keys after the restart in place; hook {hook:?}; the stopped container said {stopped:?}, the new one {started:?}"
+        ),
+    )?;
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}
+
 // ---------------------------------------------------------------- helpers
+
+/// Set `count` keys at `ip`:11211 (noreply, then one `mn` to wait for them).
+fn fill(ip: &str, count: usize) -> Result<(), String> {
+    let stream = TcpStream::connect((ip, 11211)).map_err(|e| format!("{ip}:11211: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    for i in 0..count {
+        text.push_str(&format!("set key-{i} 0 0 5 noreply\r\nvalue\r\n"));
+    }
+    text.push_str("mn\r\n");
+    (&stream)
+        .write_all(text.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    check(line.trim_end() == "MN", format!("answer to mn: {line:?}"))
+}
 
 /// `busybox <args>` in the pod's memcached container (kubectl exec).
 fn busybox(env: &Env, pod: &str, args: &[&str]) -> Outcome {
@@ -309,16 +428,21 @@ fn busybox(env: &Env, pod: &str, args: &[&str]) -> Outcome {
 
 /// The Memcached's one pod.
 fn the_pod(env: &Env) -> Result<Value, String> {
+    pod_of(env, NAME)
+}
+
+/// The one pod of Memcached `name`.
+fn pod_of(env: &Env, name: &str) -> Result<Value, String> {
     let pods = env.kubectl.get(&[
         "pods",
         "-n",
         NAMESPACE,
         "-l",
-        &format!("app.kubernetes.io/instance={NAME}"),
+        &format!("app.kubernetes.io/instance={name}"),
     ])?;
     match pods["items"].as_array().map(Vec::as_slice) {
         Some([pod]) => Ok(pod.clone()),
-        _ => Err(format!("expected one pod of {NAME}: {pods}")),
+        _ => Err(format!("expected one pod of {name}: {pods}")),
     }
 }
 

@@ -42,6 +42,11 @@ impl Drop for Memcached {
     }
 }
 
+/// memcached's flags for a test server: TCP `port` on loopback, no UDP.
+pub fn loopback_args(port: u16) -> [String; 6] {
+    ["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"].map(String::from)
+}
+
 /// A free loopback port.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -53,11 +58,18 @@ pub fn free_port() -> u16 {
 
 /// Start memcached with `args` on a free loopback port and wait until it accepts connections.
 pub fn start(args: &[String]) -> Memcached {
+    start_via(&["memcached".to_string()], args)
+}
+
+/// [`start`] through a container command (`program` and its first
+/// arguments) that ends up running memcached with `args`.
+pub fn start_via(command_line: &[String], args: &[String]) -> Memcached {
     let port = free_port();
-    let mut command = Command::new("memcached");
+    let mut command = Command::new(&command_line[0]);
     command
+        .args(&command_line[1..])
         .args(args)
-        .args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"]);
+        .args(loopback_args(port));
     if is_root() {
         command.args(["-u", "nobody"]);
     }
