@@ -67,6 +67,7 @@ pub const SECTIONS: [&str; 12] = [
         printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.ready","description":"Ready replicas / desired replicas"}"#,
         printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.state","description":"The Ready condition's reason, or Degraded: <reason>"}"#,
         printcolumn = r#"{"name":"Hit Ratio","type":"string","jsonPath":".status.hitRatio","description":"get_hits / (get_hits + get_misses) over the ready pods"}"#,
+        printcolumn = r#"{"name":"Rollout","type":"string","jsonPath":".status.rollout","description":"A rollout in progress: pods updated, and with warm restarts the pod restarting in place"}"#,
         printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
         printcolumn = r#"{"name":"Image","type":"string","jsonPath":".status.image","priority":1,"description":"Memcached image of the pods"}"#,
         printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.memcachedVersion","priority":1,"description":"Version memcached reports"}"#,
@@ -442,6 +443,11 @@ pub struct MemcachedStatus {
     /// default when it names none (the Image column, also without the policy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// A rollout in progress (the Rollout column): `2/3 updated`, or for an
+    /// image applied in place `in place 1/3, <pod> restarting warm`; absent
+    /// when none runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<String>,
     /// Version reported by memcached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memcached_version: Option<String>,

@@ -38,7 +38,8 @@ use memcached_api::Memcached;
 use serde::de::DeserializeOwned;
 
 use crate::apply::compact_managed_fields;
-use crate::intent::{INTENT_ANNOTATION, TEMPLATE_ANNOTATION};
+use crate::in_place::IN_PLACE_ANNOTATION;
+use crate::intent::{BASE_ANNOTATION, INTENT_ANNOTATION, TEMPLATE_ANNOTATION};
 use crate::pod_template::SECRET_HASH_ANNOTATION;
 use crate::secrets::{SECRET_VERSIONS_ANNOTATION, SecretStamp};
 use crate::service_monitor;
@@ -405,13 +406,16 @@ fn keep_own_meta<K: Resource>(object: &mut K) {
     compact_managed_fields(meta);
 }
 
-/// The workload annotations reconcile reads: [`SecretStamp`] and
-/// [`TemplateStamp`](crate::intent::TemplateStamp).
-const STAMPS: [&str; 4] = [
+/// The workload annotations reconcile reads: [`SecretStamp`],
+/// [`TemplateStamp`](crate::intent::TemplateStamp) and the image being
+/// applied in place ([`crate::in_place`]).
+const STAMPS: [&str; 6] = [
     SECRET_HASH_ANNOTATION,
     SECRET_VERSIONS_ANNOTATION,
     INTENT_ANNOTATION,
     TEMPLATE_ANNOTATION,
+    BASE_ANNOTATION,
+    IN_PLACE_ANNOTATION,
 ];
 
 /// A workload without its pod template (reconcile reads its metadata,

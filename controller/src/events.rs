@@ -86,6 +86,19 @@ pub async fn report(ctx: &Context, mc: &Memcached, target: &Target<'_>, outcome:
     publish(ctx, mc, type_, reason, note, Some(target.reference(mc))).await;
 }
 
+/// A Normal Event about `mc`'s object `target` (not a managed one: a pod).
+pub async fn inform(
+    ctx: &Context,
+    mc: &Memcached,
+    reason: &str,
+    note: String,
+    target: &Target<'_>,
+) {
+    tracing::info!(reason, note);
+    let related = Some(target.reference(mc));
+    publish(ctx, mc, EventType::Normal, reason, note, related).await;
+}
+
 /// A Warning about `mc` itself, or about its managed object `target`.
 pub async fn warn(
     ctx: &Context,

@@ -9,6 +9,10 @@
 //! template. A rendering that differs for the same intent is held: the
 //! running template is applied again as it is, until the intent changes.
 //!
+//! A third stamp, the digest of the template without the memcached image,
+//! tells a change of the image alone, which warm restarts apply in place
+//! (see [`crate::in_place`]).
+//!
 //! The digests are SHA-256 of canonical JSON (object keys sorted), so they
 //! are the same for every build of every version of the controller.
 
@@ -20,12 +24,15 @@ use ring::digest::{SHA256, digest};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::pod_template::RESTART_TRIGGER_ANNOTATION;
+use crate::labels::VERSION_LABEL;
+use crate::pod_template::{MEMCACHED_CONTAINER, RESTART_TRIGGER_ANNOTATION};
 
 /// Workload annotation: the digest of the intent its pod template was rendered for.
 pub const INTENT_ANNOTATION: &str = "memcached.c5c3.io/intent";
 /// Workload annotation: the digest of its pod template as rendered.
 pub const TEMPLATE_ANNOTATION: &str = "memcached.c5c3.io/template-hash";
+/// Workload annotation: the digest of its pod template without the memcached image.
+pub const BASE_ANNOTATION: &str = "memcached.c5c3.io/template-base-hash";
 
 /// The stamps of one pod template.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +41,9 @@ pub struct TemplateStamp {
     pub intent: String,
     /// [`template_digest`] of the template.
     pub template: String,
+    /// [`base_digest`] of the template (absent on workloads stamped
+    /// before it existed).
+    pub base: Option<String>,
 }
 
 impl TemplateStamp {
@@ -42,6 +52,7 @@ impl TemplateStamp {
         Some(TemplateStamp {
             intent: annotations.get(INTENT_ANNOTATION)?.clone(),
             template: annotations.get(TEMPLATE_ANNOTATION)?.clone(),
+            base: annotations.get(BASE_ANNOTATION).cloned(),
         })
     }
 
@@ -49,12 +60,21 @@ impl TemplateStamp {
     pub fn annotate(self, annotations: &mut BTreeMap<String, String>) {
         annotations.insert(INTENT_ANNOTATION.into(), self.intent);
         annotations.insert(TEMPLATE_ANNOTATION.into(), self.template);
+        if let Some(base) = self.base {
+            annotations.insert(BASE_ANNOTATION.into(), base);
+        }
     }
 
     /// True when this rendering must not replace the `running` one: it was
     /// rendered for the same intent, yet differs.
     pub fn held_by(&self, running: &TemplateStamp) -> bool {
         self.intent == running.intent && self.template != running.template
+    }
+
+    /// True when this template differs from the `running` one in the
+    /// memcached image (and the version label) alone.
+    pub fn image_only_change(&self, running: &TemplateStamp) -> bool {
+        self.template != running.template && self.base.is_some() && self.base == running.base
     }
 }
 
@@ -77,6 +97,21 @@ pub fn intent(mc: &Memcached, secret_hash: Option<&str>) -> String {
 /// The digest of a pod template.
 pub fn template_digest(template: &PodTemplateSpec) -> String {
     canonical_digest(template)
+}
+
+/// The digest of a pod template with the memcached container's image, and
+/// the version label that follows it, left out.
+pub fn base_digest(template: &PodTemplateSpec) -> String {
+    let mut base = template.clone();
+    let labels = base.metadata.iter_mut().flat_map(|m| m.labels.as_mut());
+    for labels in labels {
+        labels.remove(VERSION_LABEL);
+    }
+    let containers = base.spec.iter_mut().flat_map(|s| s.containers.iter_mut());
+    for container in containers.filter(|c| c.name == MEMCACHED_CONTAINER) {
+        container.image = None;
+    }
+    canonical_digest(&base)
 }
 
 /// SHA-256 of `value` as JSON with sorted object keys, first 16 bytes in hex.
@@ -129,6 +164,7 @@ mod tests {
         let stamp = |intent: &str, template: &str| TemplateStamp {
             intent: intent.into(),
             template: template.into(),
+            base: Some("b".into()),
         };
         let running = stamp("i", "t");
         assert!(stamp("i", "t2").held_by(&running), "controller's change");
@@ -137,6 +173,42 @@ mod tests {
         let mut annotations = BTreeMap::new();
         running.clone().annotate(&mut annotations);
         assert_eq!(TemplateStamp::from_annotations(&annotations), Some(running));
+    }
+
+    #[test]
+    fn a_change_of_the_memcached_image_alone_keeps_the_base() {
+        let template = |memcached: &str, exporter: &str| -> PodTemplateSpec {
+            let tag = memcached.rsplit(':').next();
+            serde_json::from_value(
+                json!({"metadata": {"labels": {VERSION_LABEL: tag}}, "spec": {"containers": [
+                    {"name": "memcached", "image": memcached},
+                    {"name": "exporter", "image": exporter},
+                ]}}),
+            )
+            .unwrap()
+        };
+        let stamp = |t: &PodTemplateSpec| TemplateStamp {
+            intent: "i".into(),
+            template: template_digest(t),
+            base: Some(base_digest(t)),
+        };
+        let running = stamp(&template("memcached:1.6.38", "exporter:0.15"));
+        let bumped = stamp(&template("memcached:1.6.39", "exporter:0.15"));
+        let exporter = stamp(&template("memcached:1.6.39", "exporter:0.16"));
+        assert!(bumped.image_only_change(&running));
+        assert!(
+            !exporter.image_only_change(&running),
+            "the exporter's image too"
+        );
+        assert!(!running.image_only_change(&running), "no change");
+        let unstamped = TemplateStamp {
+            base: None,
+            ..running
+        };
+        assert!(
+            !bumped.image_only_change(&unstamped),
+            "stamped by an older controller"
+        );
     }
 
     #[test]

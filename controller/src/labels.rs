@@ -8,6 +8,8 @@ use memcached_api::Memcached;
 
 /// Field manager of every server-side apply, and the managed-by label value.
 pub const MANAGER: &str = "memcached-operator";
+/// Label of the workload and its pods: the memcached image's tag.
+pub const VERSION_LABEL: &str = "app.kubernetes.io/version";
 /// Port memcached serves on.
 pub const MEMCACHED_PORT: i32 = 11211;
 /// Port the exporter sidecar serves metrics on.

@@ -14,6 +14,7 @@ pub mod exposition;
 pub mod hash_key;
 pub mod hpa;
 pub mod http;
+pub mod in_place;
 pub mod intent;
 pub mod labels;
 pub mod leadership;

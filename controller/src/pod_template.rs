@@ -26,6 +26,8 @@ pub const RESTART_TRIGGER_ANNOTATION: &str = "memcached.c5c3.io/restart-trigger"
 pub const AUTH_VOLUME: &str = "auth";
 /// Volume of the TLS Secret.
 pub const TLS_VOLUME: &str = "tls";
+/// Name of the memcached container.
+pub const MEMCACHED_CONTAINER: &str = "memcached";
 /// Memory-backed volume holding memcached's memory file (warm restarts).
 pub const WARM_RESTART_VOLUME: &str = "warm-restart";
 /// What the preStop hook runs with warm restarts, after any graceful
@@ -78,11 +80,11 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) ->
     let version = version_label(labels::image_tag(&image));
     meta.labels
         .get_or_insert_default()
-        .insert("app.kubernetes.io/version".into(), version.clone());
+        .insert(labels::VERSION_LABEL.into(), version.clone());
 
     let mut pod_labels = spec.pod_labels.clone().unwrap_or_default();
     pod_labels.extend(labels::selector_labels(mc));
-    pod_labels.insert("app.kubernetes.io/version".into(), version);
+    pod_labels.insert(labels::VERSION_LABEL.into(), version);
 
     let mut annotations = spec.pod_annotations.clone().unwrap_or_default();
     if let Some(hash) = secret_hash {
@@ -135,6 +137,7 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) ->
     let stamp = TemplateStamp {
         intent: intent::intent(mc, secret_hash),
         template: intent::template_digest(&pod),
+        base: Some(intent::base_digest(&pod)),
     };
     stamp.annotate(meta.annotations.get_or_insert_default());
     Template {
@@ -163,7 +166,7 @@ fn memcached_container(spec: &MemcachedSpec, image: String) -> Container {
         ..Default::default()
     });
     Container {
-        name: "memcached".into(),
+        name: MEMCACHED_CONTAINER.into(),
         image: Some(image),
         command: spec.warm_restart_enabled().then(warm_start_command),
         args: Some(args::memcached_args(spec)),

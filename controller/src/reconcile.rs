@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -46,10 +47,12 @@ use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
 use crate::status::{self, Observed};
 use crate::stored::{Stored, Unreadable};
 use crate::workload::{Rollout, Workload, desired_replicas, initial_replicas};
-use crate::{server_list, service_monitor, tls};
+use crate::{in_place, server_list, service_monitor, tls};
 
 /// Requeue while not every replica is ready.
 pub const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
+/// Requeue while an image change is applied in place (pods are not watched).
+pub const REQUEUE_IN_PLACE: Duration = Duration::from_secs(2);
 /// Requeue when ready, to refresh the live stats.
 pub const REQUEUE_READY: Duration = Duration::from_secs(60);
 
@@ -110,7 +113,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         return Ok(Action::await_change());
     }
     let ns = mc.namespace().ok_or(Error::Incomplete("namespace"))?;
-    mc.uid().ok_or(Error::Incomplete("uid"))?;
+    let uid = mc.uid().ok_or(Error::Incomplete("uid"))?;
     let name = mc.name_any();
     let client = ctx.client.clone();
 
@@ -148,8 +151,12 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         ("Deployment", "StatefulSet")
     };
     let cache = &ctx.cache;
+    let mut in_place = None;
     let Workloads { current, previous } = match desired.workload {
-        DesiredWorkload::Deployment(d) => {
+        DesiredWorkload::Deployment(mut d) => {
+            if !hold && spec.warm_restart_enabled() {
+                in_place = converge_in_place(&mut applied, &uid, &mut d).await?;
+            }
             let stores = (&cache.deployments, &cache.stateful_sets);
             converge_workload(&mut applied, &spec, d, hold, stores).await?
         }
@@ -206,7 +213,24 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         Some(p) if current.as_ref().is_none_or(|c| c.ready < p.ready) => (other_kind, Some(p)),
         _ => (kind, current),
     };
+    if let Some(progress) = in_place.as_ref().filter(|p| p.started) {
+        let pod = progress.restarting.as_deref().unwrap_or_default();
+        let note = format!(
+            "pod {pod} restarts with memcached image {} in place: its cache is saved and restored",
+            progress.image
+        );
+        let pods = ApiResource::erase::<Pod>(&());
+        let target = Target {
+            resource: &pods,
+            name: pod,
+        };
+        events::inform(&ctx, &mc, "RestartingInPlace", note, &target).await;
+    }
     let mut observed = observe(&mc, &spec, serving_kind, serving.as_ref(), missing);
+    if let Some(progress) = &in_place {
+        observed.updated = progress.updated;
+        observed.in_place = Some(progress.clone());
+    }
     observed.server_list = servers;
     observed.stable_names = list_stable;
     observed.switching = previous.is_some();
@@ -237,7 +261,9 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         .lock()
         .map(|mut f| f.remove(&key(mc.as_ref())))
         .ok();
-    Ok(Action::requeue(if pods_serving {
+    Ok(Action::requeue(if in_place.is_some() {
+        REQUEUE_IN_PLACE
+    } else if pods_serving {
         REQUEUE_READY
     } else {
         REQUEUE_NOT_READY
@@ -745,6 +771,41 @@ async fn converge_workload<New: Workload, Old: Workload>(
         _ => None,
     };
     Ok(Workloads { current, previous })
+}
+
+/// Degraded reason when an image cannot be changed in place (RBAC without
+/// ReplicaSets or pods): the Deployment rolls it out instead.
+pub const IN_PLACE_FORBIDDEN: &str = "InPlaceForbidden";
+
+/// [`in_place::converge`] of the Deployment `desired`; refused (403), the
+/// change is reported and rolled out by the Deployment with new pods.
+async fn converge_in_place(
+    applied: &mut Applied<'_>,
+    uid: &str,
+    desired: &mut Deployment,
+) -> Result<Option<in_place::Progress>, Error> {
+    let (ctx, mc) = (applied.ctx, applied.mc);
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    let live = cache::get(&ctx.cache.deployments, &ns, &name).object;
+    let selector = crate::labels::selector_string(mc);
+    let original = desired.clone();
+    match in_place::converge(&ctx.client, uid, &selector, live.as_deref(), desired).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            *desired = original;
+            let message = format!(
+                "the memcached image cannot be changed in place, so new pods start cold: {} \
+                 (deploy/rbac.yaml grants patch on replicasets and pods)",
+                e.message
+            );
+            warn(ctx, mc, IN_PLACE_FORBIDDEN, message.clone(), None).await;
+            applied.problems.push(Problem {
+                reason: IN_PLACE_FORBIDDEN,
+                message,
+            });
+            Ok(None)
+        }
+        result => Ok(result?),
+    }
 }
 
 /// The stamp of `live`'s running pod template when it must be kept instead

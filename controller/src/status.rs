@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use memcached_api::MemcachedStatus;
 
+use crate::in_place::Progress;
 use crate::reconcile::{INVALID_SPEC, Problem};
 use crate::stats::{ClusterStats, READ_TIMEOUT};
 
@@ -45,6 +46,8 @@ pub struct Observed {
     pub selector: String,
     /// The memcached image of the pod template (`status.image`).
     pub image: Option<String>,
+    /// An image change being applied in place: what it has done.
+    pub in_place: Option<Progress>,
 }
 
 /// Degraded and Ready reason while ready pods accept connections but do not answer.
@@ -80,7 +83,10 @@ pub fn compute(
     let serving = serving(seen);
     // ...and every one answers memcached's protocol.
     let ready = serving && stats.silent.is_empty();
-    let rolling = seen.switching || seen.updated < seen.desired || seen.ready < seen.desired;
+    let rolling = seen.switching
+        || seen.in_place.is_some()
+        || seen.updated < seen.desired
+        || seen.ready < seen.desired;
     let (degraded, degraded_reason, degraded_message) = if let Some(errors) = &seen.invalid_spec {
         (true, INVALID_SPEC, errors.clone())
     } else if !seen.missing_secrets.is_empty() {
@@ -139,15 +145,23 @@ pub fn compute(
         condition(
             "Progressing",
             rolling,
-            &if rolling {
+            &if seen.in_place.is_some() {
+                "RestartingInPlace".to_string()
+            } else if rolling {
                 "RolloutInProgress".to_string()
             } else {
                 format!("{kind}Complete")
             },
-            &format!(
-                "{} of {} replicas updated, {} ready",
-                seen.updated, seen.desired, seen.ready
-            ),
+            &seen
+                .in_place
+                .as_ref()
+                .map(Progress::message)
+                .unwrap_or_else(|| {
+                    format!(
+                        "{} of {} replicas updated, {} ready",
+                        seen.updated, seen.desired, seen.ready
+                    )
+                }),
         ),
         condition("Degraded", degraded, degraded_reason, &degraded_message),
         condition(
@@ -182,6 +196,15 @@ pub fn compute(
         state: Some(state),
         selector: Some(seen.selector.clone()).filter(|s| !s.is_empty()),
         image: seen.image.clone(),
+        rollout: match &seen.in_place {
+            Some(progress) => Some(progress.summary()),
+            None if seen.switching || seen.updated < seen.desired => Some(format!(
+                "{}/{} updated",
+                seen.updated.min(seen.desired),
+                seen.desired
+            )),
+            None => None,
+        },
         memcached_version: stats.version.clone(),
         current_connections: stats.current_connections,
         hit_ratio: stats.hit_ratio.clone(),
@@ -260,6 +283,36 @@ mod tests {
         assert_eq!(s.server_list, None);
         let s = compute(None, &seen(0, 0), &ClusterStats::default(), &at(1));
         assert_eq!(cond(&s, "Ready").reason, "ScaledToZero");
+    }
+
+    #[test]
+    fn a_rollout_shows_in_its_column_and_condition() {
+        let none = compute(None, &seen(3, 3), &ClusterStats::default(), &at(1));
+        assert_eq!(none.rollout, None);
+        let mut rolling = seen(3, 3);
+        rolling.updated = 1;
+        let s = compute(None, &rolling, &ClusterStats::default(), &at(1));
+        assert_eq!(s.rollout.as_deref(), Some("1/3 updated"));
+        assert_eq!(cond(&s, "Progressing").reason, "RolloutInProgress");
+        let mut in_place = seen(3, 3);
+        in_place.in_place = Some(Progress {
+            image: "memcached:1.6.39".into(),
+            updated: 2,
+            pods: 3,
+            restarting: Some("c-1".into()),
+            started: true,
+        });
+        let s = compute(None, &in_place, &ClusterStats::default(), &at(1));
+        assert_eq!(
+            s.rollout.as_deref(),
+            Some("in place 2/3, c-1 restarting warm")
+        );
+        let progressing = cond(&s, "Progressing");
+        assert_eq!(
+            (progressing.status.as_str(), progressing.reason.as_str()),
+            ("True", "RestartingInPlace")
+        );
+        assert_eq!(cond(&s, "Ready").status, "True", "the pods serve meanwhile");
     }
 
     #[test]

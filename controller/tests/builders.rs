@@ -283,6 +283,7 @@ fn stateful_set_mode_runs_the_same_pods_under_stable_names() {
         for stamp in [
             "memcached.c5c3.io/intent",
             "memcached.c5c3.io/template-hash",
+            "memcached.c5c3.io/template-base-hash",
         ] {
             assert!(annotations.remove(stamp).is_some(), "{stamp} missing");
         }

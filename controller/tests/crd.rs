@@ -64,6 +64,7 @@ fn serves_both_versions_with_one_schema_and_stores_v1beta1() {
                 ("Ready", ".status.ready", 0),
                 ("Status", ".status.state", 0),
                 ("Hit Ratio", ".status.hitRatio", 0),
+                ("Rollout", ".status.rollout", 0),
                 ("Age", ".metadata.creationTimestamp", 0),
                 ("Image", ".status.image", 1),
                 ("Version", ".status.memcachedVersion", 1),

@@ -127,6 +127,14 @@ const USED: &[(&str, &str, &str, &[&str])] = &[
     ),
     // secrets::read (get), the metadata watch (list, watch).
     ("ClusterRole", "", "secrets", &["get", "list", "watch"]),
+    // in_place::converge: the ReplicaSet's template, then each pod.
+    (
+        "ClusterRole",
+        "apps",
+        "replicasets",
+        &["get", "list", "patch"],
+    ),
+    ("ClusterRole", "", "pods", &["list", "patch"]),
     // The EndpointSlice watch of cache::watch.
     (
         "ClusterRole",

@@ -15,7 +15,9 @@ use memcached_controller::stats::READ_TIMEOUT;
 use fake_api::{NS, Shared, context, path};
 use kube::runtime::controller::Action;
 use memcached_api::Memcached;
-use memcached_controller::reconcile::{Error, REQUEUE_NOT_READY, reconcile, reconcile_stored};
+use memcached_controller::reconcile::{
+    Error, REQUEUE_IN_PLACE, REQUEUE_NOT_READY, reconcile, reconcile_stored,
+};
 use memcached_controller::stored::Stored;
 use serde_json::{Value, json};
 
@@ -965,5 +967,207 @@ async fn a_new_rendering_waits_for_the_users_next_change() {
     assert_ne!(
         stored(&api)["metadata"]["annotations"]["memcached.c5c3.io/template-hash"],
         "old"
+    );
+}
+
+/// A running pod of ReplicaSet `c-abc` with the Deployment's `template`.
+fn running_pod(name: &str, template: &Value, restarts: i32) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": template["metadata"]["labels"],
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "c-abc",
+                "uid": "set-uid", "controller": true}]},
+        "spec": template["spec"],
+        "status": {"conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "memcached", "ready": true, "restartCount": restarts,
+                "image": "", "imageID": ""}]}})
+}
+
+fn image_of(api: &Shared, path: &str, pointer: &str) -> Value {
+    api.lock().unwrap().objects[path]
+        .pointer(pointer)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A warm Memcached (`spec` of [`warm`]) whose Deployment runs 2 ready
+/// pods of ReplicaSet `c-abc`; returns the paths of the Deployment, the
+/// ReplicaSet and the pods.
+async fn warm_and_running(api: &Shared) -> (String, String, [String; 2]) {
+    converge(api, warm("memcached:1.6.38")).await;
+    let deployment = path("apps/v1", "deployments", "c");
+    let set = path("apps/v1", "replicasets", "c-abc");
+    let pods = [path("v1", "pods", "c-abc-1"), path("v1", "pods", "c-abc-2")];
+    let mut api = api.lock().unwrap();
+    let d = api.objects.get_mut(&deployment).unwrap();
+    d["metadata"]["uid"] = json!("deployment-uid");
+    d["status"] = json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 2,
+        "updatedReplicas": 2, "conditions": [{"type": "Available", "status": "True"}]});
+    let template = d["spec"]["template"].clone();
+    let replica_set = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "c-abc", "namespace": NS, "uid": "set-uid", "generation": 1,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "c",
+                "uid": "deployment-uid", "controller": true}]},
+        "spec": {"replicas": 2, "selector": {}, "template": template},
+        "status": {"replicas": 2, "observedGeneration": 1}});
+    api.objects.insert(set.clone(), replica_set);
+    for pod in &pods {
+        let name = pod.rsplit('/').next().unwrap();
+        api.objects
+            .insert(pod.clone(), running_pod(name, &template, 0));
+    }
+    (deployment, set, pods)
+}
+
+fn warm(image: &str) -> Value {
+    json!({"replicas": 2, "image": image, "warmRestart": {"enabled": true}})
+}
+
+#[tokio::test]
+async fn a_new_image_with_warm_restarts_restarts_each_pod_in_place() {
+    let api = Shared::default();
+    let (deployment, set, pods) = warm_and_running(&api).await;
+    writes(&api);
+    let container = "/spec/template/spec/containers/0/image";
+    let pod_image = "/spec/containers/0/image";
+
+    let mc = store_cr(&api, warm("memcached:1.6.39"));
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert_eq!(
+        writes(&api),
+        [
+            format!("PATCH {deployment}"),
+            format!("PATCH {set}"),
+            format!("PATCH {deployment}"),
+            format!("PATCH {}/status", cr_path()),
+        ],
+        "paused with the new template, the ReplicaSet given the image, resumed"
+    );
+    assert_eq!(
+        condition(&api, "Progressing")["reason"],
+        "RestartingInPlace"
+    );
+
+    // Then the first pod.
+    let action = reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert_eq!(action, Action::requeue(REQUEUE_IN_PLACE));
+    assert_eq!(
+        writes(&api),
+        [
+            format!("PATCH {}", pods[0]),
+            format!("PATCH {}/status", cr_path())
+        ]
+    );
+    let d = api.lock().unwrap().objects[&deployment].clone();
+    assert!(d["spec"]["paused"].is_null(), "resumed: {}", d["spec"]);
+    assert_eq!(
+        d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"],
+        "memcached:1.6.39"
+    );
+    assert_eq!(d.pointer(container).unwrap(), "memcached:1.6.39");
+    assert_eq!(image_of(&api, &set, container), "memcached:1.6.39");
+    assert_eq!(
+        image_of(
+            &api,
+            &set,
+            "/spec/template/metadata/labels/app.kubernetes.io~1version"
+        ),
+        "1.6.39",
+        "the ReplicaSet's template equals the Deployment's"
+    );
+    assert_eq!(image_of(&api, &pods[0], pod_image), "memcached:1.6.39");
+    assert_eq!(
+        image_of(&api, &pods[1], pod_image),
+        "memcached:1.6.38",
+        "one pod at a time"
+    );
+    let progressing = condition(&api, "Progressing");
+    assert_eq!(progressing["reason"], "RestartingInPlace");
+    let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
+    assert_eq!(status["rollout"], "in place 1/2, c-abc-1 restarting warm");
+    let restarting = |api: &Shared| -> Vec<Value> {
+        events(api)
+            .into_iter()
+            .filter(|e| e["reason"] == "RestartingInPlace")
+            .collect()
+    };
+    let first = restarting(&api);
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0]["related"]["kind"], "Pod");
+    assert_eq!(first[0]["related"]["name"], "c-abc-1");
+
+    // Its container has not restarted yet: the second pod waits.
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert!(!writes(&api).iter().any(|w| w.contains("/pods/")));
+
+    // Back with the new image: the second pod's turn.
+    api.lock().unwrap().objects.get_mut(&pods[0]).unwrap()["status"]["containerStatuses"][0]["restartCount"] =
+        json!(1);
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert_eq!(
+        writes(&api),
+        [
+            format!("PATCH {}", pods[1]),
+            format!("PATCH {}/status", cr_path())
+        ]
+    );
+    let second = restarting(&api);
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0]["related"]["name"], "c-abc-2");
+
+    // Every pod back: the annotation goes, the rollout is complete.
+    api.lock().unwrap().objects.get_mut(&pods[1]).unwrap()["status"]["containerStatuses"][0]["restartCount"] =
+        json!(1);
+    let action = reconcile(mc, context(api.clone())).await.unwrap();
+    assert_ne!(action, Action::requeue(REQUEUE_IN_PLACE));
+    let d = api.lock().unwrap().objects[&deployment].clone();
+    assert!(d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
+    assert_eq!(condition(&api, "Progressing")["status"], "False");
+    let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
+    assert!(status["rollout"].is_null(), "{status}");
+}
+
+#[tokio::test]
+async fn without_warm_restarts_a_new_image_is_rolled_out_by_the_deployment() {
+    let api = Shared::default();
+    converge(&api, json!({"replicas": 2, "image": "memcached:1.6.38"})).await;
+    writes(&api);
+    converge(&api, json!({"replicas": 2, "image": "memcached:1.6.39"})).await;
+    let written = writes(&api);
+    assert!(
+        !written
+            .iter()
+            .any(|w| w.contains("/pods/") || w.contains("/replicasets/")),
+        "{written:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_in_place_change_refused_by_rbac_is_rolled_out_and_reported() {
+    let api = Shared::default();
+    let (deployment, set, _) = warm_and_running(&api).await;
+    let forbidden = "replicasets.apps \"c-abc\" is forbidden".to_string();
+    api.lock()
+        .unwrap()
+        .refuse
+        .insert(set.clone(), (403, "Forbidden", forbidden));
+    writes(&api);
+    converge(&api, warm("memcached:1.6.39")).await;
+    let written = writes(&api);
+    assert!(!written.iter().any(|w| w.contains("/pods/")), "{written:?}");
+    let d = api.lock().unwrap().objects[&deployment].clone();
+    assert!(d["spec"]["paused"].is_null(), "resumed: {}", d["spec"]);
+    assert!(d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"], "memcached:1.6.39",
+        "rolled out by the Deployment"
+    );
+    let degraded = condition(&api, "Degraded");
+    assert_eq!(degraded["reason"], "InPlaceForbidden");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .unwrap()
+            .contains("is forbidden"),
+        "{degraded}"
     );
 }

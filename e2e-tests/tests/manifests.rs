@@ -450,11 +450,12 @@ fn kubectl_ux(env: &mut Env) -> Result<(), String> {
             .join(" ")
     };
     check(
-        header(&get) == "NAME REPLICAS READY STATUS HIT RATIO AGE",
+        header(&get) == "NAME REPLICAS READY STATUS HIT RATIO ROLLOUT AGE",
         format!("columns: {}", header(&get)),
     )?;
     check(
-        header(&wide) == "NAME REPLICAS READY STATUS HIT RATIO AGE IMAGE VERSION CONNECTIONS",
+        header(&wide)
+            == "NAME REPLICAS READY STATUS HIT RATIO ROLLOUT AGE IMAGE VERSION CONNECTIONS",
         format!("wide columns: {}", header(&wide)),
     )?;
     let version = mc["status"]["memcachedVersion"]

@@ -41,8 +41,8 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         cluster_dns,
     ),
     (
-        "5. warm restart: the container restarted in place for a new image keeps its cache",
-        warm_restart_in_place,
+        "5. warm restart: a new spec.image is applied to each pod in place, every key kept",
+        warm_image_change,
     ),
     ("6. the node stack's memory", node_memory),
 ];
@@ -293,98 +293,148 @@ fn teardown_clean(
     check(left.is_empty(), left.join("\n     "))
 }
 
-/// `spec.warmRestart` on a real kubelet: the pod's image is changed in place
-/// (the same image by its digest), so the kubelet restarts just the
-/// container, running the preStop hook first; memcached saves its cache into
-/// the pod's tmpfs and the new container restores every key.
-fn warm_restart_in_place(env: &mut Env) -> Result<(), String> {
+/// Warm restarts (spec.warmRestart): a change of spec.image alone is applied
+/// by the controller to each running pod in place (controller/src/in_place.rs),
+/// one pod at a time: the same pods, each container restarted once, every
+/// key kept, and the Deployment ends with the new template on its one
+/// ReplicaSet (no pod replaced, not paused).
+fn warm_image_change(env: &mut Env) -> Result<(), String> {
     const KEYS: usize = 2_000;
     let name = "warm";
     ensure_namespace(env, NAMESPACE)?;
     let mut spec = node::scheduling();
-    spec["replicas"] = json!(1);
+    spec["replicas"] = json!(2);
     spec["warmRestart"] = json!({"enabled": true});
-    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
-    wait_ready(env, NAMESPACE, name, 1)?;
-    let pod = pod_of(env, name)?;
-    let pod_name = pod["metadata"]["name"]
+    env.kubectl
+        .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+    wait_ready(env, NAMESPACE, name, 2)?;
+    let before = pods_of(env, name)?;
+    for pod in &before {
+        fill(&pod_ip(pod)?, KEYS)?;
+    }
+    // The same image by digest: a new reference, as a patched image would be.
+    let image = before[0]["status"]["containerStatuses"][0]["imageID"]
         .as_str()
-        .unwrap_or_default()
+        .filter(|id| id.contains("@sha256:"))
+        .ok_or("the container has no imageID by digest")?
         .to_string();
-    let ip = pod_ip(&pod)?;
-    fill(&ip, KEYS)?;
-    let before = stats(&ip)?;
-    check(
-        before.get("curr_items").map(String::as_str) == Some(&KEYS.to_string()),
-        format!("{KEYS} keys set, curr_items {:?}", before.get("curr_items")),
-    )?;
-    let image_id = pod["status"]["containerStatuses"][0]["imageID"]
-        .as_str()
-        .ok_or("the container has no imageID")?
-        .to_string();
-    let patch = json!([{"op": "replace", "path": "/spec/containers/0/image", "value": image_id}]);
+    spec["image"] = json!(image);
     let changed = Instant::now();
-    env.kubectl.ok(&[
-        "patch",
-        "pod",
-        &pod_name,
-        "-n",
-        NAMESPACE,
-        "--type=json",
-        "-p",
-        &patch.to_string(),
-    ])?;
-    wait_for("the container restarted and Ready", SETTLE, || {
-        let pod = pod_of(env, name)?;
-        let status = &pod["status"]["containerStatuses"][0];
-        (status["restartCount"] == 1
-            && status["ready"] == true
-            && status["imageID"] == image_id.as_str())
-        .then_some(())
-        .ok_or_else(|| format!("container status {status}"))
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    let after = wait_for("every pod restarted in place and Ready", SETTLE, || {
+        let pods = pods_of(env, name)?;
+        pods.iter()
+            .all(|p| {
+                let status = &p["status"]["containerStatuses"][0];
+                p["spec"]["containers"][0]["image"] == image.as_str()
+                    && status["restartCount"] == 1
+                    && status["ready"] == true
+            })
+            .then_some(pods.clone())
+            .ok_or_else(|| format!("pods {:?}", summary(&pods)))
     })?;
     let took = changed.elapsed();
-    let after = stats(&ip)?;
-    let kept = after.get("curr_items").cloned().unwrap_or_default();
+    let uids = |pods: &[Value]| -> Vec<String> {
+        pods.iter()
+            .map(|p| p["metadata"]["uid"].to_string())
+            .collect()
+    };
+    check(
+        uids(&after) == uids(&before),
+        format!(
+            "the same pods: {:?} then {:?}",
+            summary(&before),
+            summary(&after)
+        ),
+    )?;
+    let mut kept = Vec::new();
+    for pod in &after {
+        kept.push(
+            stats(&pod_ip(pod)?)?
+                .get("curr_items")
+                .cloned()
+                .unwrap_or_default(),
+        );
+    }
+    let deployment = env.kubectl.get(&["deployment", name, "-n", NAMESPACE])?;
+    let sets = env.kubectl.get(&[
+        "replicasets",
+        "-n",
+        NAMESPACE,
+        "-l",
+        &format!("app.kubernetes.io/instance={name}"),
+    ])?;
+    let set_count = sets["items"].as_array().map_or(0, Vec::len);
+    let mc = wait_for("the Memcached Ready, its rollout complete", SETTLE, || {
+        let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+        (condition_status(&mc, "Ready") == Some("True")
+            && condition_status(&mc, "Progressing") == Some("False")
+            && deployment_settled(env, name)?)
+        .then_some(mc.clone())
+        .ok_or_else(|| format!("status {}", mc["status"]))
+    })?;
     let events = env.kubectl.get(&[
         "events",
         "-n",
         NAMESPACE,
         "--field-selector",
-        &format!("involvedObject.name={pod_name}"),
+        &format!("involvedObject.name={name},reason=RestartingInPlace"),
     ])?;
-    let reasons: Vec<&str> = events["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e["reason"].as_str())
-        .collect();
-    let hook: Vec<&str> = events["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["reason"] == "FailedPreStopHook")
-        .filter_map(|e| e["message"].as_str())
-        .collect();
-    let logs = |previous: &str| {
-        env.kubectl
-            .run(&["logs", "-n", NAMESPACE, &pod_name, previous], None)
-            .stdout
-    };
-    let (stopped, started) = (logs("--previous"), logs("--timestamps=false"));
+    let restarted = events["items"].as_array().map_or(0, Vec::len);
     println!(
-        "     image changed in place: {kept} of {KEYS} keys kept, Ready again {:.1}s after the patch; pod events {reasons:?}",
+        "     image changed in place by the controller: keys kept per pod {kept:?} of {KEYS}, \
+         both pods Ready again {:.1}s after the apply, {set_count} ReplicaSet(s), \
+         {restarted} RestartingInPlace event(s)",
         took.as_secs_f64()
     );
     check(
-        kept == KEYS.to_string(),
-        format!(
-            "{kept} of {KEYS} keys after the restart in place; hook {hook:?}; the stopped container said {stopped:?}, the new one {started:?}"
-        ),
+        kept.iter().all(|k| *k == KEYS.to_string()),
+        format!("keys kept {kept:?} of {KEYS} per pod"),
+    )?;
+    check(
+        set_count == 1,
+        format!("one ReplicaSet, not a new one: {sets}"),
+    )?;
+    check(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image.as_str(),
+        "the Deployment's template has the new image",
+    )?;
+    check(
+        restarted == 2,
+        format!("{restarted} RestartingInPlace events"),
+    )?;
+    check(
+        mc["status"]["image"] == image.as_str(),
+        format!("status.image {}", mc["status"]["image"]),
     )?;
     env.kubectl
         .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
         .map(drop)
+}
+
+/// The Deployment `name` is resumed, without the in-place annotation, and
+/// its status describes its latest generation.
+fn deployment_settled(env: &Env, name: &str) -> Result<bool, String> {
+    let d = env.kubectl.get(&["deployment", name, "-n", NAMESPACE])?;
+    Ok(d["spec"]["paused"] != true
+        && d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null()
+        && d["status"]["observedGeneration"] == d["metadata"]["generation"])
+}
+
+/// Name, uid, image and restart count of each pod, for messages.
+fn summary(pods: &[Value]) -> Vec<String> {
+    pods.iter()
+        .map(|p| {
+            format!(
+                "{} uid {} image {} restarts {} ready {}",
+                p["metadata"]["name"],
+                p["metadata"]["uid"],
+                p["spec"]["containers"][0]["image"],
+                p["status"]["containerStatuses"][0]["restartCount"],
+                p["status"]["containerStatuses"][0]["ready"]
+            )
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------- helpers
@@ -433,6 +483,14 @@ fn the_pod(env: &Env) -> Result<Value, String> {
 
 /// The one pod of Memcached `name`.
 fn pod_of(env: &Env, name: &str) -> Result<Value, String> {
+    match pods_of(env, name)?.as_slice() {
+        [pod] => Ok(pod.clone()),
+        pods => Err(format!("expected one pod of {name}: {pods:?}")),
+    }
+}
+
+/// The pods of Memcached `name`, by name.
+fn pods_of(env: &Env, name: &str) -> Result<Vec<Value>, String> {
     let pods = env.kubectl.get(&[
         "pods",
         "-n",
@@ -440,10 +498,9 @@ fn pod_of(env: &Env, name: &str) -> Result<Value, String> {
         "-l",
         &format!("app.kubernetes.io/instance={name}"),
     ])?;
-    match pods["items"].as_array().map(Vec::as_slice) {
-        Some([pod]) => Ok(pod.clone()),
-        _ => Err(format!("expected one pod of {name}: {pods}")),
-    }
+    let mut pods = pods["items"].as_array().cloned().unwrap_or_default();
+    pods.sort_by_key(|p| p["metadata"]["name"].to_string());
+    Ok(pods)
 }
 
 fn pod_ip(pod: &Value) -> Result<String, String> {

@@ -95,16 +95,27 @@ fn handle(
             .get(path)
             .cloned()
             .map_or_else(not_found, |o| (StatusCode::OK, o)),
+        Method::PATCH if !query.contains("force=true") => {
+            assert!(query.contains("fieldManager=memcached-operator"), "{query}");
+            if let Some(refused) = api.refuse.get(path) {
+                return refusal(refused);
+            }
+            let patch: Value = serde_json::from_slice(body).unwrap();
+            let Some(stored) = api.objects.get_mut(path) else {
+                return not_found();
+            };
+            strategic_merge(stored, &patch);
+            let stored = stored.clone();
+            api.writes.push(format!("PATCH {path}"));
+            (StatusCode::OK, stored)
+        }
         Method::PATCH => {
             assert!(
-                query.contains("fieldManager=memcached-operator") && query.contains("force=true"),
+                query.contains("fieldManager=memcached-operator"),
                 "server-side apply: {query}"
             );
-            if let Some((code, reason, message)) = api.refuse.get(path) {
-                return (
-                    StatusCode::from_u16(*code).unwrap(),
-                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": message}),
-                );
+            if let Some(refused) = api.refuse.get(path) {
+                return refusal(refused);
             }
             let mut object: Value = serde_json::from_slice(body).unwrap();
             let key = path.trim_end_matches("/status").to_string();
@@ -125,7 +136,14 @@ fn handle(
                 api.objects.insert(key, stored.clone());
                 return (StatusCode::OK, stored);
             }
-            // The applied fields replace the stored ones; status stays.
+            // The applied fields replace the stored ones; uid and status stay.
+            if let Some(uid) = stored
+                .as_ref()
+                .map(|s| s["metadata"]["uid"].clone())
+                .filter(|u| !u.is_null())
+            {
+                object["metadata"]["uid"] = uid;
+            }
             if let Some(status) = stored
                 .as_ref()
                 .map(|s| s["status"].clone())
@@ -162,6 +180,37 @@ fn handle(
             })
         }
         _ => panic!("unexpected {method} {path}"),
+    }
+}
+
+/// The API server's answer refusing a write.
+fn refusal((code, reason, message): &(u16, &'static str, String)) -> (StatusCode, Value) {
+    (
+        StatusCode::from_u16(*code).unwrap(),
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": message}),
+    )
+}
+
+/// A strategic merge patch as the controller sends them: objects merge,
+/// lists of named objects merge by name, anything else is replaced.
+fn strategic_merge(stored: &mut Value, patch: &Value) {
+    match (stored, patch) {
+        (Value::Object(stored), Value::Object(patch)) => {
+            for (key, value) in patch {
+                strategic_merge(stored.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (Value::Array(stored), Value::Array(patch))
+            if patch.iter().all(|p| p["name"].is_string()) =>
+        {
+            for item in patch {
+                match stored.iter_mut().find(|s| s["name"] == item["name"]) {
+                    Some(existing) => strategic_merge(existing, item),
+                    None => stored.push(item.clone()),
+                }
+            }
+        }
+        (stored, patch) => *stored = patch.clone(),
     }
 }
 

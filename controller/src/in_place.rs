@@ -1,0 +1,398 @@
+//! A change of the memcached image alone, with warm restarts on, applied to
+//! the running pods in place: no pod is replaced, so none starts cold.
+//!
+//! A pod's container image can change without a new pod: the kubelet stops
+//! that container (its preStop hook saves memcached's cache to the
+//! memory-backed volume, see [`crate::pod_template`]) and starts the new
+//! image in the same pod, which restores the cache. A Deployment would
+//! instead replace every pod, so the change goes around it:
+//!
+//! 1. the Deployment is applied with the new template, paused: its
+//!    controller creates no ReplicaSet for it;
+//! 2. the running ReplicaSet's template gets the new image and, once the
+//!    ReplicaSet controller has seen it (`observedGeneration`, from the
+//!    informers the Deployment controller shares), the Deployment is resumed
+//!    by the reconcile's apply: its controller finds that ReplicaSet equal to
+//!    its template and replaces no pod;
+//! 3. from the next reconcile on, one pod at a time gets the new image,
+//!    the next once every pod is Ready again with its container restarted.
+//!
+//! The Deployment carries [`IN_PLACE_ANNOTATION`] (the image) from step 1
+//! until every pod runs the image, so a restarted controller carries on.
+//! A change that is not the image alone, or that meets a Deployment in the
+//! middle of a rollout, is rolled out by the Deployment as usual.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::apply::is_controlled_by;
+use crate::intent::TemplateStamp;
+use crate::labels::{MANAGER, VERSION_LABEL};
+use crate::pod_template::MEMCACHED_CONTAINER;
+use crate::workload::Workload;
+
+/// Deployment annotation: the memcached image being applied in place.
+pub const IN_PLACE_ANNOTATION: &str = "memcached.c5c3.io/in-place-image";
+/// Pod annotation: the memcached container's restart count when its image
+/// was changed; the pod is restarted once the count is higher.
+pub const RESTARTS_ANNOTATION: &str = "memcached.c5c3.io/in-place-restarts";
+
+/// How long step 2 waits for the ReplicaSet controller; the next reconcile
+/// carries on after that.
+const OBSERVE_TIMEOUT: Duration = Duration::from_secs(5);
+const OBSERVE_POLL: Duration = Duration::from_millis(200);
+
+/// Where an in-place image change stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// The image being applied.
+    pub image: String,
+    /// Pods whose memcached container has it (restarted or not yet).
+    pub updated: i32,
+    /// Pods.
+    pub pods: i32,
+    /// The pod whose container is restarting now.
+    pub restarting: Option<String>,
+    /// This reconcile changed the image of the `restarting` pod.
+    pub started: bool,
+}
+
+impl Progress {
+    /// The Rollout column: `in place 1/3, <pod> restarting warm`.
+    pub fn summary(&self) -> String {
+        let now = match &self.restarting {
+            Some(pod) => format!(", {pod} restarting warm"),
+            None => String::new(),
+        };
+        format!("in place {}/{}{now}", self.updated, self.pods)
+    }
+
+    /// The `Progressing` condition's message.
+    pub fn message(&self) -> String {
+        let now = match &self.restarting {
+            Some(pod) => format!("; {pod} is restarting warm"),
+            None => String::new(),
+        };
+        format!(
+            "memcached image {} applied in place: {} of {} pods have it{now}",
+            self.image, self.updated, self.pods
+        )
+    }
+}
+
+/// Start or carry on an in-place image change of the Deployment `live` (as
+/// the cache holds it, without its template), controlled by the Memcached
+/// `uid` whose pods `selector` selects, towards `desired`, which gets
+/// [`IN_PLACE_ANNOTATION`] while the change goes on. `None`: no change in
+/// place (none needed, done, or the Deployment rolls it out).
+pub async fn converge(
+    client: &Client,
+    uid: &str,
+    selector: &str,
+    live: Option<&Deployment>,
+    desired: &mut Deployment,
+) -> Result<Option<Progress>, kube::Error> {
+    let Some(live) = live.filter(|l| is_controlled_by(*l, uid)) else {
+        return Ok(None);
+    };
+    let Some(template) = desired.template() else {
+        return Ok(None);
+    };
+    let Some(image) = memcached_image(template) else {
+        return Ok(None);
+    };
+    let change = template_change(template, &image);
+    let ns = live.namespace().unwrap_or_default();
+    let marked = annotation(live, IN_PLACE_ANNOTATION) == Some(image.as_str());
+    let paused = live.spec.as_ref().and_then(|s| s.paused) == Some(true);
+    let replicas = live.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let starting = stamp(desired)
+        .zip(stamp(live))
+        .is_some_and(|(new, running)| new.image_only_change(&running))
+        && live.rollout().complete(replicas)
+        && live.metadata.deletion_timestamp.is_none();
+    if !starting && !marked {
+        return Ok(None);
+    }
+    mark(desired, Some(&image));
+    if starting || paused {
+        let progress = Progress {
+            image,
+            pods: replicas,
+            ..Default::default()
+        };
+        match retemplate(client, &ns, selector, live, desired, &change).await? {
+            // The reconcile's apply resumes the Deployment; the pods follow
+            // from the next reconcile on.
+            Retemplated::Seen => return Ok(Some(progress)),
+            // Resuming now could make the Deployment roll: it stays paused,
+            // and the next reconcile looks again.
+            Retemplated::NotSeenYet => {
+                desired.spec.get_or_insert_default().paused = Some(true);
+                return Ok(Some(progress));
+            }
+            // The Deployment rolls the change out.
+            Retemplated::NotOneReplicaSet => {
+                mark(desired, None);
+                return Ok(None);
+            }
+        }
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let running: Vec<Pod> = pods
+        .list(&ListParams::default().labels(selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    let lagging: Vec<&Pod> = running.iter().filter(|p| lags(p, &image)).collect();
+    let mut progress = Progress {
+        image: image.clone(),
+        pods: len(&running),
+        updated: len(&running) - len(&lagging),
+        restarting: running.iter().find(|p| !settled(p)).map(|p| p.name_any()),
+        started: false,
+    };
+    let next = lagging.into_iter().min_by_key(|p| p.name_any());
+    match (next, &progress.restarting) {
+        // Every pod runs the image: the annotation goes with the apply.
+        (None, None) => {
+            mark(desired, None);
+            return Ok(None);
+        }
+        (Some(next), None) => {
+            let restarts = memcached_status(next).map_or(0, |s| s.restart_count);
+            let mut patch = change;
+            patch["metadata"]["annotations"] = json!({RESTARTS_ANNOTATION: restarts.to_string()});
+            let name = next.name_any();
+            pods.patch(&name, &manager(), &Patch::Strategic(patch))
+                .await?;
+            progress.updated += 1;
+            progress.restarting = Some(name);
+            progress.started = true;
+        }
+        // One pod at a time: the next once this one is back.
+        _ => {}
+    }
+    Ok(Some(progress))
+}
+
+/// What [`retemplate`] did.
+enum Retemplated {
+    /// The running ReplicaSet has the image, and its controller has seen it.
+    Seen,
+    /// It has the image; its controller has not seen it within [`OBSERVE_TIMEOUT`].
+    NotSeenYet,
+    /// Not exactly one ReplicaSet runs pods.
+    NotOneReplicaSet,
+}
+
+/// Steps 1 and 2: pause `desired`, give the one running ReplicaSet of
+/// `live` the image and wait until its controller has seen it.
+async fn retemplate(
+    client: &Client,
+    ns: &str,
+    selector: &str,
+    live: &Deployment,
+    desired: &Deployment,
+    change: &Value,
+) -> Result<Retemplated, kube::Error> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let mut paused = desired.clone();
+    paused.spec.get_or_insert_default().paused = Some(true);
+    let apply = PatchParams::apply(MANAGER).force();
+    deployments
+        .patch(&live.name_any(), &apply, &Patch::Apply(&paused))
+        .await?;
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
+    let deployment_uid = live.uid().unwrap_or_default();
+    let running: Vec<ReplicaSet> = sets
+        .list(&ListParams::default().labels(selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|s| is_controlled_by(s, &deployment_uid))
+        .filter(|s| s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1) > 0)
+        .collect();
+    let [set] = running.as_slice() else {
+        return Ok(Retemplated::NotOneReplicaSet);
+    };
+    let name = set.name_any();
+    let mut generation = set.metadata.generation;
+    let template = set.spec.as_ref().and_then(|s| s.template.as_ref());
+    let image = change["spec"]["containers"][0]["image"].as_str();
+    if template.and_then(memcached_image).as_deref() != image {
+        let patch = json!({"spec": {"template": change}});
+        let patched = sets
+            .patch(&name, &manager(), &Patch::Strategic(patch))
+            .await?;
+        generation = patched.metadata.generation;
+    }
+    let deadline = tokio::time::Instant::now() + OBSERVE_TIMEOUT;
+    loop {
+        let set = sets.get(&name).await?;
+        if set.status.as_ref().and_then(|s| s.observed_generation) >= generation {
+            return Ok(Retemplated::Seen);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(Retemplated::NotSeenYet);
+        }
+        tokio::time::sleep(OBSERVE_POLL).await;
+    }
+}
+
+/// What changes in a pod template for `image`, as a strategic merge patch:
+/// the memcached container's image and the version label that follows it.
+fn template_change(template: &PodTemplateSpec, image: &str) -> Value {
+    let version = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.as_ref()?.get(VERSION_LABEL));
+    json!({
+        "metadata": {"labels": {VERSION_LABEL: version}},
+        "spec": {"containers": [{"name": MEMCACHED_CONTAINER, "image": image}]},
+    })
+}
+
+fn manager() -> PatchParams {
+    PatchParams {
+        field_manager: Some(MANAGER.into()),
+        ..Default::default()
+    }
+}
+
+fn stamp(deployment: &Deployment) -> Option<TemplateStamp> {
+    TemplateStamp::from_annotations(deployment.metadata.annotations.as_ref()?)
+}
+
+fn annotation<'a>(deployment: &'a Deployment, key: &str) -> Option<&'a str> {
+    deployment
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// Set (or with `None` remove) [`IN_PLACE_ANNOTATION`] on `desired`.
+fn mark(desired: &mut Deployment, image: Option<&str>) {
+    let annotations = desired.metadata.annotations.get_or_insert_default();
+    match image {
+        Some(image) => annotations.insert(IN_PLACE_ANNOTATION.into(), image.into()),
+        None => annotations.remove(IN_PLACE_ANNOTATION),
+    };
+}
+
+/// The memcached container's image in a pod template.
+pub fn memcached_image(template: &PodTemplateSpec) -> Option<String> {
+    template
+        .spec
+        .as_ref()
+        .and_then(pod_memcached_image)
+        .map(str::to_string)
+}
+
+fn pod_memcached_image(spec: &PodSpec) -> Option<&str> {
+    spec.containers
+        .iter()
+        .find(|c| c.name == MEMCACHED_CONTAINER)?
+        .image
+        .as_deref()
+}
+
+fn memcached_status(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|s| s.name == MEMCACHED_CONTAINER)
+}
+
+/// The pod's memcached container does not have `image` in its spec.
+fn lags(pod: &Pod, image: &str) -> bool {
+    pod.spec.as_ref().and_then(pod_memcached_image) != Some(image)
+}
+
+/// The pod is Ready and, if its image was changed in place, its memcached
+/// container has restarted since.
+fn settled(pod: &Pod) -> bool {
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let before: Option<i32> = pod
+        .annotations()
+        .get(RESTARTS_ANNOTATION)
+        .and_then(|r| r.parse().ok());
+    let status = memcached_status(pod);
+    let restarted = match before {
+        Some(before) => status.is_some_and(|s| s.restart_count > before),
+        None => true,
+    };
+    ready && restarted && status.is_some_and(|s| s.ready)
+}
+
+fn len<T>(items: &[T]) -> i32 {
+    i32::try_from(items.len()).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, image: &str, ready: bool, restarts: i32, annotated: Option<i32>) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": annotated.map(|a| json!({RESTARTS_ANNOTATION: a.to_string()}))},
+            "spec": {"containers": [{"name": "memcached", "image": image}]},
+            "status": {
+                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+                "containerStatuses": [{"name": "memcached", "ready": ready, "restartCount": restarts,
+                    "image": image, "imageID": "", "started": ready}],
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pod_is_settled_once_ready_after_its_restart() {
+        assert!(settled(&pod("a", "m:2", true, 0, None)));
+        assert!(!settled(&pod("a", "m:2", false, 0, None)), "not ready");
+        assert!(
+            !settled(&pod("a", "m:2", true, 3, Some(3))),
+            "patched, the old container still runs"
+        );
+        assert!(settled(&pod("a", "m:2", true, 4, Some(3))));
+        assert!(
+            !settled(&pod("a", "m:2", false, 4, Some(3))),
+            "restarted, not ready yet"
+        );
+    }
+
+    #[test]
+    fn progress_says_which_pod_restarts() {
+        let progress = Progress {
+            image: "memcached:1.6.39".into(),
+            updated: 2,
+            pods: 3,
+            restarting: Some("c-1".into()),
+            started: false,
+        };
+        assert_eq!(
+            progress.message(),
+            "memcached image memcached:1.6.39 applied in place: 2 of 3 pods have it; c-1 is restarting warm"
+        );
+        assert_eq!(progress.summary(), "in place 2/3, c-1 restarting warm");
+        assert!(lags(&pod("a", "m:1", true, 0, None), "m:2"));
+        assert!(!lags(&pod("a", "m:2", true, 0, None), "m:2"));
+    }
+}
