@@ -31,7 +31,7 @@ DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iprou
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
 	busybox:busybox-static
 
-.PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl push lint fmt fixtures crd clean
+.PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-rollout push lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -216,6 +216,14 @@ BENCH_REQUEST := e2e-tests/fixtures/requests/seed-valid-cr-with-all-features-v1b
 ROUNDS ?= 1
 bench-kwctl: annotated-policy.wasm
 	python3 e2e-tests/kwctl_bench.py "$(KWCTL)" $(ROUNDS) annotated-policy.wasm $(BENCH_REQUEST) $(BENCH_REFERENCE)
+
+## bench-rollout: on the real node (as e2e-node), 3 warm-restart replicas and 20,000 keys through pymemcache's
+## HashClient: the keys an image change keeps (applied in place), the worst read-through pass during a config
+## change that needs new pods, and the pods a controller upgrade restarts (benches/rollout.rs). It counts keys and
+## pods, not time, so it runs the test build of `make e2e-node` (no release build).
+bench-rollout: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
+	$(CARGO) build --locked -q -p memcached-controller
+	$(CARGO) test --locked -q -p e2e-tests --features cluster,real-node --bench rollout
 
 ## bench-e2e: control-plane start, apply -> Ready, admission latency through policy-server seen by kube-apiserver,
 ## 200 CRs at once; then the keys pymemcache's HashClient still finds after scaling, a pod deletion and a rollout,

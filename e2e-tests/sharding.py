@@ -10,11 +10,14 @@ rollouts with the client configured from the operator's server list.
 Usage:
   sharding.py store --servers H:P,... [--hosts NAME=IP,...] [--keys N]
   sharding.py check --servers H:P,... [--hosts NAME=IP,...] [--keys N]
+  sharding.py serve --servers H:P,... [--hosts NAME=IP,...] [--keys N]
 
 `store` empties every server (`flush_all`), then writes keys `key-0` ...
 `key-<N-1>`: a full cache holding each key exactly where the client puts it,
 and no stale copy elsewhere that a later placement could hit by luck. `check`
-reads them back; a hit is a key whose value is the one stored. Both print one
+reads them back; a hit is a key whose value is the one stored. `serve` reads
+them as an application with a read-through cache does (oslo.cache's
+get-or-create): each miss is stored again, so the cache refills. Each prints one
 JSON object: `keys`, `stored` or `hits`, `placement` (keys per server) and
 `unreachable` (servers that did not answer `version`; their keys count as
 misses).
@@ -140,7 +143,11 @@ def run(command, servers, hosts, count):
         for start in range(0, count, BATCH):
             batch = names[start : start + BATCH]
             found = client.get_many(batch)
-            hits += sum(1 for key in batch if found.get(key) == value(key))
+            hit = [key for key in batch if found.get(key) == value(key)]
+            hits += len(hit)
+            if command == "serve" and len(hit) < len(batch):
+                missed = set(batch) - set(hit)
+                client.set_many({key: value(key) for key in missed}, noreply=False)
         report["hits"] = hits
     client.close()
     for direct in filter(None, clients.values()):
@@ -150,7 +157,7 @@ def run(command, servers, hosts, count):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["store", "check"])
+    parser.add_argument("command", choices=["store", "check", "serve"])
     parser.add_argument("--servers", type=parse_servers, required=True, help="H:P,... in the client's order")
     parser.add_argument("--hosts", type=parse_hosts, default={}, help="NAME=IP,...: the DNS answers")
     parser.add_argument("--keys", type=int, default=20000)

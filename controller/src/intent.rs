@@ -71,10 +71,15 @@ impl TemplateStamp {
         self.intent == running.intent && self.template != running.template
     }
 
-    /// True when this template differs from the `running` one in the
-    /// memcached image (and the version label) alone.
+    /// True when the user changed the intent and this template differs
+    /// from the `running` one in the memcached image (and the version label)
+    /// alone. The same intent rendered differently is held instead: a new
+    /// default image of a new controller version restarts no pod.
     pub fn image_only_change(&self, running: &TemplateStamp) -> bool {
-        self.template != running.template && self.base.is_some() && self.base == running.base
+        self.intent != running.intent
+            && self.template != running.template
+            && self.base.is_some()
+            && self.base == running.base
     }
 }
 
@@ -187,15 +192,20 @@ mod tests {
             )
             .unwrap()
         };
-        let stamp = |t: &PodTemplateSpec| TemplateStamp {
-            intent: "i".into(),
+        let stamp = |t: &PodTemplateSpec, intent: &str| TemplateStamp {
+            intent: intent.into(),
             template: template_digest(t),
             base: Some(base_digest(t)),
         };
-        let running = stamp(&template("memcached:1.6.38", "exporter:0.15"));
-        let bumped = stamp(&template("memcached:1.6.39", "exporter:0.15"));
-        let exporter = stamp(&template("memcached:1.6.39", "exporter:0.16"));
+        let running = stamp(&template("memcached:1.6.38", "exporter:0.15"), "i");
+        let bumped = stamp(&template("memcached:1.6.39", "exporter:0.15"), "i2");
+        let exporter = stamp(&template("memcached:1.6.39", "exporter:0.16"), "i2");
+        let new_default = stamp(&template("memcached:1.6.39", "exporter:0.15"), "i");
         assert!(bumped.image_only_change(&running));
+        assert!(
+            !new_default.image_only_change(&running),
+            "a new controller's default image, the spec unchanged: held"
+        );
         assert!(
             !exporter.image_only_change(&running),
             "the exporter's image too"

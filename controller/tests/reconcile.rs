@@ -970,6 +970,16 @@ async fn a_new_rendering_waits_for_the_users_next_change() {
     );
 }
 
+fn assert_no_pod_or_replica_set_written(api: &Shared) {
+    let written = writes(api);
+    assert!(
+        !written
+            .iter()
+            .any(|w| w.contains("/pods/") || w.contains("/replicasets/")),
+        "{written:?}"
+    );
+}
+
 /// A running pod of ReplicaSet `c-abc` with the Deployment's `template`.
 fn running_pod(name: &str, template: &Value, restarts: i32) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
@@ -1132,13 +1142,7 @@ async fn without_warm_restarts_a_new_image_is_rolled_out_by_the_deployment() {
     converge(&api, json!({"replicas": 2, "image": "memcached:1.6.38"})).await;
     writes(&api);
     converge(&api, json!({"replicas": 2, "image": "memcached:1.6.39"})).await;
-    let written = writes(&api);
-    assert!(
-        !written
-            .iter()
-            .any(|w| w.contains("/pods/") || w.contains("/replicasets/")),
-        "{written:?}"
-    );
+    assert_no_pod_or_replica_set_written(&api);
 }
 
 #[tokio::test]
@@ -1170,4 +1174,19 @@ async fn an_in_place_change_refused_by_rbac_is_rolled_out_and_reported() {
             .contains("is forbidden"),
         "{degraded}"
     );
+}
+
+#[tokio::test]
+async fn a_rendering_change_without_a_spec_change_restarts_no_pod_in_place() {
+    let api = Shared::default();
+    let (deployment, _, _) = warm_and_running(&api).await;
+    // As an older controller version, rendering differently, left it.
+    api.lock().unwrap().objects.get_mut(&deployment).unwrap()["metadata"]["annotations"]["memcached.c5c3.io/template-hash"] =
+        json!("00000000000000000000000000000000");
+    writes(&api);
+    converge(&api, warm("memcached:1.6.38")).await;
+    assert_no_pod_or_replica_set_written(&api);
+    let d = api.lock().unwrap().objects[&deployment].clone();
+    assert!(d["spec"]["paused"].is_null(), "{}", d["spec"]);
+    assert!(d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
 }

@@ -17,59 +17,17 @@
 //! keys that would be served had it come up with a new address (kwok often
 //! hands it the deleted pod's). Reported, never asserted.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::scenario::{
-    SETTLE, ensure_namespace, memcached, patch, ready_endpoints, wait_ready,
+use e2e_tests::cluster::hash_client::{
+    self, ClientConfig, Mode, Pod, count, ready_pods, sharding_with, store,
 };
-use e2e_tests::cluster::{Env, condition_status, wait_for};
-use e2e_tests::workspace_root;
-use serde_json::{Value, json};
+use e2e_tests::cluster::scenario::{SETTLE, ensure_namespace, memcached, patch, wait_ready};
+use e2e_tests::cluster::{Env, wait_for};
+use serde_json::json;
 
 const NAMESPACE: &str = "sharding";
 const KEYS: u64 = 20_000;
-
-#[derive(Clone, Copy, Debug)]
-enum Mode {
-    Deployment,
-    StatefulSet,
-}
-
-impl Mode {
-    /// `spec.workload`, and the kind of the workload object.
-    fn workload(self) -> &'static str {
-        match self {
-            Mode::Deployment => "Deployment",
-            Mode::StatefulSet => "StatefulSet",
-        }
-    }
-
-    /// The Memcached's name.
-    fn instance(self) -> &'static str {
-        match self {
-            Mode::Deployment => "deployment",
-            Mode::StatefulSet => "statefulset",
-        }
-    }
-}
-
-/// What a `HashClient` is configured with.
-#[derive(Clone, Debug, PartialEq)]
-struct ClientConfig {
-    /// `host:port`, in the order given to the client.
-    servers: Vec<String>,
-    /// What DNS answers for the names among them.
-    hosts: BTreeMap<String, String>,
-}
-
-impl ClientConfig {
-    /// The servers as a set: rendezvous hashing ignores their order.
-    fn server_set(&self) -> BTreeSet<&String> {
-        self.servers.iter().collect()
-    }
-}
 
 /// One step's outcome.
 struct Step {
@@ -103,7 +61,7 @@ fn main() {
 
 fn bench() -> Result<(), String> {
     // Fails fast, before the control plane starts, when pymemcache is missing.
-    sharding(&["--help"])?;
+    hash_client::available()?;
     let Some(env) = Env::start(&std::env::temp_dir().join("memcached-sharding-bench"))? else {
         return Ok(());
     };
@@ -125,17 +83,17 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
     env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
     wait_ready(env, NAMESPACE, name, 3)?;
     let mut client = client_config(env, mode, 3)?;
-    let stored = store(&client)?;
+    let stored = store(&client, KEYS)?;
 
     // (a) 3 -> 4.
     patch(env, NAMESPACE, name, json!({"spec": {"replicas": 4}}))?;
     wait_ready(env, NAMESPACE, name, 4)?;
     let (scale, next) = measure(env, mode, &client, 4)?;
     client = next;
-    store(&client)?;
+    store(&client, KEYS)?;
 
     // (b) One pod deleted; for a StatefulSet the replacement has the same name.
-    let pods = ready_pods(env, name)?;
+    let pods = ready_pods(env, NAMESPACE, name)?;
     let victim = pods
         .iter()
         .find(|p| matches!(mode, Mode::Deployment) || p.name == format!("{name}-1"))
@@ -151,7 +109,7 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
         "--wait=false",
     ])?;
     let replacement = wait_for("the replacement pod Ready", SETTLE, || {
-        let now = ready_pods(env, name)?;
+        let now = ready_pods(env, NAMESPACE, name)?;
         now.iter()
             .find(|p| !pods.iter().any(|old| old.uid == p.uid))
             .filter(|_| now.len() == 4 && !now.iter().any(|p| p.uid == victim.uid))
@@ -163,10 +121,10 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
     let (restart, next) = measure(env, mode, &client, 4)?;
     client = next;
     let restart_new_address = count(
-        &sharding_with("check", &with_new_address(&client, &replacement))?,
+        &sharding_with("check", &with_new_address(&client, &replacement), KEYS)?,
         "hits",
     )?;
-    store(&client)?;
+    store(&client, KEYS)?;
 
     // (c) A config change rolls every pod.
     patch(
@@ -207,7 +165,7 @@ fn measure(
     replicas: usize,
 ) -> Result<(Step, ClientConfig), String> {
     let after = client_config(env, mode, replicas)?;
-    let hits = count(&sharding_with("check", &after)?, "hits")?;
+    let hits = count(&sharding_with("check", &after, KEYS)?, "hits")?;
     let changed = after.server_set() != before.server_set();
     Ok((Step { hits, changed }, after))
 }
@@ -230,50 +188,15 @@ fn with_new_address(client: &ClientConfig, pod: &Pod) -> ClientConfig {
     moved
 }
 
-/// Flush every server, then store the keys: a full cache, or an error
-/// (every step is measured from one).
-fn store(client: &ClientConfig) -> Result<u64, String> {
-    let stored = count(&sharding_with("store", client)?, "stored")?;
-    if stored == KEYS {
-        Ok(stored)
-    } else {
-        Err(format!(
-            "only {stored} of {KEYS} keys stored into {:?}",
-            client.servers
-        ))
-    }
-}
-
 /// The client configuration once `replicas` servers can be reached: the
 /// ready pods' IPs (Deployment), or `status.serverList` with every name
 /// resolvable (StatefulSet).
 fn client_config(env: &Env, mode: Mode, replicas: usize) -> Result<ClientConfig, String> {
-    let name = mode.instance();
     wait_for(
         &format!("{replicas} servers for the {} client", mode.workload()),
         SETTLE,
         || {
-            let config = match mode {
-                Mode::Deployment => ClientConfig {
-                    servers: ready_pods(env, name)?
-                        .into_iter()
-                        .map(|p| format!("{}:11211", p.ip))
-                        .collect(),
-                    hosts: BTreeMap::new(),
-                },
-                Mode::StatefulSet => {
-                    let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
-                    ClientConfig {
-                        servers: mc["status"]["serverList"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|s| s.as_str().map(str::to_string))
-                            .collect(),
-                        hosts: dns_answers(env, name)?,
-                    }
-                }
-            };
+            let config = mode.client(env, NAMESPACE)?;
             let unresolved: Vec<&String> = config
                 .servers
                 .iter()
@@ -289,56 +212,6 @@ fn client_config(env: &Env, mode: Mode, replicas: usize) -> Result<ClientConfig,
             }
         },
     )
-}
-
-/// What cluster DNS answers for `<hostname>.<service>.<namespace>.svc`: each
-/// ready endpoint's hostname and address in the headless Service's EndpointSlices.
-fn dns_answers(env: &Env, service: &str) -> Result<BTreeMap<String, String>, String> {
-    Ok(ready_endpoints(env, NAMESPACE, service)?
-        .iter()
-        .filter_map(|e| {
-            Some((
-                format!("{}.{service}.{NAMESPACE}.svc", e["hostname"].as_str()?),
-                e["addresses"][0].as_str()?.to_string(),
-            ))
-        })
-        .collect())
-}
-
-#[derive(Clone, Debug)]
-struct Pod {
-    name: String,
-    uid: String,
-    ip: String,
-}
-
-/// The Memcached's Ready pods that are not being deleted, by name.
-fn ready_pods(env: &Env, instance: &str) -> Result<Vec<Pod>, String> {
-    let pods = env.kubectl.get(&[
-        "pods",
-        "-n",
-        NAMESPACE,
-        "-l",
-        &format!("app.kubernetes.io/instance={instance}"),
-    ])?;
-    let mut ready: Vec<Pod> = pods["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| {
-            p["metadata"]["deletionTimestamp"].is_null()
-                && condition_status(p, "Ready") == Some("True")
-        })
-        .filter_map(|p| {
-            Some(Pod {
-                name: p["metadata"]["name"].as_str()?.to_string(),
-                uid: p["metadata"]["uid"].as_str()?.to_string(),
-                ip: p["status"]["podIP"].as_str()?.to_string(),
-            })
-        })
-        .collect();
-    ready.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(ready)
 }
 
 /// Wait until the workload runs the changed spec everywhere: its pod
@@ -364,59 +237,6 @@ fn wait_rolled_out(env: &Env, mode: Mode, name: &str) -> Result<(), String> {
             &format!("--timeout={}s", SETTLE.as_secs() * 2),
         ])
         .map(drop)
-}
-
-/// `sharding.py <command>` for `client` and [`KEYS`] keys; an error when a
-/// server did not answer (the measurement would count its keys as misses).
-fn sharding_with(command: &str, client: &ClientConfig) -> Result<Value, String> {
-    let hosts: Vec<String> = client
-        .hosts
-        .iter()
-        .map(|(name, ip)| format!("{name}={ip}"))
-        .collect();
-    let report: Value = serde_json::from_str(&sharding(&[
-        command,
-        "--servers",
-        &client.servers.join(","),
-        "--hosts",
-        &hosts.join(","),
-        "--keys",
-        &KEYS.to_string(),
-    ])?)
-    .map_err(|e| format!("sharding.py {command} printed no JSON: {e}"))?;
-    match report["unreachable"].as_array() {
-        Some(none) if none.is_empty() => Ok(report),
-        _ => Err(format!(
-            "sharding.py {command}: servers unreachable: {}",
-            report["unreachable"]
-        )),
-    }
-}
-
-/// Run `e2e-tests/sharding.py` with `args`; its standard output.
-fn sharding(args: &[&str]) -> Result<String, String> {
-    let script = workspace_root().join("e2e-tests/sharding.py");
-    let output = Command::new("python3")
-        .arg(&script)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run python3 {}: {e}", script.display()))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(format!(
-            "{} {}: {} (pymemcache comes with `make deps`)",
-            script.display(),
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
-}
-
-fn count(report: &Value, field: &str) -> Result<u64, String> {
-    report[field]
-        .as_u64()
-        .ok_or_else(|| format!("sharding.py printed no {field}: {report}"))
 }
 
 /// One table cell: a value of one mode's report.

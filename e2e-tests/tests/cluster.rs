@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::leadership::{self, Replica};
 use e2e_tests::cluster::scenario::{
-    self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, patch,
-    ready_endpoints, ready_in, run_scenarios, touch, wait_ready,
+    self, SETTLE, Scenario, check, ensure_namespace, instance_objects, lease_holder, memcached,
+    patch, ready_endpoints, ready_in, run_scenarios, touch, wait_ready,
 };
 use e2e_tests::cluster::{
     Env, Kubectl, OPERATOR_NAMESPACE, condition, condition_status, metrics_reader_token, pki,
@@ -1484,21 +1484,11 @@ fn toggled_off(feature: &Value) -> Value {
 }
 
 fn memcached_pods(env: &Env, namespace: &str, instance: &str) -> Result<Vec<Value>, String> {
-    let pods = env.kubectl.get(&[
-        "pods",
-        "-n",
-        namespace,
-        "-l",
-        &format!("app.kubernetes.io/instance={instance}"),
-    ])?;
-    Ok(pods["items"]
-        .as_array()
+    Ok(instance_objects(env, "pods", namespace, instance)?
         .into_iter()
-        .flatten()
         .filter(|p| {
             p["metadata"]["deletionTimestamp"].is_null() && p["status"]["phase"] == "Running"
         })
-        .cloned()
         .collect())
 }
 

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::node::{self, NodeState};
 use e2e_tests::cluster::scenario::{
-    SETTLE, Scenario, check, ensure_namespace, memcached, ready_endpoints, run_each, wait_ready,
+    SETTLE, Scenario, check, ensure_namespace, instance_objects, memcached, ready_endpoints,
+    run_each, wait_ready,
 };
 use e2e_tests::cluster::{Env, Outcome, condition_status, wait_for};
 use serde_json::{Value, json};
@@ -357,14 +358,8 @@ fn warm_image_change(env: &mut Env) -> Result<(), String> {
         );
     }
     let deployment = env.kubectl.get(&["deployment", name, "-n", NAMESPACE])?;
-    let sets = env.kubectl.get(&[
-        "replicasets",
-        "-n",
-        NAMESPACE,
-        "-l",
-        &format!("app.kubernetes.io/instance={name}"),
-    ])?;
-    let set_count = sets["items"].as_array().map_or(0, Vec::len);
+    let sets = instance_objects(env, "replicasets", NAMESPACE, name)?;
+    let set_count = sets.len();
     let mc = wait_for("the Memcached Ready, its rollout complete", SETTLE, || {
         let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
         (condition_status(&mc, "Ready") == Some("True")
@@ -393,7 +388,7 @@ fn warm_image_change(env: &mut Env) -> Result<(), String> {
     )?;
     check(
         set_count == 1,
-        format!("one ReplicaSet, not a new one: {sets}"),
+        format!("one ReplicaSet, not a new one: {sets:?}"),
     )?;
     check(
         deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image.as_str(),
@@ -491,16 +486,7 @@ fn pod_of(env: &Env, name: &str) -> Result<Value, String> {
 
 /// The pods of Memcached `name`, by name.
 fn pods_of(env: &Env, name: &str) -> Result<Vec<Value>, String> {
-    let pods = env.kubectl.get(&[
-        "pods",
-        "-n",
-        NAMESPACE,
-        "-l",
-        &format!("app.kubernetes.io/instance={name}"),
-    ])?;
-    let mut pods = pods["items"].as_array().cloned().unwrap_or_default();
-    pods.sort_by_key(|p| p["metadata"]["name"].to_string());
-    Ok(pods)
+    instance_objects(env, "pods", NAMESPACE, name)
 }
 
 fn pod_ip(pod: &Value) -> Result<String, String> {

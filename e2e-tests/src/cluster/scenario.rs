@@ -103,6 +103,26 @@ pub fn patch(env: &Env, namespace: &str, name: &str, merge: Value) -> Result<(),
         .map(drop)
 }
 
+/// The objects of `kind` (`pods`, `replicasets`) labelled as Memcached
+/// `instance`'s in `namespace`, by name.
+pub fn instance_objects(
+    env: &Env,
+    kind: &str,
+    namespace: &str,
+    instance: &str,
+) -> Result<Vec<Value>, String> {
+    let list = env.kubectl.get(&[
+        kind,
+        "-n",
+        namespace,
+        "-l",
+        &format!("app.kubernetes.io/instance={instance}"),
+    ])?;
+    let mut items = list["items"].as_array().cloned().unwrap_or_default();
+    items.sort_by_key(|o| o["metadata"]["name"].to_string());
+    Ok(items)
+}
+
 /// The ready endpoints in the Service's EndpointSlices.
 pub fn ready_endpoints(env: &Env, namespace: &str, service: &str) -> Result<Vec<Value>, String> {
     let slices = env.kubectl.get(&[

@@ -1,0 +1,271 @@
+//! What a cache keeps through rollouts (`make bench-rollout`), on the real
+//! node of `make e2e-node`, with the client OpenStack uses: pymemcache's
+//! `HashClient` (`e2e-tests/sharding.py`), configured as an application
+//! would: the ready pods' IPs (Deployment) or `status.serverList`, the names
+//! resolved as cluster DNS answers them (StatefulSet). Memcacheds of 3
+//! replicas with warm restarts, 20,000 keys:
+//!
+//! 1. an image change (the same image by digest: a new reference, as a
+//!    patched image is), which the controller applies to each pod in place:
+//!    the keys the client still finds afterwards, and the pods kept;
+//! 2. in each mode, a config change that needs new pods
+//!    (`memcached.verbosity`): an application with a read-through cache
+//!    (`sharding.py serve`, oslo.cache's get-or-create) reads every key in
+//!    passes while the workload replaces the pods, its client configured
+//!    anew before each pass; the worst pass's hits;
+//! 3. a controller upgrade whose rendering differs: every workload's
+//!    template stamp is set to another digest (what an older controller
+//!    leaves) and the controller restarted; the pods restarted within 30 s
+//!    of its first reconcile.
+//!
+//! The last line: `rollout: image change kept X% of keys, config change
+//! served Y% of keys at its worst moment (...), controller upgrade restarted
+//! Z pods`. Reported, never asserted.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use e2e_tests::cluster::hash_client::{
+    self, ClientConfig, Mode, count, ready_pods, serve, sharding_with, store,
+};
+use e2e_tests::cluster::node;
+use e2e_tests::cluster::scenario::{
+    SETTLE, ensure_namespace, instance_objects, memcached, wait_ready,
+};
+use e2e_tests::cluster::{Env, condition_status, wait_for};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "rollout";
+const KEYS: u64 = 20_000;
+const REPLICAS: usize = 3;
+/// How long the pods are watched after the upgraded controller starts.
+const AFTER_UPGRADE: Duration = Duration::from_secs(30);
+
+/// A Memcached of [`REPLICAS`] with warm restarts on the real node.
+fn warm_spec(mode: Mode) -> Value {
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(REPLICAS);
+    spec["warmRestart"] = json!({"enabled": true});
+    spec["workload"] = json!(mode.workload());
+    spec
+}
+
+fn main() {
+    e2e_tests::cluster::enter_network_namespace();
+    if let Err(e) = bench() {
+        eprintln!("bench-rollout: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn bench() -> Result<(), String> {
+    // Fails fast, before the control plane starts, when pymemcache is missing.
+    hash_client::available()?;
+    let workdir = std::env::temp_dir().join("memcached-rollout-bench");
+    let Some(mut env) = Env::start_with(&workdir, true)? else {
+        return Ok(());
+    };
+    ensure_namespace(&env, NAMESPACE)?;
+    println!(
+        "{REPLICAS} replicas with warm restarts on the real node, {KEYS} keys, pymemcache HashClient \
+         (Deployment: over the ready pods' IPs; StatefulSet: over status.serverList)"
+    );
+    let (kept, same_pods, image_took) = image_change(&env)?;
+    println!(
+        "image change, Deployment, applied in place: {kept} of {KEYS} keys found afterwards, \
+         {same_pods} of {REPLICAS} pods kept, {:.1} s",
+        image_took.as_secs_f64()
+    );
+    let mut served = BTreeMap::new();
+    for mode in [Mode::Deployment, Mode::StatefulSet] {
+        let (worst, passes, took) = config_change(&env, mode)?;
+        println!(
+            "config change (new pods), {}: worst of {passes} read-through passes {worst} of {KEYS} keys served, {:.1} s",
+            mode.workload(),
+            took.as_secs_f64()
+        );
+        served.insert(mode.workload(), worst);
+    }
+    let restarted = controller_upgrade(&mut env)?;
+    println!(
+        "controller upgrade (rendering differs) over both: {restarted} pods restarted in {} s",
+        AFTER_UPGRADE.as_secs()
+    );
+    println!(
+        "a node drain replaces the pods: cold, as any new pod (an emptyDir lives as long as its pod)"
+    );
+    println!(
+        "rollout: image change kept {:.1}% of keys, config change served {:.1}% of keys at its worst moment \
+         (StatefulSet; Deployment {:.1}%), controller upgrade restarted {restarted} pods",
+        percent(kept),
+        percent(served["StatefulSet"]),
+        percent(served["Deployment"]),
+    );
+    Ok(())
+}
+
+/// Step 1: a full cache, then a new `spec.image`; the keys found once every
+/// pod runs it, the pods that are the same, and the time it took.
+fn image_change(env: &Env) -> Result<(u64, usize, Duration), String> {
+    const NAME: &str = "image";
+    let mut spec = warm_spec(Mode::Deployment);
+    env.kubectl
+        .apply(&memcached(NAMESPACE, NAME, spec.clone()))?;
+    wait_ready(env, NAMESPACE, NAME, REPLICAS as i64)?;
+    let before = ready_pods(env, NAMESPACE, NAME)?;
+    store(&ClientConfig::of_pods(&before), KEYS)?;
+    let pods = instance_objects(env, "pods", NAMESPACE, NAME)?;
+    let image = pods[0]["status"]["containerStatuses"][0]["imageID"]
+        .as_str()
+        .filter(|id| id.contains("@sha256:"))
+        .ok_or("the memcached container has no imageID by digest")?
+        .to_string();
+    spec["image"] = json!(image);
+    let started = Instant::now();
+    env.kubectl
+        .apply(&memcached(NAMESPACE, NAME, spec.clone()))?;
+    wait_for(
+        "every pod on the new image, the rollout complete",
+        SETTLE * 2,
+        || {
+            let d = env.kubectl.get(&["deployment", NAME, "-n", NAMESPACE])?;
+            let mc = env.kubectl.get(&["memcached", NAME, "-n", NAMESPACE])?;
+            let pods = instance_objects(env, "pods", NAMESPACE, NAME)?;
+            let on_image = pods.iter().all(|p| {
+                p["spec"]["containers"][0]["image"] == image.as_str()
+                    && condition_status(p, "Ready") == Some("True")
+            });
+            (on_image
+                && d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null()
+                && condition_status(&mc, "Progressing") == Some("False"))
+            .then_some(())
+            .ok_or_else(|| format!("status {}", mc["status"]))
+        },
+    )?;
+    let took = started.elapsed();
+    let after = ready_pods(env, NAMESPACE, NAME)?;
+    let kept = count(
+        &sharding_with("check", &ClientConfig::of_pods(&after), KEYS)?,
+        "hits",
+    )?;
+    let same = after
+        .iter()
+        .filter(|p| before.iter().any(|b| b.uid == p.uid))
+        .count();
+    Ok((kept, same, took))
+}
+
+/// Step 2: a full cache in Memcached `name` (`spec`), then a change that
+/// needs new pods, read through in passes until its workload has replaced
+/// every pod; the worst pass, the number of passes and the time the rollout
+/// took.
+fn config_change(env: &Env, mode: Mode) -> Result<(u64, usize, Duration), String> {
+    let mut spec = warm_spec(mode);
+    let name = mode.instance();
+    env.kubectl
+        .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+    wait_ready(env, NAMESPACE, name, REPLICAS as i64)?;
+    let full = wait_for("every server reachable", SETTLE, || {
+        let client = mode.client(env, NAMESPACE)?;
+        store(&client, KEYS)
+    });
+    full?;
+    spec["memcached"] = json!({"verbosity": 1});
+    let started = Instant::now();
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    let (mut worst, mut passes) = (KEYS, 0);
+    loop {
+        if started.elapsed() > SETTLE * 3 {
+            return Err(format!(
+                "the config change did not roll out in {:?}",
+                SETTLE * 3
+            ));
+        }
+        let complete = rolled_out(env, mode)?;
+        worst = worst.min(serve(&mode.client(env, NAMESPACE)?, KEYS)?);
+        passes += 1;
+        // The last pass reads from the pods of the complete rollout.
+        if complete {
+            return Ok((worst, passes, started.elapsed()));
+        }
+    }
+}
+
+/// The workload runs `-v` in every pod, each ready, none of the old template left.
+fn rolled_out(env: &Env, mode: Mode) -> Result<bool, String> {
+    let kind = mode.workload().to_lowercase();
+    let workload = env
+        .kubectl
+        .get(&[&kind, mode.instance(), "-n", NAMESPACE])?;
+    let args = &workload["spec"]["template"]["spec"]["containers"][0]["args"];
+    let status = &workload["status"];
+    let replicas = json!(REPLICAS);
+    Ok(args.as_array().is_some_and(|a| a.contains(&json!("-v")))
+        && status["observedGeneration"] == workload["metadata"]["generation"]
+        && status["updatedReplicas"] == replicas
+        && status["readyReplicas"] == replicas
+        && status["replicas"] == replicas)
+}
+
+/// Step 3: the Deployment's template stamp as an older controller version
+/// leaves it, and the controller restarted; the pods restarted (replaced, or
+/// a container restarted) within [`AFTER_UPGRADE`].
+fn controller_upgrade(env: &mut Env) -> Result<usize, String> {
+    let before = wait_for("the replaced pods gone", SETTLE, || {
+        let pods = restarts(env)?;
+        (pods.len() == REPLICAS * 3)
+            .then_some(pods.clone())
+            .ok_or_else(|| format!("{} pods", pods.len()))
+    })?;
+    for kind in ["deployments", "statefulsets"] {
+        env.kubectl.ok(&[
+            "annotate",
+            kind,
+            "--all",
+            "-n",
+            NAMESPACE,
+            "--overwrite",
+            "memcached.c5c3.io/template-hash=00000000000000000000000000000000",
+        ])?;
+    }
+    if let Some(old) = env.operator.take() {
+        old.stop();
+    }
+    env.operator = Some(env.start_operator("memcached-operator-upgraded")?);
+    wait_for(
+        "the upgraded controller reconciling",
+        SETTLE,
+        || match env.operator()?.reconciles()? {
+            0 => Err("no reconcile yet".to_string()),
+            _ => Ok(()),
+        },
+    )?;
+    std::thread::sleep(AFTER_UPGRADE);
+    let after = restarts(env)?;
+    Ok(before
+        .iter()
+        .filter(|(uid, count)| after.get(*uid) != Some(count))
+        .count())
+}
+
+/// The memcached container's restart count of each pod not being deleted,
+/// by pod uid.
+fn restarts(env: &Env) -> Result<BTreeMap<String, i64>, String> {
+    let pods = env.kubectl.get(&["pods", "-n", NAMESPACE])?;
+    Ok(pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|p| {
+            Some((
+                p["metadata"]["uid"].as_str()?.to_string(),
+                p["status"]["containerStatuses"][0]["restartCount"].as_i64()?,
+            ))
+        })
+        .collect())
+}
+
+fn percent(hits: u64) -> f64 {
+    100.0 * hits as f64 / KEYS as f64
+}
