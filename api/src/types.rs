@@ -443,9 +443,10 @@ pub struct MemcachedStatus {
     /// default when it names none (the Image column, also without the policy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
-    /// A rollout in progress (the Rollout column): `2/3 updated`, or for an
-    /// image applied in place `in place 1/3, <pod> restarting warm`; absent
-    /// when none runs.
+    /// A rollout in progress (the Rollout column): `2/3 updated`, `1/3
+    /// updated, <pod> warming` while a StatefulSet rollout waits for its new
+    /// pod to warm, or for an image applied in place `in place 1/3, <pod>
+    /// restarting warm`; absent when none runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<String>,
     /// Version reported by memcached.

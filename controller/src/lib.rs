@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod metrics_auth;
 pub mod metrics_tls;
 pub mod network_policy;
+pub mod pacing;
 pub mod pdb;
 pub mod pod_template;
 pub mod process;

@@ -87,6 +87,12 @@ impl LiveStats {
         entry.stats.clone()
     }
 
+    /// The last stats collected for Memcached `namespace/name`, starting no collection.
+    pub fn last(&self, namespace: &str, name: &str) -> Option<ClusterStats> {
+        let entries = self.entries.lock().ok()?;
+        entries.get(&format!("{namespace}/{name}"))?.stats.clone()
+    }
+
     /// Keep what a collection read; reconcile the Memcached again when the
     /// numbers changed or a reconcile waits for another collection (not
     /// when it was forgotten meanwhile).

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -47,12 +47,13 @@ use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
 use crate::status::{self, Observed};
 use crate::stored::{Stored, Unreadable};
 use crate::workload::{Rollout, Workload, desired_replicas, initial_replicas};
-use crate::{in_place, server_list, service_monitor, tls};
+use crate::{in_place, pacing, server_list, service_monitor, tls};
 
 /// Requeue while not every replica is ready.
 pub const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
-/// Requeue while an image change is applied in place (pods are not watched).
-pub const REQUEUE_IN_PLACE: Duration = Duration::from_secs(2);
+/// Requeue while the controller steps a rollout: an image change applied in
+/// place, a StatefulSet rollout waiting for a pod to warm (pods are not watched).
+pub const REQUEUE_ROLLOUT: Duration = Duration::from_secs(2);
 /// Requeue when ready, to refresh the live stats.
 pub const REQUEUE_READY: Duration = Duration::from_secs(60);
 
@@ -80,6 +81,8 @@ pub struct Context {
     pub secret_data: SecretCache,
     /// The live stats, collected apart from reconciling.
     pub live_stats: Arc<LiveStats>,
+    /// How long each paced StatefulSet rollout has waited for its pod.
+    pub waits: pacing::Waits,
 }
 
 /// A reconcile failure; retried with backoff.
@@ -151,7 +154,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         ("Deployment", "StatefulSet")
     };
     let cache = &ctx.cache;
-    let mut in_place = None;
+    let (mut in_place, mut warming) = (None, None);
     let Workloads { current, previous } = match desired.workload {
         DesiredWorkload::Deployment(mut d) => {
             if !hold && spec.warm_restart_enabled() {
@@ -160,7 +163,8 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
             let stores = (&cache.deployments, &cache.stateful_sets);
             converge_workload(&mut applied, &spec, d, hold, stores).await?
         }
-        DesiredWorkload::StatefulSet(s) => {
+        DesiredWorkload::StatefulSet(mut s) => {
+            warming = pace(&ctx, &mc, &mut s);
             let stores = (&cache.stateful_sets, &cache.deployments);
             converge_workload(&mut applied, &spec, s, hold, stores).await?
         }
@@ -231,6 +235,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         observed.updated = progress.updated;
         observed.in_place = Some(progress.clone());
     }
+    observed.warming = warming.clone();
     observed.server_list = servers;
     observed.stable_names = list_stable;
     observed.switching = previous.is_some();
@@ -261,13 +266,15 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         .lock()
         .map(|mut f| f.remove(&key(mc.as_ref())))
         .ok();
-    Ok(Action::requeue(if in_place.is_some() {
-        REQUEUE_IN_PLACE
-    } else if pods_serving {
-        REQUEUE_READY
-    } else {
-        REQUEUE_NOT_READY
-    }))
+    Ok(Action::requeue(
+        if in_place.is_some() || warming.is_some() {
+            REQUEUE_ROLLOUT
+        } else if pods_serving {
+            REQUEUE_READY
+        } else {
+            REQUEUE_NOT_READY
+        },
+    ))
 }
 
 /// The numbers memcached reports for `mc`'s serving pods, as last
@@ -871,6 +878,7 @@ pub fn error_policy(mc: Arc<Stored>, error: &Error, ctx: Arc<Context>) -> Action
 pub fn retain(ctx: &Context, namespace: Option<&str>, keep: impl Fn(&str) -> bool) {
     ctx.applied.retain(&keep);
     ctx.live_stats.retain(&keep);
+    ctx.waits.retain(&keep);
     if let Ok(mut failures) = ctx.failures.lock() {
         failures.retain(|key, _| keep(key));
     }
@@ -907,6 +915,22 @@ fn observe(
 
 /// Ready pod addresses behind the headless Service `service`.
 fn ready_addresses(slices: &Store<EndpointSlice>, ns: &str, service: &str) -> Vec<SocketAddr> {
+    let mut addresses: Vec<SocketAddr> = ready_endpoints(slices, ns, service)
+        .into_iter()
+        .map(|(_, address)| address)
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    addresses
+}
+
+/// The ready endpoints behind the headless Service `service`: each pod's
+/// hostname (a StatefulSet pod's name) and memcached address.
+fn ready_endpoints(
+    slices: &Store<EndpointSlice>,
+    ns: &str,
+    service: &str,
+) -> Vec<(Option<String>, SocketAddr)> {
     let slices = slices.state_filter(|s| {
         s.metadata.namespace.as_deref() == Some(ns)
             && s.labels()
@@ -914,17 +938,41 @@ fn ready_addresses(slices: &Store<EndpointSlice>, ns: &str, service: &str) -> Ve
                 .map(String::as_str)
                 == Some(service)
     });
-    let mut addresses: Vec<SocketAddr> = slices
+    slices
         .iter()
         .flat_map(|s| &s.endpoints)
         .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
-        .flat_map(|e| &e.addresses)
-        .filter_map(|a| a.parse::<IpAddr>().ok())
-        .map(|ip| SocketAddr::new(ip, MEMCACHED_PORT as u16))
+        .flat_map(|e| e.addresses.iter().map(|a| (e.hostname.clone(), a)))
+        .filter_map(|(host, a)| Some((host, a.parse::<IpAddr>().ok()?)))
+        .map(|(host, ip)| (host, SocketAddr::new(ip, MEMCACHED_PORT as u16)))
+        .collect()
+}
+
+/// [`pacing::pace`] of `mc`'s StatefulSet `desired`, from the cache and
+/// the last stats collected.
+fn pace(ctx: &Context, mc: &Memcached, desired: &mut StatefulSet) -> Option<pacing::Warming> {
+    let (ns, name, uid) = (
+        mc.namespace().unwrap_or_default(),
+        mc.name_any(),
+        mc.uid().unwrap_or_default(),
+    );
+    let live = cache::get(&ctx.cache.stateful_sets, &ns, &name)
+        .object
+        .filter(|l| is_controlled_by(l.as_ref(), &uid));
+    let ready = ready_endpoints(&ctx.cache.endpoint_slices, &ns, &name)
+        .into_iter()
+        .filter_map(|(host, address)| Some((host?, address)))
         .collect();
-    addresses.sort();
-    addresses.dedup();
-    addresses
+    let items = ctx
+        .live_stats
+        .last(&ns, &name)
+        .map(|s| s.items)
+        .unwrap_or_default();
+    let pods = pacing::Pods {
+        ready: &ready,
+        items: &items,
+    };
+    pacing::pace(&ctx.waits, &key(mc), &name, live.as_deref(), desired, &pods)
 }
 
 /// A stats client that speaks what the pods speak, with what the Secrets

@@ -104,6 +104,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                     applied: Default::default(),
                     secret_data: Default::default(),
                     live_stats,
+                    waits: Default::default(),
                 });
                 // A task each: one namespace's work never stalls another's.
                 let shutdown = wait(shutdown.clone());

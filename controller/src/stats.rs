@@ -7,6 +7,7 @@
 //! connect plus one read timeout, and never inside a reconcile
 //! ([`crate::live_stats`]).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +62,8 @@ pub struct ServerStats {
     pub get_hits: u64,
     /// `get_misses`
     pub get_misses: u64,
+    /// `curr_items`
+    pub curr_items: u64,
 }
 
 /// The numbers of every reachable server, combined.
@@ -77,6 +80,8 @@ pub struct ClusterStats {
     pub reachable: usize,
     /// Servers that accepted a connection but did not answer ([`StatsError::Silent`]).
     pub silent: Vec<SocketAddr>,
+    /// `curr_items` of each server that answered (how warm each pod is).
+    pub items: BTreeMap<SocketAddr, u64>,
 }
 
 impl ClusterStats {
@@ -147,6 +152,7 @@ impl StatsClient {
                     *combined.current_connections.get_or_insert(0) += stats.curr_connections;
                     hits += u128::from(stats.get_hits);
                     gets += u128::from(stats.get_hits) + u128::from(stats.get_misses);
+                    combined.items.insert(*addr, stats.curr_items);
                 }
                 Err(StatsError::Silent) => {
                     tracing::warn!(%addr, error = %StatsError::Silent, "memcached does not answer");
@@ -262,6 +268,7 @@ fn parse_stat(stats: &mut ServerStats, key: &str, value: &str) -> Result<(), Sta
         "curr_connections" => stats.curr_connections = number(key, value)?,
         "get_hits" => stats.get_hits = number(key, value)?,
         "get_misses" => stats.get_misses = number(key, value)?,
+        "curr_items" => stats.curr_items = number(key, value)?,
         _ => {}
     }
     Ok(())

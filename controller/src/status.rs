@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use memcached_api::MemcachedStatus;
 
 use crate::in_place::Progress;
+use crate::pacing::Warming;
 use crate::reconcile::{INVALID_SPEC, Problem};
 use crate::stats::{ClusterStats, READ_TIMEOUT};
 
@@ -48,6 +49,8 @@ pub struct Observed {
     pub image: Option<String>,
     /// An image change being applied in place: what it has done.
     pub in_place: Option<Progress>,
+    /// A StatefulSet rollout waiting for its last replaced pod to warm.
+    pub warming: Option<Warming>,
 }
 
 /// Degraded and Ready reason while ready pods accept connections but do not answer.
@@ -85,6 +88,7 @@ pub fn compute(
     let ready = serving && stats.silent.is_empty();
     let rolling = seen.switching
         || seen.in_place.is_some()
+        || seen.warming.is_some()
         || seen.updated < seen.desired
         || seen.ready < seen.desired;
     let (degraded, degraded_reason, degraded_message) = if let Some(errors) = &seen.invalid_spec {
@@ -157,8 +161,17 @@ pub fn compute(
                 .as_ref()
                 .map(Progress::message)
                 .unwrap_or_else(|| {
+                    let waiting = match &seen.warming {
+                        Some(w) => format!(
+                            "; waiting for {} to warm ({} items, half the median pod's {} wanted)",
+                            w.pod,
+                            w.items.map_or("no".to_string(), |i| i.to_string()),
+                            w.peers
+                        ),
+                        None => String::new(),
+                    };
                     format!(
-                        "{} of {} replicas updated, {} ready",
+                        "{} of {} replicas updated, {} ready{waiting}",
                         seen.updated, seen.desired, seen.ready
                     )
                 }),
@@ -198,11 +211,13 @@ pub fn compute(
         image: seen.image.clone(),
         rollout: match &seen.in_place {
             Some(progress) => Some(progress.summary()),
-            None if seen.switching || seen.updated < seen.desired => Some(format!(
-                "{}/{} updated",
-                seen.updated.min(seen.desired),
-                seen.desired
-            )),
+            None if seen.switching || seen.updated < seen.desired || seen.warming.is_some() => {
+                let updated = seen.updated.min(seen.desired);
+                Some(match &seen.warming {
+                    Some(w) => format!("{updated}/{} updated, {} warming", seen.desired, w.pod),
+                    None => format!("{updated}/{} updated", seen.desired),
+                })
+            }
             None => None,
         },
         memcached_version: stats.version.clone(),
@@ -313,6 +328,19 @@ mod tests {
             ("True", "RestartingInPlace")
         );
         assert_eq!(cond(&s, "Ready").status, "True", "the pods serve meanwhile");
+        let mut paced = seen(3, 3);
+        paced.updated = 1;
+        paced.warming = Some(Warming {
+            pod: "c-2".into(),
+            items: Some(10),
+            peers: 1000,
+        });
+        let s = compute(None, &paced, &ClusterStats::default(), &at(1));
+        assert_eq!(s.rollout.as_deref(), Some("1/3 updated, c-2 warming"));
+        assert_eq!(
+            cond(&s, "Progressing").message,
+            "1 of 3 replicas updated, 3 ready; waiting for c-2 to warm (10 items, half the median pod's 1000 wanted)"
+        );
     }
 
     #[test]

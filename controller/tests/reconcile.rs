@@ -16,7 +16,7 @@ use fake_api::{NS, Shared, context, path};
 use kube::runtime::controller::Action;
 use memcached_api::Memcached;
 use memcached_controller::reconcile::{
-    Error, REQUEUE_IN_PLACE, REQUEUE_NOT_READY, reconcile, reconcile_stored,
+    Error, REQUEUE_NOT_READY, REQUEUE_ROLLOUT, reconcile, reconcile_stored,
 };
 use memcached_controller::stored::Stored;
 use serde_json::{Value, json};
@@ -1059,7 +1059,7 @@ async fn a_new_image_with_warm_restarts_restarts_each_pod_in_place() {
 
     // Then the first pod.
     let action = reconcile(mc.clone(), context(api.clone())).await.unwrap();
-    assert_eq!(action, Action::requeue(REQUEUE_IN_PLACE));
+    assert_eq!(action, Action::requeue(REQUEUE_ROLLOUT));
     assert_eq!(
         writes(&api),
         [
@@ -1128,7 +1128,7 @@ async fn a_new_image_with_warm_restarts_restarts_each_pod_in_place() {
     api.lock().unwrap().objects.get_mut(&pods[1]).unwrap()["status"]["containerStatuses"][0]["restartCount"] =
         json!(1);
     let action = reconcile(mc, context(api.clone())).await.unwrap();
-    assert_ne!(action, Action::requeue(REQUEUE_IN_PLACE));
+    assert_ne!(action, Action::requeue(REQUEUE_ROLLOUT));
     let d = api.lock().unwrap().objects[&deployment].clone();
     assert!(d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
     assert_eq!(condition(&api, "Progressing")["status"], "False");

@@ -22,7 +22,7 @@
 //! served Y% of keys at its worst moment (...), controller upgrade restarted
 //! Z pods`. Reported, never asserted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::hash_client::{
@@ -78,13 +78,17 @@ fn bench() -> Result<(), String> {
     );
     let mut served = BTreeMap::new();
     for mode in [Mode::Deployment, Mode::StatefulSet] {
-        let (worst, passes, took) = config_change(&env, mode)?;
+        let change = config_change(&env, mode)?;
         println!(
-            "config change (new pods), {}: worst of {passes} read-through passes {worst} of {KEYS} keys served, {:.1} s",
+            "config change (new pods), {}: worst of {} read-through passes {} of {KEYS} keys served, {:.1} s; \
+             Rollout column seen {:?}",
             mode.workload(),
-            took.as_secs_f64()
+            change.passes,
+            change.worst,
+            change.took.as_secs_f64(),
+            change.column
         );
-        served.insert(mode.workload(), worst);
+        served.insert(mode.workload(), change.worst);
     }
     let restarted = controller_upgrade(&mut env)?;
     println!(
@@ -155,11 +159,22 @@ fn image_change(env: &Env) -> Result<(u64, usize, Duration), String> {
     Ok((kept, same, took))
 }
 
-/// Step 2: a full cache in Memcached `name` (`spec`), then a change that
+/// What [`config_change`] saw.
+struct ConfigChange {
+    /// The hits of the worst read-through pass.
+    worst: u64,
+    /// Read-through passes.
+    passes: usize,
+    /// The time the rollout took.
+    took: Duration,
+    /// The Rollout column of `kubectl get memcached` at each pass.
+    column: BTreeSet<String>,
+}
+
+/// Step 2: a full cache in the Memcached of `mode`, then a change that
 /// needs new pods, read through in passes until its workload has replaced
-/// every pod; the worst pass, the number of passes and the time the rollout
-/// took.
-fn config_change(env: &Env, mode: Mode) -> Result<(u64, usize, Duration), String> {
+/// every pod.
+fn config_change(env: &Env, mode: Mode) -> Result<ConfigChange, String> {
     let mut spec = warm_spec(mode);
     let name = mode.instance();
     env.kubectl
@@ -173,7 +188,7 @@ fn config_change(env: &Env, mode: Mode) -> Result<(u64, usize, Duration), String
     spec["memcached"] = json!({"verbosity": 1});
     let started = Instant::now();
     env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
-    let (mut worst, mut passes) = (KEYS, 0);
+    let (mut worst, mut passes, mut column) = (KEYS, 0, BTreeSet::new());
     loop {
         if started.elapsed() > SETTLE * 3 {
             return Err(format!(
@@ -184,9 +199,17 @@ fn config_change(env: &Env, mode: Mode) -> Result<(u64, usize, Duration), String
         let complete = rolled_out(env, mode)?;
         worst = worst.min(serve(&mode.client(env, NAMESPACE)?, KEYS)?);
         passes += 1;
+        let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+        column.extend(mc["status"]["rollout"].as_str().map(str::to_string));
         // The last pass reads from the pods of the complete rollout.
         if complete {
-            return Ok((worst, passes, started.elapsed()));
+            let took = started.elapsed();
+            return Ok(ConfigChange {
+                worst,
+                passes,
+                took,
+                column,
+            });
         }
     }
 }

@@ -325,6 +325,7 @@ pub fn context_with_key(
         applied: Default::default(),
         secret_data: Default::default(),
         live_stats,
+        waits: Default::default(),
     });
     (ctx, writers, stats_changed)
 }

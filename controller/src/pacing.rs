@@ -1,0 +1,238 @@
+//! Cache-aware pacing of a StatefulSet rollout (`spec.workload: StatefulSet`).
+//!
+//! A StatefulSet replaces one pod at a time and the next as soon as the
+//! last is Ready: Ready, but empty, so under read traffic the keys of two
+//! pods miss at once. The controller holds the rollout with the
+//! StatefulSet's `partition`: a template change is applied with the
+//! partition at the highest ordinal (only that pod is replaced), and the
+//! partition moves down one ordinal once the pod just replaced is warm
+//! again: Ready, with at least half the items of the median pod not yet
+//! replaced (or those hold fewer than [`MIN_ITEMS`]: nothing to warm), or
+//! [`WARM_TIMEOUT`] after this controller first saw it waiting. Each
+//! ordinal keeps its name, so clients configured by name keep their map.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::{RollingUpdateStatefulSetStrategy, StatefulSet};
+
+use crate::intent::TemplateStamp;
+use crate::workload::Workload;
+
+/// Peers holding fewer items than this have no cache worth waiting for.
+pub const MIN_ITEMS: u64 = 100;
+/// How long a replaced pod may take to warm before the next is replaced.
+pub const WARM_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A pod the rollout waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warming {
+    /// Its name.
+    pub pod: String,
+    /// Its items, when it is Ready and answered.
+    pub items: Option<u64>,
+    /// The median items of the pods not yet replaced.
+    pub peers: u64,
+}
+
+/// When each Memcached's rollout started waiting for its pod, by
+/// `namespace/name`: the [`WARM_TIMEOUT`] runs from there (again after a
+/// controller restart).
+#[derive(Default)]
+pub struct Waits(Mutex<HashMap<String, (i32, Instant)>>);
+
+impl Waits {
+    /// True once the rollout of `key` has waited [`WARM_TIMEOUT`] for `ordinal`.
+    fn waited_out(&self, key: &str, ordinal: i32) -> bool {
+        let Ok(mut waits) = self.0.lock() else {
+            return true;
+        };
+        let (waiting, since) = waits
+            .entry(key.to_string())
+            .or_insert((ordinal, Instant::now()));
+        if *waiting != ordinal {
+            *waiting = ordinal;
+            *since = Instant::now();
+        }
+        since.elapsed() >= WARM_TIMEOUT
+    }
+
+    /// Forget `key`'s wait (its rollout is paced no more).
+    fn done(&self, key: &str) {
+        if let Ok(mut waits) = self.0.lock() {
+            waits.remove(key);
+        }
+    }
+
+    /// Forget the Memcached objects whose `namespace/name` `keep` refuses.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        if let Ok(mut waits) = self.0.lock() {
+            waits.retain(|key, _| keep(key));
+        }
+    }
+}
+
+/// What pacing reads of the pods: the address of each Ready pod by name,
+/// and the items of each address that answered the last stats.
+pub struct Pods<'a> {
+    /// Ready pods' addresses, by pod name (`<name>-<ordinal>`).
+    pub ready: &'a BTreeMap<String, SocketAddr>,
+    /// `curr_items` by address.
+    pub items: &'a BTreeMap<SocketAddr, u64>,
+}
+
+/// Set the partition of `desired` (the StatefulSet of Memcached `key`
+/// named `name`) from `live` as the cache holds it; the pod the rollout
+/// waits for, if any.
+pub fn pace(
+    waits: &Waits,
+    key: &str,
+    name: &str,
+    live: Option<&StatefulSet>,
+    desired: &mut StatefulSet,
+    pods: &Pods<'_>,
+) -> Option<Warming> {
+    let replicas = live
+        .and_then(|l| l.spec.as_ref()?.replicas)
+        .or_else(|| desired.spec.as_ref()?.replicas)
+        .unwrap_or(1);
+    let stamp = |s: &StatefulSet| TemplateStamp::from_annotations(s.metadata.annotations.as_ref()?);
+    let changes = live.is_some_and(|l| {
+        let (new, running) = (stamp(desired), stamp(l));
+        new.zip(running).is_some_and(|(new, running)| {
+            new.template != running.template && !new.held_by(&running)
+        })
+    });
+    let live_partition = live
+        .and_then(|l| {
+            l.spec
+                .as_ref()?
+                .update_strategy
+                .as_ref()?
+                .rolling_update
+                .as_ref()?
+                .partition
+        })
+        .unwrap_or(0);
+    let rollout = live.map(Workload::rollout).unwrap_or_default();
+    let ordinal_name = |ordinal: i32| format!("{name}-{ordinal}");
+    let mut waiting = None;
+    let partition = next_partition(replicas, live_partition, changes, |ordinal| {
+        // Pods at and above `ordinal` run the new template once the
+        // StatefulSet reports them.
+        if !rollout.observed || rollout.updated < replicas - ordinal {
+            return false;
+        }
+        let items = pods
+            .ready
+            .get(&ordinal_name(ordinal))
+            .and_then(|address| pods.items.get(address))
+            .copied();
+        let peers: Vec<u64> = (0..ordinal)
+            .filter_map(|o| pods.items.get(pods.ready.get(&ordinal_name(o))?).copied())
+            .collect();
+        let warming = Warming {
+            pod: ordinal_name(ordinal),
+            items,
+            peers: median(peers),
+        };
+        let warm = warming.warm() || waits.waited_out(key, ordinal);
+        waiting = (!warm).then_some(warming);
+        warm
+    });
+    if partition == 0 {
+        waits.done(key);
+    }
+    if let Some(spec) = desired.spec.as_mut() {
+        let strategy = spec.update_strategy.get_or_insert_default();
+        strategy.rolling_update = (partition > 0).then_some(RollingUpdateStatefulSetStrategy {
+            partition: Some(partition),
+            max_unavailable: None,
+        });
+    }
+    waiting.filter(|_| partition > 0)
+}
+
+impl Warming {
+    /// Ready, and holding at least half of its peers' median items (or the
+    /// peers hold too few to wait for).
+    fn warm(&self) -> bool {
+        self.peers < MIN_ITEMS
+            || self
+                .items
+                .is_some_and(|i| i.saturating_mul(2) >= self.peers)
+    }
+}
+
+/// The partition after this reconcile: `live` as it is, the highest
+/// ordinal for a new template, one lower once the pod at it is `warm`.
+fn next_partition(replicas: i32, live: i32, changes: bool, warm: impl FnOnce(i32) -> bool) -> i32 {
+    if replicas <= 1 {
+        return 0;
+    }
+    if changes {
+        return replicas - 1;
+    }
+    let partition = live.clamp(0, replicas - 1);
+    if partition > 0 && warm(partition) {
+        partition - 1
+    } else {
+        partition
+    }
+}
+
+fn median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_template_starts_at_the_highest_ordinal_and_moves_down_when_warm() {
+        assert_eq!(next_partition(3, 0, true, |_| unreachable!()), 2);
+        assert_eq!(next_partition(3, 2, false, |o| o == 2), 1);
+        assert_eq!(next_partition(3, 2, false, |_| false), 2, "waits");
+        assert_eq!(next_partition(3, 1, false, |_| true), 0);
+        assert_eq!(next_partition(3, 0, false, |_| unreachable!()), 0);
+        assert_eq!(
+            next_partition(1, 0, true, |_| unreachable!()),
+            0,
+            "one pod: nothing to pace"
+        );
+        assert_eq!(
+            next_partition(2, 5, false, |o| o == 1),
+            0,
+            "scaled down meanwhile"
+        );
+    }
+
+    #[test]
+    fn a_pod_is_warm_with_half_its_peers_items() {
+        let warming = |items, peers| Warming {
+            pod: "c-2".into(),
+            items,
+            peers,
+        };
+        assert!(warming(Some(500), 1000).warm());
+        assert!(!warming(Some(499), 1000).warm());
+        assert!(!warming(None, 1000).warm(), "not ready or not read");
+        assert!(warming(None, 10).warm(), "nothing to warm");
+        assert_eq!(median(vec![5, 1, 9]), 5);
+        assert_eq!(median(vec![]), 0);
+    }
+
+    #[test]
+    fn the_wait_times_out_per_pod() {
+        let waits = Waits::default();
+        assert!(!waits.waited_out("ns/c", 2));
+        let past = Instant::now() - WARM_TIMEOUT;
+        waits.0.lock().unwrap().insert("ns/c".into(), (2, past));
+        assert!(waits.waited_out("ns/c", 2));
+        assert!(!waits.waited_out("ns/c", 1), "the next pod waits anew");
+    }
+}
