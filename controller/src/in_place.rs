@@ -85,6 +85,26 @@ impl Progress {
     }
 }
 
+/// An in-place change that failed: refused after the running ReplicaSet
+/// got the new image or not.
+#[derive(Debug)]
+pub struct Failed {
+    /// What the API server answered.
+    pub error: kube::Error,
+    /// The running ReplicaSet already has the new template: resuming the
+    /// Deployment then replaces no pod, and the pods follow later.
+    pub retemplated: bool,
+}
+
+impl From<kube::Error> for Failed {
+    fn from(error: kube::Error) -> Self {
+        Failed {
+            error,
+            retemplated: false,
+        }
+    }
+}
+
 /// Start or carry on an in-place image change of the Deployment `live` (as
 /// the cache holds it, without its template), controlled by the Memcached
 /// `uid` whose pods `selector` selects, towards `desired`, which gets
@@ -96,7 +116,7 @@ pub async fn converge(
     selector: &str,
     live: Option<&Deployment>,
     desired: &mut Deployment,
-) -> Result<Option<Progress>, kube::Error> {
+) -> Result<Option<Progress>, Failed> {
     let Some(live) = live.filter(|l| is_controlled_by(*l, uid)) else {
         return Ok(None);
     };
@@ -120,13 +140,15 @@ pub async fn converge(
         return Ok(None);
     }
     mark(desired, Some(&image));
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns);
+    let owned = owned_replica_sets(&sets, selector, live).await?;
     if starting || paused {
         let progress = Progress {
             image,
             pods: replicas,
             ..Default::default()
         };
-        match retemplate(client, &ns, selector, live, desired, &change).await? {
+        match retemplate(client, &sets, &owned, live, desired, &change).await? {
             // The reconcile's apply resumes the Deployment; the pods follow
             // from the next reconcile on.
             Retemplated::Seen => return Ok(Some(progress)),
@@ -143,13 +165,36 @@ pub async fn converge(
             }
         }
     }
+    // Step 3, on the pods of the one running ReplicaSet with the image
+    // only; another running (a rollout started meanwhile) ends it.
+    let running_sets = running(&owned);
+    let [set] = running_sets.as_slice() else {
+        mark(desired, None);
+        return Ok(None);
+    };
+    if set
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.as_ref())
+        .and_then(memcached_image)
+        != Some(image.clone())
+    {
+        mark(desired, None);
+        return Ok(None);
+    }
+    let set_uid = set.uid().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let running: Vec<Pod> = pods
         .list(&ListParams::default().labels(selector))
-        .await?
+        .await
+        .map_err(|error| Failed {
+            error,
+            retemplated: true,
+        })?
         .items
         .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| is_controlled_by(p, &set_uid) && p.metadata.deletion_timestamp.is_none())
+        .filter(|p| !matches!(phase(p), Some("Failed" | "Succeeded")))
         .collect();
     let lagging: Vec<&Pod> = running.iter().filter(|p| lags(p, &image)).collect();
     let mut progress = Progress {
@@ -172,7 +217,11 @@ pub async fn converge(
             patch["metadata"]["annotations"] = json!({RESTARTS_ANNOTATION: restarts.to_string()});
             let name = next.name_any();
             pods.patch(&name, &manager(), &Patch::Strategic(patch))
-                .await?;
+                .await
+                .map_err(|error| Failed {
+                    error,
+                    retemplated: true,
+                })?;
             progress.updated += 1;
             progress.restarting = Some(name);
             progress.started = true;
@@ -189,45 +238,76 @@ enum Retemplated {
     Seen,
     /// It has the image; its controller has not seen it within [`OBSERVE_TIMEOUT`].
     NotSeenYet,
-    /// Not exactly one ReplicaSet runs pods.
+    /// Not exactly one ReplicaSet runs pods, or an older one has the new
+    /// template already (the Deployment controller would take the oldest).
     NotOneReplicaSet,
 }
 
-/// Steps 1 and 2: pause `desired`, give the one running ReplicaSet of
-/// `live` the image and wait until its controller has seen it.
-async fn retemplate(
-    client: &Client,
-    ns: &str,
+/// The ReplicaSets the Deployment `live` controls.
+async fn owned_replica_sets(
+    sets: &Api<ReplicaSet>,
     selector: &str,
     live: &Deployment,
-    desired: &Deployment,
-    change: &Value,
-) -> Result<Retemplated, kube::Error> {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let mut paused = desired.clone();
-    paused.spec.get_or_insert_default().paused = Some(true);
-    let apply = PatchParams::apply(MANAGER).force();
-    deployments
-        .patch(&live.name_any(), &apply, &Patch::Apply(&paused))
-        .await?;
-    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
+) -> Result<Vec<ReplicaSet>, kube::Error> {
     let deployment_uid = live.uid().unwrap_or_default();
-    let running: Vec<ReplicaSet> = sets
+    Ok(sets
         .list(&ListParams::default().labels(selector))
         .await?
         .items
         .into_iter()
         .filter(|s| is_controlled_by(s, &deployment_uid))
+        .collect())
+}
+
+/// Those of `sets` that run pods.
+fn running(sets: &[ReplicaSet]) -> Vec<&ReplicaSet> {
+    sets.iter()
         .filter(|s| s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1) > 0)
-        .collect();
-    let [set] = running.as_slice() else {
+        .collect()
+}
+
+/// Steps 1 and 2: pause `desired`, give the one running ReplicaSet of
+/// `owned` the image and wait until its controller has seen it.
+async fn retemplate(
+    client: &Client,
+    sets: &Api<ReplicaSet>,
+    owned: &[ReplicaSet],
+    live: &Deployment,
+    desired: &Deployment,
+    change: &Value,
+) -> Result<Retemplated, Failed> {
+    let running_sets = running(owned);
+    let [set] = running_sets.as_slice() else {
         return Ok(Retemplated::NotOneReplicaSet);
     };
+    let image = change["spec"]["containers"][0]["image"].as_str();
+    let has_image = |s: &ReplicaSet| {
+        s.spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+            .and_then(memcached_image)
+            .as_deref()
+            == image
+    };
+    if owned.iter().any(|s| s.uid() != set.uid() && has_image(s)) {
+        return Ok(Retemplated::NotOneReplicaSet);
+    }
+    let deployments: Api<Deployment> =
+        Api::namespaced(client.clone(), &live.namespace().unwrap_or_default());
+    let mut paused = desired.clone();
+    let spec = paused.spec.get_or_insert_default();
+    spec.paused = Some(true);
+    // Under autoscaling the desired object leaves replicas to the HPA: a
+    // paused Deployment still scales, so keep the running count.
+    let running_replicas = live.spec.as_ref().and_then(|s| s.replicas);
+    spec.replicas = spec.replicas.or(running_replicas);
+    let apply = PatchParams::apply(MANAGER).force();
+    deployments
+        .patch(&live.name_any(), &apply, &Patch::Apply(&paused))
+        .await?;
     let name = set.name_any();
     let mut generation = set.metadata.generation;
-    let template = set.spec.as_ref().and_then(|s| s.template.as_ref());
-    let image = change["spec"]["containers"][0]["image"].as_str();
-    if template.and_then(memcached_image).as_deref() != image {
+    if !has_image(set) {
         let patch = json!({"spec": {"template": change}});
         let patched = sets
             .patch(&name, &manager(), &Patch::Strategic(patch))
@@ -236,7 +316,10 @@ async fn retemplate(
     }
     let deadline = tokio::time::Instant::now() + OBSERVE_TIMEOUT;
     loop {
-        let set = sets.get(&name).await?;
+        let set = sets.get(&name).await.map_err(|error| Failed {
+            error,
+            retemplated: true,
+        })?;
         if set.status.as_ref().and_then(|s| s.observed_generation) >= generation {
             return Ok(Retemplated::Seen);
         }
@@ -258,6 +341,10 @@ fn template_change(template: &PodTemplateSpec, image: &str) -> Value {
         "metadata": {"labels": {VERSION_LABEL: version}},
         "spec": {"containers": [{"name": MEMCACHED_CONTAINER, "image": image}]},
     })
+}
+
+fn phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
 }
 
 fn manager() -> PatchParams {

@@ -8,7 +8,8 @@
 //! partition moves down one ordinal once the pod just replaced is warm
 //! again: Ready, with at least half the items of the median pod not yet
 //! replaced (or those hold fewer than [`MIN_ITEMS`]: nothing to warm), or
-//! [`WARM_TIMEOUT`] after this controller first saw it waiting. Each
+//! [`WARM_TIMEOUT`] after this controller first saw it Ready (no stats read
+//! yet, after a restart, counts as not warm until then). Each
 //! ordinal keeps its name, so clients configured by name keep their map.
 
 use std::collections::{BTreeMap, HashMap};
@@ -138,11 +139,14 @@ pub fn pace(
             items,
             peers: median(peers),
         };
-        let warm = warming.warm() || waits.waited_out(key, ordinal);
+        // The timeout runs from when the pod is first seen Ready.
+        let ready = pods.ready.contains_key(&warming.pod);
+        let warm = warming.warm() || (ready && waits.waited_out(key, ordinal));
         waiting = (!warm).then_some(warming);
         warm
     });
-    if partition == 0 {
+    // A new template (or none to pace) waits anew.
+    if partition == 0 || changes {
         waits.done(key);
     }
     if let Some(spec) = desired.spec.as_mut() {
@@ -156,13 +160,12 @@ pub fn pace(
 }
 
 impl Warming {
-    /// Ready, and holding at least half of its peers' median items (or the
-    /// peers hold too few to wait for).
+    /// Ready and read, and holding at least half of its peers' median items
+    /// (or the peers hold too few to wait for). Not read yet (no stats
+    /// collected since a restart): not warm, until the timeout.
     fn warm(&self) -> bool {
-        self.peers < MIN_ITEMS
-            || self
-                .items
-                .is_some_and(|i| i.saturating_mul(2) >= self.peers)
+        self.items
+            .is_some_and(|i| self.peers < MIN_ITEMS || i.saturating_mul(2) >= self.peers)
     }
 }
 
@@ -221,7 +224,8 @@ mod tests {
         assert!(warming(Some(500), 1000).warm());
         assert!(!warming(Some(499), 1000).warm());
         assert!(!warming(None, 1000).warm(), "not ready or not read");
-        assert!(warming(None, 10).warm(), "nothing to warm");
+        assert!(warming(Some(0), 10).warm(), "nothing to warm");
+        assert!(!warming(None, 0).warm(), "no stats yet: wait for them");
         assert_eq!(median(vec![5, 1, 9]), 5);
         assert_eq!(median(vec![]), 0);
     }

@@ -780,8 +780,8 @@ async fn converge_workload<New: Workload, Old: Workload>(
     Ok(Workloads { current, previous })
 }
 
-/// Degraded reason when an image cannot be changed in place (RBAC without
-/// ReplicaSets or pods): the Deployment rolls it out instead.
+/// Degraded reason when the API server refuses an in-place image change
+/// (RBAC without ReplicaSets or pods, an admission webhook on pods).
 pub const IN_PLACE_FORBIDDEN: &str = "InPlaceForbidden";
 
 /// [`in_place::converge`] of the Deployment `desired`; refused (403), the
@@ -796,23 +796,40 @@ async fn converge_in_place(
     let live = cache::get(&ctx.cache.deployments, &ns, &name).object;
     let selector = crate::labels::selector_string(mc);
     let original = desired.clone();
-    match in_place::converge(&ctx.client, uid, &selector, live.as_deref(), desired).await {
-        Err(kube::Error::Api(e)) if e.code == 403 => {
-            *desired = original;
-            let message = format!(
-                "the memcached image cannot be changed in place, so new pods start cold: {} \
-                 (deploy/rbac.yaml grants patch on replicasets and pods)",
-                e.message
-            );
-            warn(ctx, mc, IN_PLACE_FORBIDDEN, message.clone(), None).await;
-            applied.problems.push(Problem {
-                reason: IN_PLACE_FORBIDDEN,
-                message,
-            });
-            Ok(None)
-        }
-        result => Ok(result?),
+    let failed =
+        match in_place::converge(&ctx.client, uid, &selector, live.as_deref(), desired).await {
+            Ok(progress) => return Ok(progress),
+            Err(failed) => failed,
+        };
+    let kube::Error::Api(e) = &failed.error else {
+        return Err(failed.error.into());
+    };
+    if !matches!(e.code, 400 | 403 | 404 | 422) {
+        return Err(failed.error.into());
     }
+    // Refused: the Deployment is resumed either way. Before the ReplicaSet
+    // had the image, it rolls the change out with new pods; after, it
+    // replaces nothing and the pods follow once the refusal is lifted.
+    let message = if failed.retemplated {
+        desired.spec.get_or_insert_default().paused = None;
+        format!(
+            "the memcached image is not applied in place yet, the pods keep the old one: {}",
+            e.message
+        )
+    } else {
+        *desired = original;
+        format!(
+            "the memcached image cannot be changed in place, so new pods start cold: {} \
+             (deploy/rbac.yaml grants patch on replicasets and pods)",
+            e.message
+        )
+    };
+    warn(ctx, mc, IN_PLACE_FORBIDDEN, message.clone(), None).await;
+    applied.problems.push(Problem {
+        reason: IN_PLACE_FORBIDDEN,
+        message,
+    });
+    Ok(None)
 }
 
 /// The stamp of `live`'s running pod template when it must be kept instead

@@ -1190,3 +1190,26 @@ async fn a_rendering_change_without_a_spec_change_restarts_no_pod_in_place() {
     assert!(d["spec"]["paused"].is_null(), "{}", d["spec"]);
     assert!(d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
 }
+
+#[tokio::test]
+async fn an_older_replica_set_with_the_new_image_leaves_the_change_to_the_deployment() {
+    let api = Shared::default();
+    let (deployment, set, _) = warm_and_running(&api).await;
+    // A rolled-back-from ReplicaSet with the image the user goes back to:
+    // the Deployment controller would take that older one on resume.
+    let mut old = api.lock().unwrap().objects[&set].clone();
+    old["metadata"]["name"] = json!("c-old");
+    old["metadata"]["uid"] = json!("old-uid");
+    old["spec"]["replicas"] = json!(0);
+    old["spec"]["template"]["spec"]["containers"][0]["image"] = json!("memcached:1.6.39");
+    api.lock()
+        .unwrap()
+        .objects
+        .insert(path("apps/v1", "replicasets", "c-old"), old);
+    writes(&api);
+    converge(&api, warm("memcached:1.6.39")).await;
+    assert_no_pod_or_replica_set_written(&api);
+    let d = api.lock().unwrap().objects[&deployment].clone();
+    assert!(d["spec"]["paused"].is_null(), "{}", d["spec"]);
+    assert!(d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
+}
