@@ -131,8 +131,8 @@ pub async fn converge(
     let marked = annotation(live, IN_PLACE_ANNOTATION) == Some(image.as_str());
     let paused = live.spec.as_ref().and_then(|s| s.paused) == Some(true);
     let replicas = live.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let starting = stamp(desired)
-        .zip(stamp(live))
+    let starting = TemplateStamp::of(desired)
+        .zip(TemplateStamp::of(live))
         .is_some_and(|(new, running)| new.image_only_change(&running))
         && live.rollout().complete(replicas)
         && live.metadata.deletion_timestamp.is_none();
@@ -172,13 +172,7 @@ pub async fn converge(
         mark(desired, None);
         return Ok(None);
     };
-    if set
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.as_ref())
-        .and_then(memcached_image)
-        != Some(image.clone())
-    {
+    if !has_image(set, &image) {
         mark(desired, None);
         return Ok(None);
     }
@@ -280,16 +274,13 @@ async fn retemplate(
     let [set] = running_sets.as_slice() else {
         return Ok(Retemplated::NotOneReplicaSet);
     };
-    let image = change["spec"]["containers"][0]["image"].as_str();
-    let has_image = |s: &ReplicaSet| {
-        s.spec
-            .as_ref()
-            .and_then(|s| s.template.as_ref())
-            .and_then(memcached_image)
-            .as_deref()
-            == image
-    };
-    if owned.iter().any(|s| s.uid() != set.uid() && has_image(s)) {
+    let image = change["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default();
+    if owned
+        .iter()
+        .any(|s| s.uid() != set.uid() && has_image(s, image))
+    {
         return Ok(Retemplated::NotOneReplicaSet);
     }
     let deployments: Api<Deployment> =
@@ -307,7 +298,7 @@ async fn retemplate(
         .await?;
     let name = set.name_any();
     let mut generation = set.metadata.generation;
-    if !has_image(set) {
+    if !has_image(set, image) {
         let patch = json!({"spec": {"template": change}});
         let patched = sets
             .patch(&name, &manager(), &Patch::Strategic(patch))
@@ -343,6 +334,12 @@ fn template_change(template: &PodTemplateSpec, image: &str) -> Value {
     })
 }
 
+/// The ReplicaSet's template runs `image` in its memcached container.
+fn has_image(set: &ReplicaSet, image: &str) -> bool {
+    let template = set.spec.as_ref().and_then(|s| s.template.as_ref());
+    template.and_then(memcached_image).as_deref() == Some(image)
+}
+
 fn phase(pod: &Pod) -> Option<&str> {
     pod.status.as_ref()?.phase.as_deref()
 }
@@ -352,10 +349,6 @@ fn manager() -> PatchParams {
         field_manager: Some(MANAGER.into()),
         ..Default::default()
     }
-}
-
-fn stamp(deployment: &Deployment) -> Option<TemplateStamp> {
-    TemplateStamp::from_annotations(deployment.metadata.annotations.as_ref()?)
 }
 
 fn annotation<'a>(deployment: &'a Deployment, key: &str) -> Option<&'a str> {

@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+use kube::Resource;
 use memcached_api::{Memcached, MemcachedSpec};
 use ring::digest::{SHA256, digest};
 use serde::Serialize;
@@ -47,6 +48,11 @@ pub struct TemplateStamp {
 }
 
 impl TemplateStamp {
+    /// The stamp on a workload's metadata, if both parts are there.
+    pub fn of(workload: &impl Resource) -> Option<Self> {
+        Self::from_annotations(workload.meta().annotations.as_ref()?)
+    }
+
     /// The stamp in `annotations`, if both parts are there.
     pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Option<Self> {
         Some(TemplateStamp {

@@ -100,7 +100,7 @@ impl LiveStats {
         let again = self.entries.lock().ok().and_then(|mut entries| {
             let entry = entries.get_mut(key)?;
             entry.running = false;
-            let changed = entry.stats.as_ref() != Some(&stats);
+            let changed = entry.stats.as_ref().is_none_or(|s| !s.same_status(&stats));
             entry.stats = Some(stats);
             let wanted = std::mem::take(&mut entry.wanted);
             // Waited for: the next reconcile collects again.

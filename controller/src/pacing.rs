@@ -77,31 +77,31 @@ impl Waits {
 
 /// What pacing reads of the pods: the address of each Ready pod by name,
 /// and the items of each address that answered the last stats.
-pub struct Pods<'a> {
+#[derive(Default)]
+pub struct Pods {
     /// Ready pods' addresses, by pod name (`<name>-<ordinal>`).
-    pub ready: &'a BTreeMap<String, SocketAddr>,
+    pub ready: BTreeMap<String, SocketAddr>,
     /// `curr_items` by address.
-    pub items: &'a BTreeMap<SocketAddr, u64>,
+    pub items: BTreeMap<SocketAddr, u64>,
 }
 
 /// Set the partition of `desired` (the StatefulSet of Memcached `key`
 /// named `name`) from `live` as the cache holds it; the pod the rollout
-/// waits for, if any.
+/// waits for, if any. `pods` is read only while a rollout is paced.
 pub fn pace(
     waits: &Waits,
     key: &str,
     name: &str,
     live: Option<&StatefulSet>,
     desired: &mut StatefulSet,
-    pods: &Pods<'_>,
+    pods: impl FnOnce() -> Pods,
 ) -> Option<Warming> {
     let replicas = live
         .and_then(|l| l.spec.as_ref()?.replicas)
         .or_else(|| desired.spec.as_ref()?.replicas)
         .unwrap_or(1);
-    let stamp = |s: &StatefulSet| TemplateStamp::from_annotations(s.metadata.annotations.as_ref()?);
     let changes = live.is_some_and(|l| {
-        let (new, running) = (stamp(desired), stamp(l));
+        let (new, running) = (TemplateStamp::of(desired), TemplateStamp::of(l));
         new.zip(running).is_some_and(|(new, running)| {
             new.template != running.template && !new.held_by(&running)
         })
@@ -126,6 +126,7 @@ pub fn pace(
         if !rollout.observed || rollout.updated < replicas - ordinal {
             return false;
         }
+        let pods = pods();
         let items = pods
             .ready
             .get(&ordinal_name(ordinal))
@@ -160,6 +161,20 @@ pub fn pace(
 }
 
 impl Warming {
+    /// The Rollout column's note: `<pod> warming`.
+    pub fn summary(&self) -> String {
+        format!("{} warming", self.pod)
+    }
+
+    /// The `Progressing` condition's note.
+    pub fn message(&self) -> String {
+        let items = self.items.map_or("no".to_string(), |i| i.to_string());
+        format!(
+            "waiting for {} to warm ({items} items, half the median pod's {} wanted)",
+            self.pod, self.peers
+        )
+    }
+
     /// Ready and read, and holding at least half of its peers' median items
     /// (or the peers hold too few to wait for). Not read yet (no stats
     /// collected since a restart): not warm, until the timeout.

@@ -835,10 +835,11 @@ async fn converge_in_place(
 /// The stamp of `live`'s running pod template when it must be kept instead
 /// of `desired`'s (see [`crate::intent`]).
 fn held_template<W: Workload>(desired: &W, live: Option<&W>, uid: &str) -> Option<TemplateStamp> {
-    let stamp = |w: &W| TemplateStamp::from_annotations(w.meta().annotations.as_ref()?);
     let live = live.filter(|l| is_controlled_by(*l, uid))?;
-    let running = stamp(live)?;
-    stamp(desired)?.held_by(&running).then_some(running)
+    let running = TemplateStamp::of(live)?;
+    TemplateStamp::of(desired)?
+        .held_by(&running)
+        .then_some(running)
 }
 
 /// Apply the server-list ConfigMap (`None`: not wanted) and delete the ones
@@ -976,20 +977,18 @@ fn pace(ctx: &Context, mc: &Memcached, desired: &mut StatefulSet) -> Option<paci
     let live = cache::get(&ctx.cache.stateful_sets, &ns, &name)
         .object
         .filter(|l| is_controlled_by(l.as_ref(), &uid));
-    let ready = ready_endpoints(&ctx.cache.endpoint_slices, &ns, &name)
-        .into_iter()
-        .filter_map(|(host, address)| Some((host?, address)))
-        .collect();
-    let items = ctx
-        .live_stats
-        .last(&ns, &name)
-        .map(|s| s.items)
-        .unwrap_or_default();
-    let pods = pacing::Pods {
-        ready: &ready,
-        items: &items,
+    let pods = || pacing::Pods {
+        ready: ready_endpoints(&ctx.cache.endpoint_slices, &ns, &name)
+            .into_iter()
+            .filter_map(|(host, address)| Some((host?, address)))
+            .collect(),
+        items: ctx
+            .live_stats
+            .last(&ns, &name)
+            .map(|s| s.items)
+            .unwrap_or_default(),
     };
-    pacing::pace(&ctx.waits, &key(mc), &name, live.as_deref(), desired, &pods)
+    pacing::pace(&ctx.waits, &key(mc), &name, live.as_deref(), desired, pods)
 }
 
 /// A stats client that speaks what the pods speak, with what the Secrets

@@ -85,6 +85,17 @@ pub struct ClusterStats {
 }
 
 impl ClusterStats {
+    /// The same numbers for the status: the per-pod items aside, which move
+    /// with every write to a busy cache and matter only to a paced rollout
+    /// (which requeues on its own).
+    pub fn same_status(&self, other: &Self) -> bool {
+        self.version == other.version
+            && self.current_connections == other.current_connections
+            && self.hit_ratio == other.hit_ratio
+            && self.reachable == other.reachable
+            && self.silent == other.silent
+    }
+
     /// The numbers a status shows (none read by this process yet).
     pub fn from_status(status: Option<&MemcachedStatus>) -> Self {
         ClusterStats {
@@ -309,6 +320,26 @@ pub fn hit_ratio(hits: u128, gets: u128) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_pod_items_are_not_status_numbers() {
+        let address: SocketAddr = "10.0.0.1:11211".parse().unwrap();
+        let before = ClusterStats {
+            hit_ratio: Some("0.50".into()),
+            items: BTreeMap::from([(address, 10)]),
+            ..Default::default()
+        };
+        let written = ClusterStats {
+            items: BTreeMap::from([(address, 11)]),
+            ..before.clone()
+        };
+        assert!(before.same_status(&written));
+        let hits = ClusterStats {
+            hit_ratio: Some("0.51".into()),
+            ..before.clone()
+        };
+        assert!(!before.same_status(&hits));
+    }
 
     #[test]
     fn hit_ratio_rounds_to_two_decimals() {

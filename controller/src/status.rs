@@ -162,12 +162,7 @@ pub fn compute(
                 .map(Progress::message)
                 .unwrap_or_else(|| {
                     let waiting = match &seen.warming {
-                        Some(w) => format!(
-                            "; waiting for {} to warm ({} items, half the median pod's {} wanted)",
-                            w.pod,
-                            w.items.map_or("no".to_string(), |i| i.to_string()),
-                            w.peers
-                        ),
+                        Some(w) => format!("; {}", w.message()),
                         None => String::new(),
                     };
                     format!(
@@ -214,7 +209,7 @@ pub fn compute(
             None if seen.switching || seen.updated < seen.desired || seen.warming.is_some() => {
                 let updated = seen.updated.min(seen.desired);
                 Some(match &seen.warming {
-                    Some(w) => format!("{updated}/{} updated, {} warming", seen.desired, w.pod),
+                    Some(w) => format!("{updated}/{} updated, {}", seen.desired, w.summary()),
                     None => format!("{updated}/{} updated", seen.desired),
                 })
             }

@@ -970,6 +970,14 @@ async fn a_new_rendering_waits_for_the_users_next_change() {
     );
 }
 
+/// The Deployment at `path` is not paused and carries no in-place change.
+fn assert_resumed_without_change_in_place(api: &Shared, path: &str) -> Value {
+    let d = api.lock().unwrap().objects[path].clone();
+    assert!(d["spec"]["paused"].is_null(), "{}", d["spec"]);
+    assert!(d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
+    d
+}
+
 fn assert_no_pod_or_replica_set_written(api: &Shared) {
     let written = writes(api);
     assert!(
@@ -1158,9 +1166,7 @@ async fn an_in_place_change_refused_by_rbac_is_rolled_out_and_reported() {
     converge(&api, warm("memcached:1.6.39")).await;
     let written = writes(&api);
     assert!(!written.iter().any(|w| w.contains("/pods/")), "{written:?}");
-    let d = api.lock().unwrap().objects[&deployment].clone();
-    assert!(d["spec"]["paused"].is_null(), "resumed: {}", d["spec"]);
-    assert!(d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
+    let d = assert_resumed_without_change_in_place(&api, &deployment);
     assert_eq!(
         d["spec"]["template"]["spec"]["containers"][0]["image"], "memcached:1.6.39",
         "rolled out by the Deployment"
@@ -1186,9 +1192,7 @@ async fn a_rendering_change_without_a_spec_change_restarts_no_pod_in_place() {
     writes(&api);
     converge(&api, warm("memcached:1.6.38")).await;
     assert_no_pod_or_replica_set_written(&api);
-    let d = api.lock().unwrap().objects[&deployment].clone();
-    assert!(d["spec"]["paused"].is_null(), "{}", d["spec"]);
-    assert!(d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
+    assert_resumed_without_change_in_place(&api, &deployment);
 }
 
 #[tokio::test]
@@ -1209,7 +1213,5 @@ async fn an_older_replica_set_with_the_new_image_leaves_the_change_to_the_deploy
     writes(&api);
     converge(&api, warm("memcached:1.6.39")).await;
     assert_no_pod_or_replica_set_written(&api);
-    let d = api.lock().unwrap().objects[&deployment].clone();
-    assert!(d["spec"]["paused"].is_null(), "{}", d["spec"]);
-    assert!(d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
+    assert_resumed_without_change_in_place(&api, &deployment);
 }

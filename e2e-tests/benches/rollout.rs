@@ -119,11 +119,7 @@ fn image_change(env: &Env) -> Result<(u64, usize, Duration), String> {
     let before = ready_pods(env, NAMESPACE, NAME)?;
     store(&ClientConfig::of_pods(&before), KEYS)?;
     let pods = instance_objects(env, "pods", NAMESPACE, NAME)?;
-    let image = pods[0]["status"]["containerStatuses"][0]["imageID"]
-        .as_str()
-        .filter(|id| id.contains("@sha256:"))
-        .ok_or("the memcached container has no imageID by digest")?
-        .to_string();
+    let image = node::image_by_digest(&pods[0])?;
     spec["image"] = json!(image);
     let started = Instant::now();
     env.kubectl

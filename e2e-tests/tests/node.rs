@@ -313,12 +313,7 @@ fn warm_image_change(env: &mut Env) -> Result<(), String> {
     for pod in &before {
         fill(&pod_ip(pod)?, KEYS)?;
     }
-    // The same image by digest: a new reference, as a patched image would be.
-    let image = before[0]["status"]["containerStatuses"][0]["imageID"]
-        .as_str()
-        .filter(|id| id.contains("@sha256:"))
-        .ok_or("the container has no imageID by digest")?
-        .to_string();
+    let image = node::image_by_digest(&before[0])?;
     spec["image"] = json!(image);
     let changed = Instant::now();
     env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;

@@ -86,6 +86,16 @@ pub fn scheduling() -> Value {
     })
 }
 
+/// The image `pod`'s first container runs, by digest (`<repo>@sha256:...`):
+/// a new reference to the same image, as a patched image would be.
+pub fn image_by_digest(pod: &Value) -> Result<String, String> {
+    pod["status"]["containerStatuses"][0]["imageID"]
+        .as_str()
+        .filter(|id| id.contains("@sha256:"))
+        .map(str::to_string)
+        .ok_or_else(|| format!("the container has no imageID by digest: {}", pod["status"]))
+}
+
 /// The kubelet's sysctls as they are now.
 pub fn sysctls() -> BTreeMap<&'static str, String> {
     KUBELET_SYSCTLS
