@@ -1,5 +1,5 @@
 //! The controller's HTTP endpoints on hyper: `/healthz` and `/livez`,
-//! `/readyz` (ready once the watches have synced) and `/metrics` (over TLS
+//! `/readyz` (see [`crate::readiness`]) and `/metrics` (over TLS
 //! with scrapers authenticated and authorized when an [`Authorizer`] is
 //! given).
 //!

@@ -27,6 +27,7 @@ pub mod pacing;
 pub mod pdb;
 pub mod pod_template;
 pub mod process;
+pub mod readiness;
 pub mod reconcile;
 pub mod render;
 pub mod run;

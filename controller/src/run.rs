@@ -1,27 +1,25 @@
 //! The long-running controller: watches, leader election, probes, metrics.
 //!
 //! Every replica lists the Memcached objects of every watched namespace and
-//! is ready (`/readyz`) while all of them are synced: a standby is ready to
-//! take over. Only the holder of the Lease reconciles ([`crate::leadership`]);
+//! is ready (`/readyz`) while all of them are synced and the API server
+//! answers ([`crate::readiness`]): a standby is ready to take over. Only the holder of the Lease reconciles ([`crate::leadership`]);
 //! it releases the Lease on SIGTERM, and stops reconciling before the Lease
 //! can expire when renewals fail.
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube::core::PartialObjectMeta;
 use kube::runtime::Predicate;
 use kube::runtime::controller::{Config as ControllerConfig, Controller, Error as ControllerError};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Client, Resource};
-use memcached_api::Memcached;
 use memcached_api::validation::Options;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -75,7 +73,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             .map(Some)
             .collect()
     };
-    track_readiness(&client, &namespaces, ready);
+    crate::readiness::track(&client, &namespaces, ready);
     let hash_key = crate::hash_key::load_or_create(&client, &settings.lease_namespace).await?;
     let recorder = Recorder::new(
         client.clone(),
@@ -203,63 +201,6 @@ fn shutdown_signal() -> watch::Receiver<bool> {
 
 async fn wait(mut shutdown: watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|s| *s).await;
-}
-
-/// `/readyz` is true while the Memcached list of every watched namespace
-/// is synced (metadata only): true once each listed, false while any
-/// cannot list or watch (the API server unreachable, access revoked), true
-/// again once it listed again. A watch that cannot restart begins again
-/// with a list: kube's watcher would resume it silently, and nothing would
-/// say that it works again. `Store::wait_until_ready` is not used: in
-/// kube-runtime 5 it wakes only the last of several waiters.
-fn track_readiness(client: &Client, namespaces: &[Option<String>], ready: Arc<AtomicBool>) {
-    let synced = Arc::new(AtomicUsize::new(0));
-    let total = namespaces.len();
-    for ns in namespaces {
-        let api = scoped::<PartialObjectMeta<Memcached>>(client, ns.as_deref());
-        let (synced, ready, ns) = (synced.clone(), ready.clone(), ns.clone());
-        tokio::spawn(async move {
-            let ns = ns.as_deref().unwrap_or("*");
-            let mut listed = false;
-            let mut set = |now_listed: bool| {
-                if now_listed == listed {
-                    return;
-                }
-                listed = now_listed;
-                let count = if listed {
-                    tracing::info!(namespace = ns, "Memcached list synced");
-                    synced.fetch_add(1, Ordering::SeqCst) + 1
-                } else {
-                    synced.fetch_sub(1, Ordering::SeqCst) - 1
-                };
-                ready.store(count == total, Ordering::SeqCst);
-            };
-            loop {
-                let mut events = watcher(api.clone(), watcher::Config::default())
-                    .default_backoff()
-                    .boxed();
-                while let Some(event) = events.next().await {
-                    match &event {
-                        Ok(watcher::Event::InitDone) => set(true),
-                        Err(error) => {
-                            cache::log_watch_error(error);
-                            match error {
-                                watcher::Error::InitialListFailed(_) => set(false),
-                                watcher::Error::WatchStartFailed(_) => {
-                                    set(false);
-                                    break;
-                                }
-                                _ => {}
-                            }
-                        }
-                        Ok(_) => {}
-                    }
-                }
-                // Begin again with a list, after the backoff's first pause.
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-        });
-    }
 }
 
 /// Reconcile the Memcached objects of one namespace (or all) until
