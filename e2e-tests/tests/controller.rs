@@ -3,12 +3,12 @@
 //! refusals and conflicts in status, readiness of standbys and the Lease
 //! handover after SIGTERM and SIGKILL, the StatefulSet name bound, an
 //! invalid spec stored without the policy, render against kubectl's strict
-//! validation, a Lease holder whose clock is behind, secure `/metrics`, a
+//! validation, replicas whose clocks differ by 12 s, secure `/metrics`, a
 //! Memcached the controller's types cannot read, a missing namespace, a CRD
 //! older than the controller, the guard on the controller's writes, a
 //! mounted Secret deleted, a controller upgrade that renders pods differently,
 //! a hung API server, a hung memcached, the leader killed mid-apply, the
-//! Lease taken mid-reconcile.
+//! Lease taken mid-reconcile, 1,000 Memcacheds across 50 namespaces.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -29,7 +29,8 @@ use e2e_tests::cluster::{
 use memcached_api::field::invalid_message;
 use memcached_api::validation::{self, ObjectName, Options};
 use memcached_api::{MemcachedSpec, apply_defaults};
-use memcached_controller::leadership::{LEASE_DURATION, RENEW_DEADLINE};
+use memcached_controller::leadership::{LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD};
+use memcached_controller::readiness::UNANSWERED;
 use serde_json::{Value, json};
 
 const SCENARIOS: &[(&str, Scenario)] = &[
@@ -66,8 +67,8 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         render_reports_unknown_fields_as_kubectl,
     ),
     (
-        "9. a Lease renewed by a replica whose clock is 12s behind is not taken before it expires",
-        skewed_holder,
+        "9. replicas whose clocks differ by 12s take no renewed Lease and an abandoned one on time",
+        skewed_clocks,
     ),
     (
         "10. secure /metrics: a metrics-reader scrapes, another ServiceAccount gets 403, no token 401",
@@ -98,7 +99,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         new_rendering_waits_for_the_spec,
     ),
     (
-        "17. the API server hung for 40s: the leader steps down before its Lease expires, no pod restarts, all converges after",
+        "17. the API server hung for 40s: the leader steps down before its Lease expires, the standby turns unready, no pod restarts, all converges after",
         api_server_hung,
     ),
     (
@@ -112,6 +113,10 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "20. the Lease taken by another replica mid-reconcile: the leader stops and leaves it alone",
         lease_taken_mid_reconcile,
+    ),
+    (
+        "21. 1,000 Memcacheds across 50 namespaces at once: each converges, then no request storm and bounded memory",
+        many_across_namespaces,
     ),
 ];
 
@@ -432,9 +437,7 @@ fn readiness_and_handover(env: &mut Env) -> Result<(), String> {
 
     let sigterm = hand_over(env, leader, &standby, Operator::stop)?;
     let next = env.start_operator("operator-next")?;
-    wait_for("the new standby ready", SETTLE, || {
-        next.ready().then_some(()).ok_or_else(|| "not ready".into())
-    })?;
+    next.wait_ready(SETTLE)?;
     let sigkill = hand_over(env, standby, &next, Operator::kill)?;
     println!(
         "     Lease handover: {:.1}s after SIGTERM, {:.1}s after SIGKILL (Lease 15s)",
@@ -465,12 +468,7 @@ fn leader_killed_mid_apply(env: &mut Env) -> Result<(), String> {
     ensure_namespace(env, ns)?;
     let leader = env.operator.take().ok_or("no controller running")?;
     let standby = env.start_operator("operator-survivor")?;
-    let ready = wait_for("the standby ready", SETTLE, || {
-        standby
-            .ready()
-            .then_some(())
-            .ok_or_else(|| "not ready".to_string())
-    });
+    let ready = standby.wait_ready(SETTLE);
     let leading = lease_holder(env).map(|holder| holder == leader.name);
     if ready.is_err() || leading != Ok(true) {
         env.operator = Some(leader);
@@ -624,66 +622,109 @@ fn wait_holder(env: &Env, operator: &Operator) -> Result<(), String> {
     )
 }
 
-/// Another replica ("skewed", played by this test) holds the Lease and
-/// renews it every 5 s, writing times from a clock 12 s behind the
-/// controller's: on the controller's clock each renewTime + 15 s is at most
-/// 3 s ahead. The controller, a standby, judges expiry from when it saw the
-/// record change, so it never takes the Lease while it is renewed, and
-/// takes it 15 s after the last renewal it saw.
-fn skewed_holder(env: &mut Env) -> Result<(), String> {
-    // SIGTERM: the running controller releases the Lease.
-    if let Some(operator) = env.operator.take() {
-        operator.stop();
-    }
-    let renew = || -> Result<Instant, String> {
-        let behind = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_err(|e| e.to_string())?
-            .as_secs_f64()
-            - 12.0;
-        let lease = json!({
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": "memcached-operator", "namespace": OPERATOR_NAMESPACE},
-            "spec": {
-                "holderIdentity": "skewed", "leaseDurationSeconds": 15,
-                "acquireTime": micro_time(behind)?, "renewTime": micro_time(behind)?,
-            },
-        });
-        env.kubectl.apply(&lease.to_string())?;
-        Ok(Instant::now())
-    };
-    let mut renewed = renew()?;
-    let standby = env.start_operator("operator-skew")?;
-    wait_for("the standby ready", SETTLE, || {
-        standby
-            .ready()
-            .then_some(())
-            .ok_or_else(|| "not ready".into())
-    })?;
+/// Two real replicas whose wall clocks differ by 12 s (the second runs with
+/// libfaketime). Each judges the other's Lease by when it saw the record
+/// change, never by the other's timestamps, so:
+/// - the skewed standby (to which every renewTime looks 12 s old) never
+///   takes the Lease while the leader renews it, and takes it 15 s (the
+///   Lease duration) after the leader was SIGKILLed, not at once;
+/// - a standby with the true clock (to which every renewTime looks 12 s in
+///   the future) never takes it while the skewed leader renews, and takes it
+///   at once when that leader releases it on SIGTERM; the release leaves the
+///   new holder's record alone.
+fn skewed_clocks(env: &mut Env) -> Result<(), String> {
+    const AHEAD: Duration = Duration::from_secs(12);
+    const WATCHED: Duration = Duration::from_secs(20);
+    let leader = env.operator.take().ok_or("no controller is running")?;
+    wait_holder(env, &leader)?;
+    let skewed = env.start_operator_ahead("operator-ahead", AHEAD)?;
+    let standing_by = standby_while_renewed(env, &leader, &skewed, WATCHED)?;
+    let killed = Instant::now();
+    leader.kill();
+    wait_holder(env, &skewed)?;
+    let taken = killed.elapsed();
+    // The leader renewed at most a retry period before it died.
+    check(
+        taken >= LEASE_DURATION - RETRY_PERIOD - Duration::from_millis(500)
+            && taken <= LEASE_DURATION + Duration::from_secs(5),
+        format!("the skewed standby took the Lease {taken:?} after the leader died"),
+    )?;
+
+    // The skew is real: the skewed leader's renewTime is ahead of this clock.
+    std::thread::sleep(RETRY_PERIOD * 2);
+    let ahead = renewed_ahead(env)?;
+    check(
+        ahead >= AHEAD.as_secs_f64() - 3.0,
+        format!("the skewed leader's renewTime is only {ahead:.1}s ahead"),
+    )?;
+
+    let true_clock = env.start_operator("operator-true-clock")?;
+    standby_while_renewed(env, &skewed, &true_clock, WATCHED)?;
+    let released = hand_over(env, skewed, &true_clock, Operator::stop)?;
+    std::thread::sleep(RETRY_PERIOD * 2);
+    let mut true_clock = true_clock;
+    check(
+        lease_holder(env)? == true_clock.name && true_clock.exited().is_none(),
+        "the new holder lost the Lease after the skewed leader released it",
+    )?;
+    println!(
+        "     {standing_by}; the skewed standby took the Lease {:.1}s after the leader was killed \
+         (its renewTime {ahead:.1}s ahead); the true-clock standby {:.1}s after the skewed leader's SIGTERM",
+        taken.as_secs_f64(),
+        released.as_secs_f64()
+    );
+    env.operator = Some(true_clock);
+    Ok(())
+}
+
+/// How far the Lease's renewTime is ahead of this host's clock, in seconds.
+fn renewed_ahead(env: &Env) -> Result<f64, String> {
+    let lease = env
+        .kubectl
+        .get(&["lease", "memcached-operator", "-n", OPERATOR_NAMESPACE])?;
+    let renewed = lease["spec"]["renewTime"]
+        .as_str()
+        .ok_or("the Lease has no renewTime")?;
+    let output = Command::new("date")
+        .args(["-u", "-d", renewed, "+%s.%N"])
+        .output()
+        .map_err(|e| format!("date: {e}"))?;
+    let renewed: f64 = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .map_err(|_| format!("date cannot read renewTime {renewed:?}"))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?;
+    Ok(renewed - now.as_secs_f64())
+}
+
+/// `standby` stays ready, running and idle for `watched` while `leader`
+/// holds and renews the Lease.
+fn standby_while_renewed(
+    env: &Env,
+    leader: &Operator,
+    standby: &Operator,
+    watched: Duration,
+) -> Result<String, String> {
+    standby.wait_ready(SETTLE)?;
     let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_secs(5).saturating_sub(renewed.elapsed()));
+    while started.elapsed() < watched {
         check(
-            lease_holder(env)? == "skewed",
+            lease_holder(env)? == leader.name,
             format!("{} took a renewed Lease", standby.name),
         )?;
-        renewed = renew()?;
+        std::thread::sleep(Duration::from_secs(1));
     }
     check(
         standby.reconciles()? == 0,
-        "the standby reconciled while another replica held the Lease",
+        format!("{} reconciled while {} led", standby.name, leader.name),
     )?;
-    wait_holder(env, &standby)?;
-    let taken = renewed.elapsed();
-    println!(
-        "     held by the skewed replica for 30s; taken {:.1}s after its last renewal (Lease 15s)",
-        taken.as_secs_f64()
-    );
-    env.operator = Some(standby);
-    check(
-        taken >= Duration::from_millis(14_500) && taken <= Duration::from_secs(20),
-        format!("taken {taken:?} after the last renewal"),
-    )
+    Ok(format!(
+        "{} stood by for {}s",
+        standby.name,
+        watched.as_secs()
+    ))
 }
 
 /// `seconds` since the Unix epoch as a MicroTime (RFC 3339, UTC).
@@ -883,12 +924,7 @@ fn reported_while_others_converge(env: &mut Env, ns: &str) -> Result<(), String>
         operator.stop();
     }
     let operator = env.start_operator("operator-unreadable")?;
-    let ready = wait_for("the restarted controller ready", SETTLE, || {
-        operator
-            .ready()
-            .then_some(())
-            .ok_or_else(|| "not ready".to_string())
-    });
+    let ready = operator.wait_ready(SETTLE);
     env.operator = Some(operator);
     ready?;
     env.kubectl.apply(&memcached(ns, "healthy", json!({})))?;
@@ -1217,10 +1253,12 @@ fn new_rendering_waits_for_the_spec(env: &mut Env) -> Result<(), String> {
 
 /// The whole control plane hangs for 40 s (SIGSTOP: connections accepted,
 /// never answered). The leader cannot renew its Lease, so it stops
-/// reconciling and exits before the Lease could expire (another replica, or
-/// the kubelet restarting it, takes over); nothing it manages is touched.
-/// Started again once the API server answers, it converges a change made
-/// after the outage and a new Memcached; no pod restarted.
+/// reconciling and exits before the Lease could expire; nothing it manages
+/// is touched. The standby's watches fail nothing (they just stay silent),
+/// yet its `/readyz` turns false once the API server has not answered for
+/// 10 s, and true again when it answers. Then the standby takes the Lease
+/// and converges a change made after the outage and a new Memcached; no pod
+/// restarted.
 fn api_server_hung(env: &mut Env) -> Result<(), String> {
     const OUTAGE: Duration = Duration::from_secs(40);
     let ns = "outage";
@@ -1232,24 +1270,36 @@ fn api_server_hung(env: &mut Env) -> Result<(), String> {
     let owned = deployment(env, ns, "steady")?["metadata"]["uid"].clone();
     let mut operator = env.operator.take().ok_or("no controller is running")?;
     let log = env.cluster.workdir.join(format!("{}.log", operator.name));
+    let standby = env.start_operator("operator-standby-outage")?;
+    standby.wait_ready(SETTLE)?;
 
     let paused = env.cluster.pause()?;
     let frozen = Instant::now();
-    let stepped_down = wait_for("the leader to step down", OUTAGE, || {
-        operator.exited().ok_or_else(|| "still running".to_string())
-    });
-    let step_down = frozen.elapsed();
-    std::thread::sleep(OUTAGE.saturating_sub(frozen.elapsed()));
+    let (mut exited, mut unready) = (None, None);
+    while frozen.elapsed() < OUTAGE {
+        if exited.is_none() {
+            exited = operator.exited().map(|status| (frozen.elapsed(), status));
+        }
+        if unready.is_none() && !standby.ready() {
+            unready = Some(frozen.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
     drop(paused);
+    let (step_down, status) = exited.ok_or("the leader still runs after the outage")?;
+    let unready = unready.ok_or("the standby stayed ready through the outage")?;
     println!(
-        "     leader exited {:.1}s into the outage ({:?})",
+        "     leader exited {:.1}s into the outage ({status}); the standby turned unready after {:.1}s",
         step_down.as_secs_f64(),
-        stepped_down
+        unready.as_secs_f64()
     );
-    let status = stepped_down?;
     check(
         !status.success(),
         "the leader exited 0 after losing its Lease",
+    )?;
+    check(
+        unready <= UNANSWERED + Duration::from_secs(2),
+        format!("the standby turned unready only {unready:?} into the outage"),
     )?;
     let said = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
     // It stopped reconciling at the renew deadline, before the Lease could
@@ -1264,7 +1314,15 @@ fn api_server_hung(env: &mut Env) -> Result<(), String> {
     )?;
 
     let back = Instant::now();
-    env.operator = Some(env.start_operator("operator-after-outage")?);
+    standby.wait_ready(SETTLE)?;
+    let ready_again = back.elapsed();
+    wait_holder(env, &standby)?;
+    println!(
+        "     the standby was ready {:.1}s and leading {:.1}s after the API server answered again",
+        ready_again.as_secs_f64(),
+        back.elapsed().as_secs_f64()
+    );
+    env.operator = Some(standby);
     env.kubectl
         .apply(&memcached(ns, "steady", json!({"replicas": 3})))?;
     env.kubectl.apply(&memcached(ns, "new", json!({})))?;
@@ -1577,6 +1635,134 @@ fn secure_metrics(env: &mut Env) -> Result<(), String> {
     let _ = controller.kill();
     let _ = controller.wait();
     outcome
+}
+
+/// 1,000 Memcacheds across 50 namespaces, applied at once (zero replicas:
+/// the controller's cost, not a thousand memcacheds'). Every one converges
+/// (its status observes its generation, its Deployment exists); then, over a
+/// window of periodic reconciles, the controller writes almost nothing and
+/// its memory stays bounded.
+fn many_across_namespaces(env: &mut Env) -> Result<(), String> {
+    const NAMESPACES: usize = 50;
+    const EACH: usize = 20;
+    const TOTAL: usize = NAMESPACES * EACH;
+    const WINDOW: Duration = Duration::from_secs(20);
+    const MAX_RSS_MIB: u64 = 256;
+    let namespaces: Vec<String> = (0..NAMESPACES).map(|i| format!("many-{i}")).collect();
+    let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": items});
+    env.kubectl.apply(
+        &list(
+            (namespaces.iter())
+                .map(
+                    |ns| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                )
+                .collect(),
+        )
+        .to_string(),
+    )?;
+    let items = (namespaces.iter())
+        .flat_map(|ns| {
+            (0..EACH).map(move |i| memcached(ns, &format!("c{i}"), json!({"replicas": 0})))
+        })
+        .map(|m| serde_json::from_str(&m).unwrap_or_default())
+        .collect();
+    let started = Instant::now();
+    let args = ["apply", "--server-side", "-f", "-"];
+    let outcome = env.kubectl.run(&args, Some(&list(items).to_string()));
+    if !outcome.success {
+        return Err(format!("kubectl apply: {}", outcome.stderr));
+    }
+    let applied = started.elapsed();
+    wait_for(
+        &format!("{TOTAL} Memcacheds converged"),
+        Duration::from_secs(300),
+        || match converged(env, "many-")? {
+            (done, deployments) if done == TOTAL && deployments == TOTAL => Ok(()),
+            (done, deployments) => Err(format!("{done} converged, {deployments} Deployments")),
+        },
+    )?;
+    let converged_after = started.elapsed();
+
+    let operator = env.operator()?;
+    let (writes, reconciles) = (controller_writes(env)?, operator.reconciles()?);
+    std::thread::sleep(WINDOW);
+    let written = controller_writes(env)? - writes;
+    let reconciled = operator.reconciles()? - reconciles;
+    let rss_mib = operator.rss_kib().unwrap_or_default() / 1024;
+    println!(
+        "     applied in {:.1}s, all converged {:.1}s after the apply began; then {reconciled} reconciles \
+         in {}s wrote {written:.0} times; controller RSS {rss_mib} MiB",
+        applied.as_secs_f64(),
+        converged_after.as_secs_f64(),
+        WINDOW.as_secs()
+    );
+    for ns in &namespaces {
+        env.kubectl
+            .ok(&["delete", "namespace", ns, "--wait=false"])?;
+    }
+    check(
+        written <= (reconciled as f64 / 20.0).max(5.0),
+        format!("{written} writes for {reconciled} converged reconciles"),
+    )?;
+    check(
+        rss_mib > 0 && rss_mib <= MAX_RSS_MIB,
+        format!("the controller holds {rss_mib} MiB"),
+    )
+}
+
+/// Across the namespaces named `prefix*`: the Memcacheds whose status
+/// observes their generation, and the Deployments.
+fn converged(env: &Env, prefix: &str) -> Result<(usize, usize), String> {
+    let count = |kind: &str, f: &dyn Fn(&Value) -> bool| -> Result<usize, String> {
+        let list = env.kubectl.get(&[kind, "-A"])?;
+        Ok((list["items"].as_array().into_iter().flatten())
+            .filter(|o| {
+                o["metadata"]["namespace"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(prefix))
+            })
+            .filter(|o| f(o))
+            .count())
+    };
+    let observed = |m: &Value| m["status"]["observedGeneration"] == m["metadata"]["generation"];
+    Ok((
+        count("memcacheds", &observed)?,
+        count("deployments", &|_| true)?,
+    ))
+}
+
+/// Writes (any verb but GET, LIST and WATCH) the API server counted on the
+/// kinds the controller writes; Deployment status and Events are left out:
+/// kube-controller-manager writes them too.
+fn controller_writes(env: &Env) -> Result<f64, String> {
+    const RESOURCES: &[&str] = &[
+        "memcacheds",
+        "deployments",
+        "services",
+        "configmaps",
+        "secrets",
+        "poddisruptionbudgets",
+        "networkpolicies",
+    ];
+    let metrics = env.kubectl.ok(&["get", "--raw", "/metrics"])?;
+    let label = |labels: &str, name: &str| {
+        let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
+        labels[start..].split('"').next().map(str::to_string)
+    };
+    Ok(metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("apiserver_request_total{"))
+        .filter_map(|rest| rest.split_once("} "))
+        .filter(|(labels, _)| {
+            let verb = label(labels, "verb").unwrap_or_default();
+            let resource = label(labels, "resource").unwrap_or_default();
+            let subresource = label(labels, "subresource").unwrap_or_default();
+            !matches!(verb.as_str(), "GET" | "LIST" | "WATCH")
+                && RESOURCES.contains(&resource.as_str())
+                && !(resource == "deployments" && subresource == "status")
+        })
+        .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
+        .sum())
 }
 
 /// A loopback address with a free port.

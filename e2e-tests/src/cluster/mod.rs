@@ -509,6 +509,17 @@ impl Env {
         )
     }
 
+    /// [`Env::start_operator`] with a wall clock `ahead` of the others'.
+    pub fn start_operator_ahead(&self, name: &str, ahead: Duration) -> Result<Operator, String> {
+        Operator::start_ahead(
+            &self.binaries.controller,
+            &self.operator_kubeconfig,
+            &self.cluster.workdir,
+            name,
+            ahead,
+        )
+    }
+
     /// The running controller.
     pub fn operator(&self) -> Result<&Operator, String> {
         self.operator

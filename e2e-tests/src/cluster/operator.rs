@@ -1,7 +1,7 @@
 //! One controller process (`memcached-controller run`) with leader election.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
@@ -24,6 +24,34 @@ impl Operator {
         workdir: &Path,
         name: &str,
     ) -> Result<Self, String> {
+        Self::spawn(controller, kubeconfig, workdir, name, &[])
+    }
+
+    /// [`Operator::start`] with a wall clock `ahead` of the host's, as on a
+    /// node whose clock drifted (libfaketime; the monotonic clock is true).
+    pub fn start_ahead(
+        controller: &Path,
+        kubeconfig: &Path,
+        workdir: &Path,
+        name: &str,
+        ahead: Duration,
+    ) -> Result<Self, String> {
+        let library = libfaketime()?;
+        let skew = [
+            ("LD_PRELOAD", library.display().to_string()),
+            ("FAKETIME", format!("+{}s", ahead.as_secs())),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_string()),
+        ];
+        Self::spawn(controller, kubeconfig, workdir, name, &skew)
+    }
+
+    fn spawn(
+        controller: &Path,
+        kubeconfig: &Path,
+        workdir: &Path,
+        name: &str,
+        env: &[(&str, String)],
+    ) -> Result<Self, String> {
         let address = free_address()?;
         let log = std::fs::File::create(workdir.join(format!("{name}.log")))
             .map_err(|e| e.to_string())?;
@@ -36,6 +64,7 @@ impl Operator {
             .args(["--health-address", &address.to_string()])
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stderr(log.try_clone().map_err(|e| e.to_string())?)
             .stdout(log)
             .spawn()
@@ -60,6 +89,15 @@ impl Operator {
     /// /readyz answers 200: leading and its watches are synced.
     pub fn ready(&self) -> bool {
         self.http_get("/readyz").is_ok()
+    }
+
+    /// Wait (at most `within`) until /readyz answers 200.
+    pub fn wait_ready(&self, within: Duration) -> Result<(), String> {
+        super::wait_for(&format!("{} ready", self.name), within, || {
+            self.ready()
+                .then_some(())
+                .ok_or_else(|| "not ready".to_string())
+        })
     }
 
     /// Resident set size in KiB.
@@ -100,6 +138,19 @@ impl Drop for Operator {
     fn drop(&mut self) {
         terminate(&mut self.child);
     }
+}
+
+/// Debian's libfaketime (package `faketime`, which `make deps` installs).
+fn libfaketime() -> Result<PathBuf, String> {
+    let multiarch = format!(
+        "/usr/lib/{}-linux-gnu/faketime/libfaketime.so.1",
+        std::env::consts::ARCH
+    );
+    [multiarch.as_str(), "/usr/lib/faketime/libfaketime.so.1"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|path| path.is_file())
+        .ok_or_else(|| "libfaketime is missing: `make deps` installs it (Debian's faketime)".into())
 }
 
 /// `memcached_operator_reconciles_total` from the plain /metrics a
