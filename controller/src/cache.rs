@@ -354,8 +354,7 @@ where
     K: Resource + Clone + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    events
-        .default_backoff()
+    crate::backoff::backoff(events)
         .reflect(writer)
         .touched_objects()
         .for_each(move |object| {
@@ -368,14 +367,19 @@ where
         .boxed()
 }
 
+/// What the log says when a watch resumed from a revision the API server no
+/// longer serves (410 Gone, after a compaction or its restart): kube's
+/// watcher lists again.
+pub const WATCH_EXPIRED: &str = "watch expired (410 Gone): listing again";
+
 /// Log a failed watch (the watcher retries it with backoff): a warning,
-/// but a routine relist (`410 Gone` after compaction) only at debug level.
+/// but a routine relist (`410 Gone` after compaction) at info level.
 /// The error alone is logged (the API server's message names the
 /// resource), never the objects.
 pub fn log_watch_error(error: &watcher::Error) {
     match error {
         watcher::Error::WatchError(status) if status.code == 410 => {
-            tracing::debug!(%error, "watch expired; relisting")
+            tracing::info!(%error, "{WATCH_EXPIRED}")
         }
         _ => tracing::warn!(%error, "watch failed; retrying"),
     }

@@ -4,6 +4,7 @@
 pub mod address;
 pub mod apply;
 pub mod args;
+pub mod backoff;
 pub mod cache;
 pub mod crd;
 pub mod deployment;

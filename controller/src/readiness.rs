@@ -22,10 +22,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::Client;
 use kube::core::PartialObjectMeta;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use memcached_api::Memcached;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use crate::backoff::backoff;
 use crate::cache::{self, scoped};
 use crate::leadership::RENEW_DEADLINE;
 
@@ -91,9 +92,7 @@ async fn track_list(
         readiness.publish();
     };
     loop {
-        let mut events = watcher(api.clone(), watcher::Config::default())
-            .default_backoff()
-            .boxed();
+        let mut events = backoff(watcher(api.clone(), watcher::Config::default())).boxed();
         while let Some(event) = events.next().await {
             match &event {
                 Ok(watcher::Event::InitDone) => set(true),

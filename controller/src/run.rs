@@ -24,6 +24,7 @@ use memcached_api::validation::Options;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::backoff::backoff;
 use crate::cache::{self, Writers, scoped};
 use crate::endpoints::HttpSettings;
 use crate::labels::MANAGER;
@@ -164,8 +165,7 @@ fn lease_changes(client: Client, settings: &Settings) -> watch::Receiver<()> {
         watcher::Config::default().fields(&format!("metadata.name={}", settings.lease_name));
     let (tx, rx) = watch::channel(());
     tokio::spawn(
-        watcher(api, config)
-            .default_backoff()
+        backoff(watcher(api, config))
             .touched_objects()
             .for_each(move |lease| {
                 if lease.is_ok() {
@@ -221,23 +221,25 @@ pub async fn controller(
     let forget_namespace = namespace.clone();
     // Status writes change neither generation nor annotations: they do not retrigger reconcile.
     // Decoded one by one: an unreadable Memcached is reported on itself.
-    let memcacheds = watcher(scoped::<Stored>(&client, ns), watcher::Config::default())
-        .default_backoff()
-        .modify(drop_unread_metadata)
-        .reflect(writer)
-        .inspect(move |event| {
-            forget_gone(
-                &forget_ctx,
-                forget_namespace.as_deref(),
-                &forget_store,
-                event,
-            )
-        })
-        .applied_objects()
-        .predicate_filter(
-            predicates::generation.combine(predicates::annotations),
-            Default::default(),
-        );
+    let memcacheds = backoff(watcher(
+        scoped::<Stored>(&client, ns),
+        watcher::Config::default(),
+    ))
+    .modify(drop_unread_metadata)
+    .reflect(writer)
+    .inspect(move |event| {
+        forget_gone(
+            &forget_ctx,
+            forget_namespace.as_deref(),
+            &forget_store,
+            event,
+        )
+    })
+    .applied_objects()
+    .predicate_filter(
+        predicates::generation.combine(predicates::annotations),
+        Default::default(),
+    );
     let (owners, changed) = futures::channel::mpsc::unbounded();
     let (memcached_store, secrets_ctx) = (reader.clone(), ctx.clone());
     // A changed Secret rolls the pods that mount it at once (without it the
