@@ -6,11 +6,14 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	etcdserverpb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -50,6 +53,12 @@ type controlPlane struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	etcd   *embed.Etcd
+	// apiServer runs the API server until its context ends (restartAPIServer).
+	apiServer func(ctx context.Context) error
+	// stopAPIServer ends the running API server; apiServerDone closes after.
+	stopAPIServer context.CancelFunc
+	apiServerDone chan struct{}
+	ctx           context.Context
 }
 
 // apiServerAccess is where the API server listens, whom it authorizes how,
@@ -106,33 +115,36 @@ func startControlPlane(parent context.Context, workdir string, realNode bool) (*
 	}
 
 	ctx, cancel := context.WithCancel(parent)
-	cp := &controlPlane{kubeconfig: kubeconfig, server: server, ca: ca, cancel: cancel, done: make(chan struct{}), etcd: etcd}
-	apiserverDone := make(chan error, 1)
+	cp := &controlPlane{kubeconfig: kubeconfig, server: server, ca: ca, cancel: cancel, done: make(chan struct{}), etcd: etcd, ctx: ctx}
+	apiServerArgs := append([]string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=" + access.bind,
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(access.port),
+		"--tls-cert-file=" + serving.certPath,
+		"--tls-private-key-file=" + serving.keyPath,
+		"--client-ca-file=" + ca.certPath(),
+		"--service-account-key-file=" + saPublic,
+		"--service-account-signing-key-file=" + saPrivate,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--authorization-mode=" + access.authorization,
+		"--allow-privileged=true",
+		// New nodes would be tainted not-ready until the node lifecycle
+		// controller sees kubelet heartbeats; kwok's nodes are Ready at once.
+		"--disable-admission-plugins=TaintNodesByCondition",
+		// Endpoints may not hold loopback addresses; nothing here needs
+		// the kubernetes Service's endpoints.
+		"--endpoint-reconciler-type=none",
+		"--enable-priority-and-fairness=false",
+		"--profiling=false",
+	}, access.kubelet...)
+	cp.apiServer = func(ctx context.Context) error { return runAPIServer(ctx, apiServerArgs) }
+	apiserverDone := cp.startAPIServer()
 	go func() {
-		defer close(cp.done)
-		apiserverDone <- runAPIServer(ctx, append([]string{
-			"--etcd-servers=" + etcdURL,
-			"--bind-address=" + access.bind,
-			"--advertise-address=127.0.0.1",
-			"--secure-port=" + strconv.Itoa(access.port),
-			"--tls-cert-file=" + serving.certPath,
-			"--tls-private-key-file=" + serving.keyPath,
-			"--client-ca-file=" + ca.certPath(),
-			"--service-account-key-file=" + saPublic,
-			"--service-account-signing-key-file=" + saPrivate,
-			"--service-account-issuer=https://kubernetes.default.svc",
-			"--service-cluster-ip-range=10.96.0.0/16",
-			"--authorization-mode=" + access.authorization,
-			"--allow-privileged=true",
-			// New nodes would be tainted not-ready until the node lifecycle
-			// controller sees kubelet heartbeats; kwok's nodes are Ready at once.
-			"--disable-admission-plugins=TaintNodesByCondition",
-			// Endpoints may not hold loopback addresses; nothing here needs
-			// the kubernetes Service's endpoints.
-			"--endpoint-reconciler-type=none",
-			"--enable-priority-and-fairness=false",
-			"--profiling=false",
-		}, access.kubelet...))
+		<-ctx.Done()
+		<-cp.apiServerDone
+		close(cp.done)
 	}()
 
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -168,6 +180,51 @@ func startControlPlane(parent context.Context, workdir string, realNode bool) (*
 	go func() { report(ctx, "kube-controller-manager", runControllerManager(ctx, kcmArgs)) }()
 	go func() { report(ctx, "kube-scheduler", runScheduler(ctx, schedulerArgs)) }()
 	return cp, nil
+}
+
+// startAPIServer runs the API server in the background; the channel
+// carries its error should it stop on its own.
+func (cp *controlPlane) startAPIServer() <-chan error {
+	ctx, stop := context.WithCancel(cp.ctx)
+	cp.stopAPIServer, cp.apiServerDone = stop, make(chan struct{})
+	failed := make(chan error, 1)
+	go func(done chan struct{}) {
+		defer close(done)
+		failed <- cp.apiServer(ctx)
+	}(cp.apiServerDone)
+	return failed
+}
+
+// restartAPIServer compacts etcd at its current revision, stops the API
+// server and starts it again, as a control-plane upgrade does: every watch
+// ends, and a client resuming from a revision older than the new watch
+// cache is answered 410 Gone and must list again.
+func (cp *controlPlane) restartAPIServer() error {
+	revision := cp.etcd.Server.KV().Rev()
+	if _, err := cp.etcd.Server.Compact(cp.ctx, &etcdserverpb.CompactionRequest{Revision: revision, Physical: true}); err != nil {
+		return fmt.Errorf("compact etcd at %d: %w", revision, err)
+	}
+	cp.stopAPIServer()
+	// Its Run returns only long after it stopped serving (some of its
+	// controllers take their time): it is gone once its port is closed.
+	address := strings.TrimPrefix(cp.server, "https://")
+	closed := wait.PollUntilContextTimeout(cp.ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		conn, err := net.DialTimeout("tcp", address, time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil, nil
+	})
+	if closed != nil {
+		return fmt.Errorf("kube-apiserver still listens on %s after 30s", address)
+	}
+	// Its open watches would drain for a minute more: end the connections,
+	// as the death of its process would.
+	_, port, _ := net.SplitHostPort(address)
+	if out, err := exec.Command("ss", "-K", "(", "sport", "=", ":"+port, "or", "dport", "=", ":"+port, ")").CombinedOutput(); err != nil {
+		return fmt.Errorf("ss -K: %v: %s", err, out)
+	}
+	return waitForAPIServer(cp.ctx, cp.client, cp.startAPIServer())
 }
 
 // stop shuts the API server down, then etcd.

@@ -104,9 +104,23 @@ func run(workdir string, nodes int, podCIDR, memcached, controller string, node 
 	}
 	fmt.Printf("cluster ready in %.1fs: kubeconfig=%s\n", time.Since(started).Seconds(), cp.kubeconfig)
 
-	<-ctx.Done()
-	fmt.Println("cluster stopping")
-	return nil
+	// SIGUSR1: compact etcd and restart the API server (the suites' fault).
+	restart := make(chan os.Signal, 1)
+	signal.Notify(restart, syscall.SIGUSR1)
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Println("cluster stopping")
+			return nil
+		case <-restart:
+			began := time.Now()
+			if err := cp.restartAPIServer(); err != nil {
+				fmt.Printf("api server restart failed: %v\n", err)
+			} else {
+				fmt.Printf("api server restarted in %.1fs\n", time.Since(began).Seconds())
+			}
+		}
+	}
 }
 
 // redirectLogs sends the components' logs (klog, kwok's slog, the standard

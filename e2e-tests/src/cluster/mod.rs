@@ -199,6 +199,8 @@ pub struct Cluster {
     pub kubeconfig: PathBuf,
     /// From spawn to "cluster ready".
     pub start_time: Duration,
+    /// What the control plane printed about API server restarts.
+    restarts: mpsc::Receiver<String>,
 }
 
 impl Cluster {
@@ -232,10 +234,13 @@ impl Cluster {
             })?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let (ready, ready_rx) = mpsc::channel();
+        let (restarted, restarts) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if line.starts_with("cluster ready") {
                     let _ = ready.send(());
+                } else if line.starts_with("api server restart") {
+                    let _ = restarted.send(line);
                 } else if line.starts_with("real node") {
                     println!("{line}");
                 }
@@ -246,6 +251,7 @@ impl Cluster {
             workdir: workdir.to_path_buf(),
             kubeconfig: workdir.join("kubeconfig"),
             start_time: Duration::ZERO,
+            restarts,
         };
         if ready_rx.recv_timeout(Duration::from_secs(180)).is_err() {
             return Err(format!(
@@ -267,6 +273,26 @@ impl Cluster {
         let pid = self.child.id().to_string();
         signal("-STOP", &pid)?;
         Ok(Paused { pid })
+    }
+}
+
+impl Cluster {
+    /// Compact etcd at its current revision and restart the API server (as
+    /// an upgrade of the control plane does): every watch ends, and a client
+    /// resuming from an older revision is answered 410 Gone. Returns once
+    /// the API server is ready again, with how long it was away.
+    pub fn restart_api_server(&self) -> Result<Duration, String> {
+        let started = Instant::now();
+        signal("-USR1", &self.child.id().to_string())?;
+        let line = self
+            .restarts
+            .recv_timeout(Duration::from_secs(120))
+            .map_err(|_| "the API server did not restart within 120s".to_string())?;
+        if line.starts_with("api server restarted") {
+            Ok(started.elapsed())
+        } else {
+            Err(line)
+        }
     }
 }
 
