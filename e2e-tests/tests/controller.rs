@@ -19,6 +19,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use e2e_tests::cluster::objects::{delete_namespace, deployment};
+use e2e_tests::cluster::pods::pod_uids;
 use e2e_tests::cluster::scenario::{
     self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, run_scenarios, touch,
     wait_ready,
@@ -1170,20 +1172,6 @@ fn secret_deleted_while_mounted(env: &mut Env) -> Result<(), String> {
     delete_namespace(env, ns)
 }
 
-/// The uids of the pods of Memcached `name`, sorted.
-fn pod_uids(env: &Env, ns: &str, name: &str) -> Result<Vec<String>, String> {
-    let selector = format!("app.kubernetes.io/instance={name}");
-    let pods = env.kubectl.get(&["pods", "-n", ns, "-l", &selector])?;
-    let mut uids: Vec<String> = pods["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_string))
-        .collect();
-    uids.sort();
-    Ok(uids)
-}
-
 /// A controller upgrade whose rendering differs: the pods run a template an
 /// older controller rendered for the same spec (simulated by changing it
 /// while the controller is stopped). The restarted controller keeps it, says
@@ -1891,14 +1879,4 @@ fn free_address() -> Result<String, String> {
         .and_then(|l| l.local_addr())
         .map(|a| a.to_string())
         .map_err(|e| e.to_string())
-}
-
-fn delete_namespace(env: &Env, namespace: &str) -> Result<(), String> {
-    env.kubectl
-        .ok(&["delete", "namespace", namespace, "--wait=false"])
-        .map(drop)
-}
-
-fn deployment(env: &Env, namespace: &str, name: &str) -> Result<Value, String> {
-    env.kubectl.get(&["deployment", name, "-n", namespace])
 }

@@ -1,0 +1,78 @@
+//! memcached's text protocol, spoken to one pod.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// A plain text-protocol session with one pod's memcached.
+pub struct Memcache {
+    reader: BufReader<TcpStream>,
+}
+
+impl Memcache {
+    /// Connect to port 11211 of `ip`.
+    pub fn connect(ip: &str) -> Result<Self, String> {
+        let stream = TcpStream::connect((ip, 11211)).map_err(|e| format!("{ip}:11211: {e}"))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        Ok(Memcache {
+            reader: BufReader::new(stream),
+        })
+    }
+
+    /// Send `command` and read lines up to the one equal to `last`.
+    pub fn command(&mut self, command: &str, last: &str) -> Result<Vec<String>, String> {
+        self.send(command)?;
+        let mut lines = Vec::new();
+        loop {
+            let line = self
+                .read_line()
+                .map_err(|e| format!("{e} after {lines:?}"))?;
+            if line == last {
+                return Ok(lines);
+            }
+            lines.push(line);
+        }
+    }
+
+    /// Send `command` and read its one-line reply.
+    pub fn reply(&mut self, command: &str) -> Result<String, String> {
+        self.send(command)?;
+        self.read_line()
+    }
+
+    fn send(&mut self, command: &str) -> Result<(), String> {
+        self.reader
+            .get_mut()
+            .write_all(command.as_bytes())
+            .map_err(|e| e.to_string())
+    }
+
+    fn read_line(&mut self) -> Result<String, String> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => Err("connection closed".to_string()),
+            Ok(_) => Ok(line.trim_end().to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// The memcached at `ip` answers `version` with `VERSION <version>`.
+pub fn memcached_version(ip: &str) -> Result<String, String> {
+    let reply = Memcache::connect(ip)?.reply("version\r\n")?;
+    reply
+        .strip_prefix("VERSION ")
+        .map(str::to_string)
+        .ok_or_else(|| format!("{ip}:11211 answered `version` with {reply:?}"))
+}
+
+/// One `stats` value from the memcached at `ip`.
+pub fn memcached_stat(ip: &str, name: &str) -> Result<String, String> {
+    let lines = Memcache::connect(ip)?.command("stats\r\n", "END")?;
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")).map(str::to_string))
+        .ok_or_else(|| format!("no stat {name}"))
+}
