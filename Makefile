@@ -31,7 +31,7 @@ DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iprou
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
 	busybox:busybox-static faketime:faketime
 
-.PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-rollout push lint fmt fixtures crd clean
+.PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-rollout push image push-image lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -142,6 +142,20 @@ push: annotated-policy.wasm
 	"$(KWCTL)" push -o json annotated-policy.wasm registry://$(REGISTRY)/policies/memcached:v$(POLICY_VERSION)
 	@echo
 
+## image: the controller's OCI image from the release build, without a Docker daemon (deploy/image.sh, umoci):
+## non-root (65532), no shell, runs on a read-only root filesystem; the layout is target/image, tag v<version>.
+CONTROLLER_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+IMAGE_LAYOUT := target/image
+image: deps
+	$(CARGO) build --locked --release -p memcached-controller
+	deploy/image.sh $(TARGET_DIR)/release/memcached-controller $(IMAGE_LAYOUT) v$(CONTROLLER_VERSION)
+
+## push-image: skopeo copy of the image to $(IMAGE):v<version> (`make push-image IMAGE=ghcr.io/c5c3/memcached-operator`;
+## credentials from ~/.docker/config.json or `skopeo login`).
+push-image: image
+	@test -n "$(IMAGE)" || { echo "usage: make push-image IMAGE=<registry>/<name> (e.g. ghcr.io/c5c3/memcached-operator)"; exit 1; }
+	skopeo copy oci:$(IMAGE_LAYOUT):v$(CONTROLLER_VERSION) docker://$(IMAGE):v$(CONTROLLER_VERSION)
+
 ## target/tools/helm: helm from its Go module, version pinned by e2e-tests/tools/go.mod (Go caches the build).
 $(HELM): e2e-tests/tools/go.mod e2e-tests/tools/go.sum
 	cd e2e-tests/tools && go build -trimpath -o ../../$@ \
@@ -171,7 +185,7 @@ test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/regis
 	$(MAKE) --no-print-directory lint
 	$(CARGO) test --locked --workspace --features $(FEATURES)
 	python3 e2e-tests/check_metadata.py
-	bats e2e-tests/toolchain.bats e2e-tests/e2e.bats
+	bats e2e-tests/toolchain.bats e2e-tests/e2e.bats e2e-tests/image.bats
 	$(MAKE) --no-print-directory helm-test prometheus-test
 
 ## unit-tests: the tests that need no control plane (policy.wasm and memcached are still used; a plain
@@ -217,8 +231,8 @@ ROUNDS ?= 1
 bench-kwctl: annotated-policy.wasm
 	python3 e2e-tests/kwctl_bench.py "$(KWCTL)" $(ROUNDS) annotated-policy.wasm $(BENCH_REQUEST) $(BENCH_REFERENCE)
 
-## bench-rollout: on the real node (as e2e-node), 3 warm-restart replicas and 20,000 keys through pymemcache's
-## HashClient: the keys an image change keeps (applied in place), the worst read-through pass during a config
+## bench-rollout: on the real node (as e2e-node), 3 warm-restart replicas and 20,000 keys through the
+## HashClient of pymemcache: the keys an image change keeps (applied in place), the worst read-through pass during a config
 ## change that needs new pods, and the pods a controller upgrade restarts (benches/rollout.rs). It counts keys and
 ## pods, not time, so it runs the test build of `make e2e-node` (no release build).
 bench-rollout: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
