@@ -49,7 +49,7 @@ pub fn apply_defaults(spec: &mut MemcachedSpec) {
         spec.replicas = Some(REPLICAS);
     }
     spec.workload
-        .get_or_insert_with(|| crate::validation::DEPLOYMENT.to_string());
+        .get_or_insert_with(|| crate::types::DEPLOYMENT.to_string());
     spec.image.get_or_insert_with(|| IMAGE.to_string());
 
     let config = spec.memcached.get_or_insert_default();

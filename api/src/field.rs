@@ -135,6 +135,22 @@ impl From<&str> for BadValue {
     }
 }
 
+/// The kind of check that found an error. A spec's errors are listed stage
+/// by stage, in the order the policy's messages have always had, whatever
+/// order the validators of its fields run in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// A rule tying fields together (memory, budget, shutdown, Secrets, autoscaling).
+    Rule,
+    /// A bound, enum or pattern of the CRD schema.
+    Schema,
+    /// What memcached, Prometheus or a quantity's parser refuses.
+    Runtime,
+    /// What the API server refuses in the objects the controller builds.
+    #[default]
+    Object,
+}
+
 /// One field error.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldError {
@@ -146,6 +162,8 @@ pub struct FieldError {
     pub value: BadValue,
     /// Why it is wrong.
     pub detail: String,
+    /// Where it is listed (never shown).
+    pub stage: Stage,
 }
 
 impl FieldError {
@@ -156,6 +174,7 @@ impl FieldError {
             field,
             value: BadValue::Omitted,
             detail: detail.into(),
+            stage: Stage::Object,
         }
     }
 
@@ -166,6 +185,7 @@ impl FieldError {
             field,
             value: value.into(),
             detail: detail.into(),
+            stage: Stage::Object,
         }
     }
 
@@ -176,6 +196,7 @@ impl FieldError {
             field,
             value: BadValue::Omitted,
             detail: detail.into(),
+            stage: Stage::Object,
         }
     }
 
@@ -186,6 +207,7 @@ impl FieldError {
             field,
             value: value.into(),
             detail: String::new(),
+            stage: Stage::Object,
         }
     }
 
@@ -196,6 +218,7 @@ impl FieldError {
             field,
             value: BadValue::Omitted,
             detail: format!("may not be more than {max} bytes"),
+            stage: Stage::Object,
         }
     }
 
@@ -206,6 +229,7 @@ impl FieldError {
             field,
             value: actual.into(),
             detail: format!("must have at most {max} items"),
+            stage: Stage::Object,
         }
     }
 
@@ -216,6 +240,7 @@ impl FieldError {
             field,
             value: value.into(),
             detail: detail.into(),
+            stage: Stage::Object,
         }
     }
 
@@ -227,7 +252,13 @@ impl FieldError {
             field,
             value: value.into(),
             detail: format!("supported values: {}", list.join(", ")),
+            stage: Stage::Object,
         }
+    }
+
+    /// This error, listed at `stage`.
+    pub fn at(self, stage: Stage) -> Self {
+        Self { stage, ..self }
     }
 }
 

@@ -4,6 +4,7 @@
 //! distinguishable, because defaulting only ever fills what is absent.
 
 use std::collections::BTreeMap;
+use std::ops::{RangeFrom, RangeInclusive};
 
 use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscalerBehavior, MetricSpec};
 use k8s_openapi::api::core::v1::{
@@ -15,15 +16,63 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 
-#[cfg(feature = "schema")]
-use crate::validation::limits;
-
 /// API group of the custom resource.
 pub const GROUP: &str = "memcached.c5c3.io";
 /// Kind of the custom resource.
 pub const KIND: &str = "Memcached";
 /// Served API versions; the last one is the storage version.
 pub const VERSIONS: [&str; 2] = ["v1alpha1", "v1beta1"];
+
+/// `spec.workload` value for a Deployment (the default).
+pub const DEPLOYMENT: &str = "Deployment";
+/// `spec.workload` value for a StatefulSet.
+pub const STATEFUL_SET: &str = "StatefulSet";
+/// Values `spec.workload` may take.
+pub const WORKLOADS: [&str; 2] = [DEPLOYMENT, STATEFUL_SET];
+/// Values `spec.highAvailability.antiAffinityPreset` may take.
+pub const ANTI_AFFINITY_PRESETS: [&str; 2] = ["soft", "hard"];
+/// The pattern of `spec.memcached.maxItemSize`.
+pub const ITEM_SIZE_PATTERN: &str = "^[0-9]+(k|m)$";
+
+/// `spec.replicas`.
+pub const REPLICAS_BOUNDS: RangeInclusive<i32> = 0..=64;
+/// `spec.memcached.maxMemoryMB`.
+pub const MAX_MEMORY_MB_BOUNDS: RangeInclusive<i32> = 16..=65536;
+/// `spec.memcached.maxConnections`.
+pub const MAX_CONNECTIONS_BOUNDS: RangeInclusive<i32> = 1..=65536;
+/// `spec.memcached.threads`.
+pub const THREADS_BOUNDS: RangeInclusive<i32> = 1..=128;
+/// `spec.memcached.verbosity`.
+pub const VERBOSITY_BOUNDS: RangeInclusive<i32> = 0..=2;
+/// `spec.highAvailability.gracefulShutdown.preStopDelaySeconds`.
+pub const PRE_STOP_DELAY_SECONDS_BOUNDS: RangeInclusive<i32> = 1..=300;
+/// `spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds`.
+pub const TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS: RangeInclusive<i32> = 1..=600;
+/// `spec.autoscaling.minReplicas` and `maxReplicas`.
+pub const AUTOSCALING_REPLICAS_BOUNDS: RangeFrom<i32> = 1..;
+
+// Size bounds of the lists, maps and strings of the spec, far above what a
+// real Memcached needs (see `validation::validate_sizes`).
+/// `spec.memcached.extraArgs` items.
+pub const MAX_EXTRA_ARGS: usize = 100;
+/// Bytes of one `extraArgs` item.
+pub const MAX_EXTRA_ARG_LENGTH: usize = 4096;
+/// `spec.tolerations` items.
+pub const MAX_TOLERATIONS: usize = 100;
+/// `spec.networkPolicy.allowedSources` items.
+pub const MAX_ALLOWED_SOURCES: usize = 100;
+/// `spec.highAvailability.topologySpreadConstraints` items.
+pub const MAX_TOPOLOGY_SPREAD_CONSTRAINTS: usize = 32;
+/// `spec.imagePullSecrets` items.
+pub const MAX_IMAGE_PULL_SECRETS: usize = 32;
+/// `spec.autoscaling.metrics` items.
+pub const MAX_METRICS: usize = 32;
+/// Entries of a labels map (`podLabels`, `nodeSelector`, `additionalLabels`).
+pub const MAX_LABELS: usize = 64;
+/// Entries of an annotations map (`podAnnotations`, `service.annotations`).
+pub const MAX_ANNOTATIONS: usize = 128;
+/// Bytes of an image reference.
+pub const MAX_IMAGE_LENGTH: usize = 512;
 
 /// JSON paths (under `spec`) of the sections defined here rather than by
 /// k8s-openapi. serde would read a JSON array into them as a tuple; an
@@ -81,7 +130,7 @@ pub struct MemcachedSpec {
     /// Number of memcached pods, 0-64; default 1. Must be absent while
     /// autoscaling is enabled (the HorizontalPodAutoscaler owns it then).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 64)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = *REPLICAS_BOUNDS.start(), max = *REPLICAS_BOUNDS.end())))]
     pub replicas: Option<i32>,
     /// What runs the pods: `Deployment` (default: pods get new names and
     /// addresses on every rollout; clients use the Service name) or
@@ -91,7 +140,7 @@ pub struct MemcachedSpec {
     /// moves traffic without an outage: the new workload is Ready before the
     /// old one is deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(extend("enum" = crate::validation::WORKLOADS)))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = WORKLOADS)))]
     pub workload: Option<String>,
     /// Name of a ConfigMap the controller keeps `status.serverList` in, for
     /// clients to read their configuration from: key `memcache_servers` holds
@@ -103,7 +152,7 @@ pub struct MemcachedSpec {
     pub server_list_config_map: Option<String>,
     /// Memcached container image, non-empty; default `memcached:1.6`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_IMAGE_LENGTH)))]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_IMAGE_LENGTH)))]
     pub image: Option<String>,
     /// Requests and limits of the memcached container; default none. A memory
     /// limit must be at least maxMemoryMB plus the policy's overhead (32Mi by
@@ -143,23 +192,23 @@ pub struct MemcachedSpec {
     /// Extra labels on the pods; default none. Cannot override the selector
     /// labels (`app.kubernetes.io/name`, `instance`, `managed-by`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_LABELS)))]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = MAX_LABELS)))]
     pub pod_labels: Option<BTreeMap<String, String>>,
     /// Extra annotations on the pods; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_ANNOTATIONS)))]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = MAX_ANNOTATIONS)))]
     pub pod_annotations: Option<BTreeMap<String, String>>,
     /// Node selector of the pods; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_LABELS)))]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = MAX_LABELS)))]
     pub node_selector: Option<BTreeMap<String, String>>,
     /// Tolerations of the pods; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_TOLERATIONS)))]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_TOLERATIONS)))]
     pub tolerations: Option<Vec<Toleration>>,
     /// Pull secrets for the memcached and exporter images; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_IMAGE_PULL_SECRETS)))]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_IMAGE_PULL_SECRETS)))]
     pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
 }
 
@@ -170,24 +219,24 @@ pub struct MemcachedSpec {
 pub struct MemcachedConfig {
     /// Cache size in megabytes (`-m`), 16-65536; default 64.
     #[serde(rename = "maxMemoryMB", skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 16, max = 65536)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = *MAX_MEMORY_MB_BOUNDS.start(), max = *MAX_MEMORY_MB_BOUNDS.end())))]
     pub max_memory_mb: Option<i32>,
     /// Maximum simultaneous connections (`-c`), 1-65536; default 1024.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65536)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = *MAX_CONNECTIONS_BOUNDS.start(), max = *MAX_CONNECTIONS_BOUNDS.end())))]
     pub max_connections: Option<i32>,
     /// Worker threads (`-t`), 1-128; default 4.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 128)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = *THREADS_BOUNDS.start(), max = *THREADS_BOUNDS.end())))]
     pub threads: Option<i32>,
     /// Maximum item size (`-I`): a multiple of 512k such as `512k`, `1m` or
     /// `1536k`, at most 1024m and at most half of maxMemoryMB; default `1m`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9]+(k|m)$")))]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = ITEM_SIZE_PATTERN)))]
     pub max_item_size: Option<String>,
     /// Log verbosity, 0-2: 0 quiet, 1 `-v`, 2 `-vv`; default 0.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 2)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = *VERBOSITY_BOUNDS.start(), max = *VERBOSITY_BOUNDS.end())))]
     pub verbosity: Option<i32>,
     /// Extra raw arguments appended after the managed ones; default none.
     /// Flags the operator manages (`-m`, `-c`, `-t`, `-I`, ...) and flags that
@@ -195,7 +244,7 @@ pub struct MemcachedConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "schema",
-        schemars(length(max = limits::MAX_EXTRA_ARGS), inner(length(max = limits::MAX_EXTRA_ARG_LENGTH)))
+        schemars(length(max = MAX_EXTRA_ARGS), inner(length(max = MAX_EXTRA_ARG_LENGTH)))
     )]
     pub extra_args: Option<Vec<String>>,
 }
@@ -208,11 +257,11 @@ pub struct HighAvailabilitySpec {
     /// Pod anti-affinity across nodes: `soft` (preferred) or `hard`
     /// (required); default `soft` when highAvailability is set.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["soft", "hard"])))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ANTI_AFFINITY_PRESETS)))]
     pub anti_affinity_preset: Option<String>,
     /// Passed through to the pod spec; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_TOPOLOGY_SPREAD_CONSTRAINTS)))]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_TOPOLOGY_SPREAD_CONSTRAINTS)))]
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     /// PodDisruptionBudget settings; default no budget.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -251,12 +300,12 @@ pub struct GracefulShutdownSpec {
     pub enabled: Option<bool>,
     /// Seconds the preStop hook sleeps, 1-300; default 10.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 300)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = *PRE_STOP_DELAY_SECONDS_BOUNDS.start(), max = *PRE_STOP_DELAY_SECONDS_BOUNDS.end())))]
     pub pre_stop_delay_seconds: Option<i32>,
     /// Pod termination grace period in seconds, 1-600 and longer than the
     /// preStop delay; default 30.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 600)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = *TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS.start(), max = *TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS.end())))]
     pub termination_grace_period_seconds: Option<i32>,
 }
 
@@ -282,16 +331,16 @@ pub struct AutoscalingSpec {
     pub enabled: Option<bool>,
     /// Lower bound of the replica count, >= 1 and <= maxReplicas; default 1 (the HPA's).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = AUTOSCALING_REPLICAS_BOUNDS.start)))]
     pub min_replicas: Option<i32>,
     /// Upper bound of the replica count, >= 1; no default, required when enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = AUTOSCALING_REPLICAS_BOUNDS.start)))]
     pub max_replicas: Option<i32>,
     /// autoscaling/v2 metrics; default 80% average CPU utilization. Utilization
     /// metrics need the matching resource requests.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_METRICS)))]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_METRICS)))]
     pub metrics: Option<Vec<MetricSpec>>,
     /// autoscaling/v2 scaling behavior; default a 300 s scale-down
     /// stabilization window.
@@ -310,7 +359,7 @@ pub struct MonitoringSpec {
     pub enabled: Option<bool>,
     /// Exporter sidecar image, non-empty; default `prom/memcached-exporter:v0.15.4`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_IMAGE_LENGTH)))]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_IMAGE_LENGTH)))]
     pub exporter_image: Option<String>,
     /// Requests and limits of the exporter sidecar, each request at most its
     /// limit; default none.
@@ -328,7 +377,7 @@ pub struct MonitoringSpec {
 pub struct ServiceMonitorSpec {
     /// Extra labels on the ServiceMonitor (e.g. `release: prometheus`); default none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_LABELS)))]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = MAX_LABELS)))]
     pub additional_labels: Option<BTreeMap<String, String>>,
     /// Prometheus scrape interval, a Prometheus duration; default `30s`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -402,7 +451,7 @@ pub struct NetworkPolicySpec {
     /// Peers allowed to reach memcached (and the exporter port); default
     /// absent, which allows every source on those ports (the policy warns).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(length(max = limits::MAX_ALLOWED_SOURCES)))]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_ALLOWED_SOURCES)))]
     pub allowed_sources: Option<Vec<NetworkPolicyPeer>>,
 }
 
@@ -413,7 +462,7 @@ pub struct NetworkPolicySpec {
 pub struct ServiceSpec {
     /// Extra annotations on the Service; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = limits::MAX_ANNOTATIONS)))]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = MAX_ANNOTATIONS)))]
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
@@ -476,7 +525,7 @@ pub struct MemcachedStatus {
 impl MemcachedSpec {
     /// True when `spec.workload` is `StatefulSet`.
     pub fn stateful_set(&self) -> bool {
-        self.workload.as_deref() == Some(crate::validation::STATEFUL_SET)
+        self.workload.as_deref() == Some(STATEFUL_SET)
     }
 
     /// True when `spec.autoscaling.enabled` is true.

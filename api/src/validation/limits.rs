@@ -1,36 +1,17 @@
-//! Size bounds on the lists, maps and strings of the spec. The CRD schema
-//! carries the same numbers (`maxItems`, `maxProperties`, `maxLength`), so the
+//! Size bounds on the lists, maps and strings of the spec (declared beside
+//! the types). The CRD schema carries the same numbers (`maxItems`, `maxProperties`, `maxLength`), so the
 //! API server enforces them too; the policy checks them first and, when one is
 //! exceeded, walks nothing else, so a request costs time linear in its size
 //! and its answer stays short.
-//!
-//! Every bound is far above what a real Memcached needs.
 
 use std::collections::BTreeMap;
 
 use crate::field::{ErrorList, FieldError, Path};
-use crate::types::MemcachedSpec;
-
-/// `spec.memcached.extraArgs` items.
-pub const MAX_EXTRA_ARGS: usize = 100;
-/// Bytes of one `extraArgs` item.
-pub const MAX_EXTRA_ARG_LENGTH: usize = 4096;
-/// `spec.tolerations` items.
-pub const MAX_TOLERATIONS: usize = 100;
-/// `spec.networkPolicy.allowedSources` items.
-pub const MAX_ALLOWED_SOURCES: usize = 100;
-/// `spec.highAvailability.topologySpreadConstraints` items.
-pub const MAX_TOPOLOGY_SPREAD_CONSTRAINTS: usize = 32;
-/// `spec.imagePullSecrets` items.
-pub const MAX_IMAGE_PULL_SECRETS: usize = 32;
-/// `spec.autoscaling.metrics` items.
-pub const MAX_METRICS: usize = 32;
-/// Entries of a labels map (`podLabels`, `nodeSelector`, `additionalLabels`).
-pub const MAX_LABELS: usize = 64;
-/// Entries of an annotations map (`podAnnotations`, `service.annotations`).
-pub const MAX_ANNOTATIONS: usize = 128;
-/// Bytes of an image reference.
-pub const MAX_IMAGE_LENGTH: usize = 512;
+use crate::types::{
+    MAX_ALLOWED_SOURCES, MAX_ANNOTATIONS, MAX_EXTRA_ARG_LENGTH, MAX_EXTRA_ARGS, MAX_IMAGE_LENGTH,
+    MAX_IMAGE_PULL_SECRETS, MAX_LABELS, MAX_METRICS, MAX_TOLERATIONS,
+    MAX_TOPOLOGY_SPREAD_CONSTRAINTS, MemcachedSpec,
+};
 
 /// Every exceeded bound of `spec`.
 pub fn validate_sizes(spec: &MemcachedSpec, path: &Path) -> ErrorList {

@@ -40,7 +40,7 @@ pub struct PodShape<'a> {
 }
 
 /// Every error the API server finds in the pod template's annotations.
-pub fn validate_pod_annotations(
+pub fn validate_pod_specific_annotations(
     annotations: &BTreeMap<String, String>,
     pod: &PodShape<'_>,
     path: &Path,

@@ -1,13 +1,15 @@
-//! `ResourceRequirements` of a container, checked as the API server checks a
-//! pod's (`validateResourceRequirements` of `k8s.io/kubernetes/pkg/apis/core/validation`).
+//! `ResourceRequirements` of a container: the memory memcached needs, and the
+//! checks of the API server for a pod's (`validateResourceRequirements` of
+//! `k8s.io/kubernetes/pkg/apis/core/validation`).
 
 use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::{ResourceClaim, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
+use super::Options;
 use super::names::{is_dns1123_label, is_qualified_name};
-use crate::field::{ErrorList, FieldError, MAX_ERRORS_PER_LIST, Path};
+use crate::field::{ErrorList, FieldError, MAX_ERRORS_PER_LIST, Path, Stage};
 use crate::quantity::Quantity;
 
 /// Prefix of the huge page resources (`hugepages-<page size>`).
@@ -51,10 +53,59 @@ pub(super) fn has_request(resources: Option<&ResourceRequirements>, resource: &s
         .is_some_and(|r| r.contains_key(resource))
 }
 
+/// The memory limit the memcached container needs: its cache plus the overhead.
+pub struct MemoryFloor<'a> {
+    /// `spec.memcached.maxMemoryMB`.
+    pub max_memory_mb: i32,
+    /// The overhead.
+    pub options: &'a Options,
+}
+
+/// A container's requests and limits: a memory limit of at least `floor`
+/// (REQ-001), quantities that parse, are not negative and request at most
+/// their limit, and what the API server requires of them in a pod.
+pub fn validate_resources(
+    resources: &ResourceRequirements,
+    floor: Option<&MemoryFloor<'_>>,
+    path: &Path,
+) -> ErrorList {
+    let mut errors: ErrorList = floor
+        .and_then(|floor| memory_limit(resources, floor, path))
+        .into_iter()
+        .collect();
+    errors.extend(validate_quantities(resources, path));
+    errors.extend(validate_resource_requirements(resources, path));
+    errors
+}
+
+fn memory_limit(
+    resources: &ResourceRequirements,
+    floor: &MemoryFloor<'_>,
+    path: &Path,
+) -> Option<FieldError> {
+    let limit_text = resources.limits.as_ref()?.get("memory")?;
+    // An unparsable limit is reported by the quantity checks.
+    let limit = parse_quantity(&limit_text.0)?;
+    let (mb, options) = (floor.max_memory_mb, floor.options);
+    let required = Quantity::mebi(mb.into()).saturating_add(options.memory_overhead);
+    (limit < required).then(|| {
+        FieldError::invalid(
+            path.child("limits").child("memory"),
+            limit_text.0.as_str(),
+            format!(
+                "memory limit must be at least {required} (maxMemoryMB={mb}Mi + {} overhead)",
+                options.memory_overhead_text
+            ),
+        )
+        .at(Stage::Rule)
+    })
+}
+
 /// Every quantity parses and is not negative; no request exceeds its limit.
-pub(super) fn validate(resources: &ResourceRequirements, path: &Path, errors: &mut ErrorList) {
-    let requests = parse_all(resources.requests.as_ref(), &path.child("requests"), errors);
-    let limits = parse_all(resources.limits.as_ref(), &path.child("limits"), errors);
+fn validate_quantities(resources: &ResourceRequirements, path: &Path) -> ErrorList {
+    let (requests, mut errors) = parse_all(resources.requests.as_ref(), &path.child("requests"));
+    let (limits, limit_errors) = parse_all(resources.limits.as_ref(), &path.child("limits"));
+    errors.extend(limit_errors);
     for (name, (request, request_text)) in &requests {
         if let Some((limit, limit_text)) = limits.get(name)
             && is_overcommit_allowed(name)
@@ -67,6 +118,7 @@ pub(super) fn validate(resources: &ResourceRequirements, path: &Path, errors: &m
             ));
         }
     }
+    errors.into_iter().map(|e| e.at(Stage::Runtime)).collect()
 }
 
 /// The API server's `validateContainerResourceName` for every key of
@@ -94,7 +146,7 @@ fn validate_resource_names(resources: &ResourceRequirements, path: &Path) -> Err
 /// extended resources, whole huge pages, requests of non-overcommitable
 /// resources equal to their limits, huge pages only beside cpu or memory, and
 /// claims naming the pod's `resourceClaims`, of which the pod has none.
-pub fn validate_resource_requirements(resources: &ResourceRequirements, path: &Path) -> ErrorList {
+fn validate_resource_requirements(resources: &ResourceRequirements, path: &Path) -> ErrorList {
     let mut errors = validate_resource_names(resources, path);
     let limits_path = path.child("limits");
     let requests_path = path.child("requests");
@@ -274,12 +326,14 @@ pub(super) fn validate_container_resource_name(name: &str, path: &Path) -> Error
 
 type Parsed<'a> = BTreeMap<&'a str, (Quantity, &'a str)>;
 
+/// The quantities of `list` that parse and are not negative, and an error
+/// for each other one.
 fn parse_all<'a>(
     list: Option<&'a BTreeMap<String, K8sQuantity>>,
     path: &Path,
-    errors: &mut ErrorList,
-) -> Parsed<'a> {
+) -> (Parsed<'a>, ErrorList) {
     let mut parsed = Parsed::new();
+    let mut errors = ErrorList::new();
     for (name, text) in list.into_iter().flatten() {
         let path = path.child(name);
         match Quantity::parse(&text.0) {
@@ -294,5 +348,5 @@ fn parse_all<'a>(
             }
         }
     }
-    parsed
+    (parsed, errors)
 }

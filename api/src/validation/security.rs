@@ -1,4 +1,5 @@
-//! `spec.security.podSecurityContext` and `containerSecurityContext`, as the
+//! `spec.security`: SASL and TLS name their Secrets, and the pod's and
+//! containers' security contexts are checked as the
 //! API server validates them in the pod template the controller builds
 //! (`validatePodSpecSecurityContext`, `ValidateSecurityContext` and
 //! `validateWindowsHostProcessPod` of `k8s.io/kubernetes/pkg/apis/core/validation`),
@@ -13,7 +14,8 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::names::is_dns1123_subdomain;
-use crate::field::{BadValue, ErrorList, FieldError, MAX_ERRORS_PER_LIST, Path};
+use crate::field::{BadValue, ErrorList, FieldError, MAX_ERRORS_PER_LIST, Path, Stage};
+use crate::types::SecuritySpec;
 
 /// Highest user and group ID (`IsValidUserID`, `IsValidGroupID`: 0 to MaxInt32).
 pub const MAX_ID: i64 = i32::MAX as i64;
@@ -45,8 +47,52 @@ const SYSCTL_REGEX: &str =
 const HOST_PROCESS_NEEDS_HOST_NETWORK: &str =
     "hostNetwork must be true if pod contains any hostProcess containers";
 
+/// Enabled SASL and TLS name their Secrets (REQ-004/005); the security
+/// contexts.
+pub fn validate_security(security: &SecuritySpec, path: &Path) -> ErrorList {
+    let mut errors = ErrorList::new();
+    if let Some(sasl) = security.sasl.as_ref().filter(|s| s.enabled == Some(true))
+        && sasl
+            .credentials_secret_ref
+            .as_ref()
+            .is_none_or(|r| r.name.is_empty())
+    {
+        errors.push(
+            FieldError::required(
+                path.child("sasl")
+                    .child("credentialsSecretRef")
+                    .child("name"),
+                "credentialsSecretRef.name is required when SASL is enabled",
+            )
+            .at(Stage::Rule),
+        );
+    }
+    if let Some(tls) = security.tls.as_ref().filter(|t| t.enabled == Some(true))
+        && tls
+            .certificate_secret_ref
+            .as_ref()
+            .is_none_or(|r| r.name.is_empty())
+    {
+        errors.push(
+            FieldError::required(
+                path.child("tls")
+                    .child("certificateSecretRef")
+                    .child("name"),
+                "certificateSecretRef.name is required when TLS is enabled",
+            )
+            .at(Stage::Rule),
+        );
+    }
+    errors.extend(validate_security_contexts(
+        security.pod_security_context.as_ref(),
+        security.container_security_context.as_ref(),
+        path,
+    ));
+    errors
+}
+
 /// Both contexts, and what they decide together (`hostProcess`).
-pub fn validate_security_contexts(
+fn validate_security_contexts(
     pod: Option<&PodSecurityContext>,
     container: Option<&SecurityContext>,
     path: &Path,

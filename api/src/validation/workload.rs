@@ -1,18 +1,12 @@
-//! `spec.workload` and `spec.serverListConfigMap`: the kind of workload the
-//! pods run under, the name bound a StatefulSet puts on the object, and the
-//! ConfigMap the server list is published in.
+//! `spec.replicas`, `spec.workload` and `spec.serverListConfigMap`: how many
+//! pods run under which kind of workload, the name bound a StatefulSet puts on
+//! the object, and the ConfigMap the server list is published in.
 
 use super::ObjectName;
 use super::names::is_dns1123_subdomain;
-use crate::field::{ErrorList, FieldError, Path};
-use crate::types::MemcachedSpec;
-
-/// `spec.workload` value for a Deployment (the default).
-pub const DEPLOYMENT: &str = "Deployment";
-/// `spec.workload` value for a StatefulSet.
-pub const STATEFUL_SET: &str = "StatefulSet";
-/// Values `spec.workload` may take.
-pub const WORKLOADS: [&str; 2] = [DEPLOYMENT, STATEFUL_SET];
+use super::schema::{one_of, within};
+use crate::field::{ErrorList, FieldError, Path, Stage};
+use crate::types::{MemcachedSpec, REPLICAS_BOUNDS, STATEFUL_SET, WORKLOADS};
 
 /// Longest name a StatefulSet's pods can be created for: every pod carries
 /// the label `controller-revision-hash: <name>-<hash>`, the hash up to 10
@@ -21,16 +15,22 @@ pub const MAX_STATEFUL_SET_NAME: usize = 52;
 /// Characters the API server appends to a `generateName`.
 const GENERATED_SUFFIX: usize = 5;
 
-/// `spec.serverListConfigMap` is a ConfigMap name (a DNS-1123 subdomain).
-/// (`spec.workload`, an enum of the schema, is checked with the other bounds.)
-pub fn validate(spec: &MemcachedSpec, path: &Path) -> ErrorList {
-    let Some(name) = &spec.server_list_config_map else {
-        return ErrorList::new();
-    };
-    let field = path.child("serverListConfigMap");
+/// `spec.replicas`, within the schema's bounds.
+pub fn validate_replicas(replicas: i32, path: &Path) -> ErrorList {
+    within(replicas, &REPLICAS_BOUNDS, path.clone())
+}
+
+/// `spec.workload`, one of the schema's enum.
+pub fn validate_workload(workload: &str, path: &Path) -> ErrorList {
+    one_of(workload, &WORKLOADS, path.clone())
+}
+
+/// `spec.serverListConfigMap` is a ConfigMap name (a DNS-1123 subdomain),
+/// listed with the schema's checks.
+pub fn validate_server_list_config_map(name: &str, path: &Path) -> ErrorList {
     is_dns1123_subdomain(name)
         .into_iter()
-        .map(|m| FieldError::invalid(field.clone(), name.as_str(), m))
+        .map(|m| FieldError::invalid(path.clone(), name, m).at(Stage::Schema))
         .collect()
 }
 
@@ -66,6 +66,7 @@ pub fn validate_name(object: ObjectName<'_>, spec: &MemcachedSpec, path: &Path) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::DEPLOYMENT;
 
     fn spec(workload: &str) -> MemcachedSpec {
         MemcachedSpec {
@@ -93,11 +94,10 @@ mod tests {
 
     #[test]
     fn the_config_map_name_is_a_subdomain() {
-        let spec = MemcachedSpec {
-            server_list_config_map: Some("Servers_List".into()),
-            ..Default::default()
-        };
-        let errors = messages(validate(&spec, &Path::new("spec")));
+        let errors = messages(validate_server_list_config_map(
+            "Servers_List",
+            &Path::new("spec.serverListConfigMap"),
+        ));
         assert_eq!(errors.len(), 1);
         assert!(
             errors[0].starts_with(r#"spec.serverListConfigMap: Invalid value: "Servers_List": a lowercase RFC 1123 subdomain"#),
