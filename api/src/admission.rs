@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::apply_defaults;
+use crate::defaults::{Defaulted, apply_defaults};
 use crate::field::{ErrorList, Path, invalid_message};
 use crate::pod_security::{self, Level};
 use crate::types::{GROUP, KIND, MemcachedSpec, SECTIONS, VERSIONS};
@@ -170,8 +170,6 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
         return rejection(&request, &sizes, Vec::new());
     }
     let original = spec.clone();
-    apply_defaults(&mut spec);
-
     let mut warnings = Vec::new();
     let old = (request.operation == "UPDATE")
         .then(|| decode(&request.old_object, "oldObject").ok())
@@ -179,7 +177,6 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
     if let Some(warning) = release_replicas_to_autoscaler(&mut spec, old.as_ref()) {
         warnings.push(warning);
     }
-    warnings.extend(validation::warnings(&spec));
 
     let metadata = |key: &str| {
         request
@@ -192,10 +189,12 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
         name: metadata("name").unwrap_or(&request.name),
         generate_name: metadata("generateName").unwrap_or_default(),
     };
-    let errors = validation::validate_object(object_name, &spec, &settings.options);
-    if !errors.is_empty() {
-        return rejection(&request, &errors, warnings);
+    let checked = validation::check(object_name, spec, &settings.options);
+    warnings.extend(checked.warnings);
+    if !checked.errors.is_empty() {
+        return rejection(&request, &checked.errors, warnings);
     }
+    let spec = checked.spec;
     // Like Pod Security admission, judged once the object is valid.
     if let Some(refusal) = pod_security_refusal(&request, settings, &spec, old, &mut warnings) {
         return Decision::Reject {
@@ -207,10 +206,10 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
             warnings,
         };
     }
-    if !settings.mutate || spec == original {
+    if !settings.mutate || *spec == original {
         return Decision::Accept { warnings };
     }
-    match defaulted_object(request.object, original, spec) {
+    match defaulted_object(request.object, original, spec.into_inner()) {
         Ok(object) => Decision::Mutate { object, warnings },
         Err(message) => Decision::bad_request(message),
     }
@@ -228,7 +227,7 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
 fn pod_security_refusal(
     request: &Request,
     settings: &Settings,
-    spec: &MemcachedSpec,
+    spec: &Defaulted,
     old: Option<MemcachedSpec>,
     warnings: &mut Vec<String>,
 ) -> Option<String> {
@@ -249,8 +248,8 @@ fn pod_security_refusal(
     if violations.is_empty() {
         return None;
     }
-    if let Some(mut old) = old {
-        apply_defaults(&mut old);
+    if let Some(old) = old {
+        let old = apply_defaults(old);
         let kept = pod_security::check(&old, level, &path);
         if violations.iter().all(|v| kept.contains(v)) {
             warnings.push(format!(
@@ -313,11 +312,10 @@ fn review_scale(request: &Request, options: &Options) -> Decision {
         Ok(replicas) => replicas,
         Err(message) => return Decision::bad_request(message),
     };
-    let mut spec = MemcachedSpec {
+    let spec = apply_defaults(MemcachedSpec {
         replicas: Some(replicas),
         ..MemcachedSpec::default()
-    };
-    apply_defaults(&mut spec);
+    });
     let replicas_path = spec_path("replicas");
     let errors: ErrorList = validation::validate(&spec, options)
         .into_iter()

@@ -1,5 +1,7 @@
 //! Defaulting: fills what is absent, never changes what the user set.
 
+use std::ops::Deref;
+
 use k8s_openapi::api::autoscaling::v2::{
     HPAScalingRules, HorizontalPodAutoscalerBehavior, MetricSpec, MetricTarget,
     ResourceMetricSource,
@@ -7,6 +9,8 @@ use k8s_openapi::api::autoscaling::v2::{
 use k8s_openapi::api::core::v1::{
     Capabilities, PodSecurityContext, SeccompProfile, SecurityContext,
 };
+
+use serde::Serialize;
 
 use crate::types::MemcachedSpec;
 
@@ -43,8 +47,35 @@ pub const SCALE_DOWN_STABILIZATION_SECONDS: i32 = 300;
 /// UID and GID memcached runs as.
 pub const MEMCACHED_UID: i64 = 11211;
 
+/// A spec with every default filled in. Only [`apply_defaults`] makes one,
+/// so what takes it (validation, the controller's builders) cannot miss or
+/// repeat defaulting.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Defaulted(MemcachedSpec);
+
+impl Deref for Defaulted {
+    type Target = MemcachedSpec;
+
+    fn deref(&self) -> &MemcachedSpec {
+        &self.0
+    }
+}
+
+impl Defaulted {
+    /// The spec itself.
+    pub fn into_inner(self) -> MemcachedSpec {
+        self.0
+    }
+}
+
 /// Fill every absent field that has a default. Pure and idempotent.
-pub fn apply_defaults(spec: &mut MemcachedSpec) {
+pub fn apply_defaults(mut spec: MemcachedSpec) -> Defaulted {
+    fill(&mut spec);
+    Defaulted(spec)
+}
+
+fn fill(spec: &mut MemcachedSpec) {
     if spec.replicas.is_none() && !spec.autoscaling_enabled() {
         spec.replicas = Some(REPLICAS);
     }

@@ -11,6 +11,6 @@ pub mod quantity;
 pub mod types;
 pub mod validation;
 
-pub use defaults::apply_defaults;
+pub use defaults::{Defaulted, apply_defaults};
 pub use types::*;
 pub use validation::validate;

@@ -628,8 +628,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn judged(spec: Value, level: Level) -> Vec<String> {
-        let mut spec: MemcachedSpec = serde_json::from_value(spec).unwrap();
-        apply_defaults(&mut spec);
+        let spec = apply_defaults(serde_json::from_value(spec).unwrap());
         check(&spec, level, &Path::new("spec"))
             .iter()
             .map(ToString::to_string)

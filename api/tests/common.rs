@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use memcached_api::validation::Options;
-use memcached_api::{MemcachedSpec, apply_defaults, validate};
+use memcached_api::{Defaulted, MemcachedSpec, apply_defaults, validate};
 use serde_json::Value;
 
 /// A spec from JSON.
@@ -11,10 +11,8 @@ pub fn spec(json: Value) -> MemcachedSpec {
 }
 
 /// A spec from JSON, defaulted.
-pub fn defaulted(json: Value) -> MemcachedSpec {
-    let mut s = spec(json);
-    apply_defaults(&mut s);
-    s
+pub fn defaulted(json: Value) -> Defaulted {
+    apply_defaults(spec(json))
 }
 
 /// The rendered errors of the defaulted spec.

@@ -45,8 +45,7 @@ fn is_idempotent() {
         json!({"monitoring": {"serviceMonitor": {}}}),
     ] {
         let once = defaulted(input);
-        let mut twice = once.clone();
-        apply_defaults(&mut twice);
+        let twice = apply_defaults(once.clone().into_inner());
         assert_eq!(once, twice);
     }
 }
@@ -56,7 +55,7 @@ fn leaves_replicas_absent_while_autoscaling_and_adds_cpu_metric_and_scale_down_w
     let s = defaulted(json!({"autoscaling": {"enabled": true, "maxReplicas": 5, "metrics": []}}));
     assert_eq!(s.replicas, None);
     assert_eq!(
-        to_value(s.autoscaling.unwrap()).unwrap(),
+        to_value(s.autoscaling.as_ref().unwrap()).unwrap(),
         json!({"enabled": true, "maxReplicas": 5,
             "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}],
             "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}}})
@@ -68,7 +67,7 @@ fn leaves_disabled_autoscaling_alone_and_defaults_replicas() {
     let s = defaulted(json!({"autoscaling": {"enabled": false}}));
     assert_eq!(s.replicas, Some(1));
     assert_eq!(
-        to_value(s.autoscaling.unwrap()).unwrap(),
+        to_value(s.autoscaling.as_ref().unwrap()).unwrap(),
         json!({"enabled": false})
     );
 }
@@ -79,19 +78,27 @@ fn keeps_user_metrics_and_behavior() {
         "metrics": [{"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "1Gi"}}}],
         "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0}}});
     let s = defaulted(json!({"autoscaling": input.clone()}));
-    assert_eq!(to_value(s.autoscaling.unwrap()).unwrap(), input);
+    assert_eq!(to_value(s.autoscaling.as_ref().unwrap()).unwrap(), input);
 }
 
 #[test]
 fn defaults_monitoring_sections_only_when_present() {
     let s = defaulted(json!({"monitoring": {"enabled": false}}));
     assert_eq!(
-        to_value(s.monitoring.unwrap()).unwrap(),
+        to_value(s.monitoring.as_ref().unwrap()).unwrap(),
         json!({"enabled": false, "exporterImage": "prom/memcached-exporter:v0.15.4"})
     );
     let s = defaulted(json!({"monitoring": {"enabled": true, "serviceMonitor": {}}}));
     assert_eq!(
-        to_value(s.monitoring.unwrap().service_monitor.unwrap()).unwrap(),
+        to_value(
+            s.monitoring
+                .as_ref()
+                .unwrap()
+                .service_monitor
+                .as_ref()
+                .unwrap()
+        )
+        .unwrap(),
         json!({"interval": "30s", "scrapeTimeout": "10s"})
     );
 }
@@ -101,12 +108,12 @@ fn defaults_high_availability_sections_only_when_present() {
     assert_eq!(defaulted(json!({})).high_availability, None);
     let s = defaulted(json!({"highAvailability": {}}));
     assert_eq!(
-        to_value(s.high_availability.unwrap()).unwrap(),
+        to_value(s.high_availability.as_ref().unwrap()).unwrap(),
         json!({"antiAffinityPreset": "soft"})
     );
     let s = defaulted(json!({"highAvailability": {"gracefulShutdown": {"enabled": true}}}));
     assert_eq!(
-        to_value(s.high_availability.unwrap()).unwrap(),
+        to_value(s.high_availability.as_ref().unwrap()).unwrap(),
         json!({"antiAffinityPreset": "soft", "gracefulShutdown": {"enabled": true, "preStopDelaySeconds": 10, "terminationGracePeriodSeconds": 30}})
     );
 }
@@ -114,7 +121,7 @@ fn defaults_high_availability_sections_only_when_present() {
 #[test]
 fn keeps_sasl_and_tls_and_only_adds_missing_contexts() {
     let s = defaulted(json!({"security": {"tls": {"enabled": true}, "podSecurityContext": {}}}));
-    let security = to_value(s.security.unwrap()).unwrap();
+    let security = to_value(s.security.as_ref().unwrap()).unwrap();
     assert_eq!(security["tls"], json!({"enabled": true}));
     assert_eq!(security["podSecurityContext"], json!({}));
     assert_eq!(

@@ -97,9 +97,7 @@ mod tests {
     use serde_json::json;
 
     fn args(spec: serde_json::Value) -> Vec<String> {
-        let mut spec: MemcachedSpec = serde_json::from_value(spec).unwrap();
-        apply_defaults(&mut spec);
-        memcached_args(&spec)
+        memcached_args(&apply_defaults(serde_json::from_value(spec).unwrap()))
     }
 
     #[test]

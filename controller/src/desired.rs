@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::DynamicObject;
-use memcached_api::{Memcached, MemcachedSpec};
+use memcached_api::{Defaulted, Memcached};
 
 use crate::secrets::SecretStamp;
 use crate::{deployment, hpa, network_policy, pdb, service, service_monitor, stateful_set};
@@ -56,22 +56,22 @@ impl Desired {
     /// `access` names who else reaches the pods when a NetworkPolicy is on.
     pub fn new(
         mc: &Memcached,
-        spec: MemcachedSpec,
+        spec: &Defaulted,
         secret_hash: Option<&str>,
         access: &network_policy::Access,
     ) -> Self {
         let workload = if spec.stateful_set() {
-            Workload::StatefulSet(stateful_set::build(mc, &spec, secret_hash))
+            Workload::StatefulSet(stateful_set::build(mc, spec, secret_hash))
         } else {
-            Workload::Deployment(deployment::build(mc, &spec, secret_hash))
+            Workload::Deployment(deployment::build(mc, spec, secret_hash))
         };
         Desired {
             workload,
-            service: service::build(mc, &spec),
-            pdb: pdb::build(mc, &spec),
-            hpa: hpa::build(mc, &spec),
-            network_policy: network_policy::build(mc, &spec, access),
-            service_monitor: service_monitor::build(mc, &spec),
+            service: service::build(mc, spec),
+            pdb: pdb::build(mc, spec),
+            hpa: hpa::build(mc, spec),
+            network_policy: network_policy::build(mc, spec, access),
+            service_monitor: service_monitor::build(mc, spec),
         }
     }
 }

@@ -22,7 +22,7 @@ use kube::{Client, Resource, ResourceExt};
 use memcached_api::admission::QUALIFIED_KIND;
 use memcached_api::field::{FieldError, invalid_message};
 use memcached_api::validation::{self, Options};
-use memcached_api::{Memcached, MemcachedSpec, MemcachedStatus, apply_defaults};
+use memcached_api::{Memcached, MemcachedSpec, MemcachedStatus};
 use ring::hmac;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -120,15 +120,14 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     let name = mc.name_any();
     let client = ctx.client.clone();
 
-    let mut spec = mc.spec.clone();
-    apply_defaults(&mut spec);
     let object = validation::ObjectName {
         name: &name,
         generate_name: mc.metadata.generate_name.as_deref().unwrap_or_default(),
     };
-    let errors = validation::validate_object(object, &spec, &ctx.validation);
-    if !errors.is_empty() {
-        return refuse_invalid(&ctx, &mc, &spec, &errors).await;
+    let checked = validation::check(object, mc.spec.clone(), &ctx.validation);
+    let spec = checked.spec;
+    if !checked.errors.is_empty() {
+        return refuse_invalid(&ctx, &mc, &spec, &checked.errors).await;
     }
 
     let SecretsSeen {
@@ -138,7 +137,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         stamp,
     } = read_secrets(&ctx, &mc, &spec).await?;
     let hash = stamp.as_ref().map(|s| s.hash.as_str());
-    let mut desired = Desired::new(&mc, spec.clone(), hash, &ctx.access);
+    let mut desired = Desired::new(&mc, &spec, hash, &ctx.access);
     if let Some(stamp) = stamp {
         desired.workload.stamp(stamp);
     }

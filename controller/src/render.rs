@@ -7,7 +7,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use kube::Resource;
 use memcached_api::validation::{self, ObjectName, Options};
-use memcached_api::{Memcached, MemcachedSpec, apply_defaults};
+use memcached_api::{Defaulted, Memcached};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -31,24 +31,24 @@ pub fn render(yaml: &str) -> Result<(String, Vec<String>), String> {
         };
         let mc: Memcached =
             serde_json::from_value(document).map_err(|e| format!("not a Memcached: {e}"))?;
-        let mut spec = mc.spec.clone();
-        apply_defaults(&mut spec);
         let name = mc.metadata.name.clone().unwrap_or_default();
         let object = ObjectName {
             name: &name,
             generate_name: mc.metadata.generate_name.as_deref().unwrap_or_default(),
         };
-        let invalid = validation::validate_object(object, &spec, &Options::default());
+        let checked = validation::check(object, mc.spec.clone(), &Options::default());
         let refused = unknown
             .iter()
             .map(|field| format!("{name}: error: unknown field {field:?}"))
-            .chain(invalid.iter().map(|e| format!("{name}: error: {e}")))
+            .chain(checked.errors.iter().map(|e| format!("{name}: error: {e}")))
             .collect::<Vec<_>>();
         warnings.extend(
-            validation::warnings(&spec)
+            checked
+                .warnings
                 .into_iter()
                 .map(|w| format!("{name}: warning: {w}")),
         );
+        let spec = checked.spec;
         if !refused.is_empty() {
             errors.extend(refused);
             continue;
@@ -81,9 +81,9 @@ fn schema_of(document: &Value) -> Option<JSONSchemaProps> {
 /// `spec`, as multi-document YAML, whether or not the spec is valid (render
 /// checks first; the differential test also renders what the policy refuses,
 /// to find rules stricter than the API server).
-pub fn objects(mc: &Memcached, spec: &MemcachedSpec) -> Result<String, String> {
+pub fn objects(mc: &Memcached, spec: &Defaulted) -> Result<String, String> {
     let mut out = String::new();
-    let desired = Desired::new(mc, spec.clone(), None, &Default::default());
+    let desired = Desired::new(mc, spec, None, &Default::default());
     match &desired.workload {
         Workload::Deployment(d) => write(&mut out, d)?,
         Workload::StatefulSet(s) => write(&mut out, s)?,

@@ -17,8 +17,7 @@ use serde_json::json;
 
 /// Start memcached with the rendered args of `spec`, Secret files in a temp dir.
 async fn serves(spec: serde_json::Value, secrets: SecretData) {
-    let mut spec: MemcachedSpec = serde_json::from_value(spec).unwrap();
-    apply_defaults(&mut spec);
+    let spec = apply_defaults(serde_json::from_value(spec).unwrap());
     let dir = readable_tempdir();
     for (folder, secret) in [("auth", "auth-secret"), ("tls", "tls-secret")] {
         for (key, value) in secrets.get(secret).into_iter().flatten() {
@@ -118,7 +117,7 @@ use std::time::{Duration, Instant};
 
 use common::free_port;
 use memcached_api::extra_args::options::{HasArg, LONG_OPTIONS, SUBOPTIONS};
-use memcached_api::validation::{ObjectName, Options, validate_object};
+use memcached_api::validation::{ObjectName, Options, check};
 
 /// What memcached did with an argument list.
 #[derive(Debug)]
@@ -234,13 +233,13 @@ fn strings(args: &[&str]) -> Vec<String> {
 
 /// The policy's errors for a CR with these extraArgs (and `memcached` fields).
 fn policy(config: serde_json::Value) -> Vec<String> {
-    let mut spec: MemcachedSpec = serde_json::from_value(json!({"memcached": config})).unwrap();
-    apply_defaults(&mut spec);
+    let spec: MemcachedSpec = serde_json::from_value(json!({"memcached": config})).unwrap();
     let name = ObjectName {
         name: "cache",
         generate_name: "",
     };
-    validate_object(name, &spec, &Options::default())
+    check(name, spec, &Options::default())
+        .errors
         .iter()
         .map(ToString::to_string)
         .collect()
@@ -248,9 +247,9 @@ fn policy(config: serde_json::Value) -> Vec<String> {
 
 /// The args the controller renders for these `memcached` fields.
 fn rendered(config: serde_json::Value) -> Vec<String> {
-    let mut spec: MemcachedSpec = serde_json::from_value(json!({"memcached": config})).unwrap();
-    apply_defaults(&mut spec);
-    memcached_args(&spec)
+    memcached_args(&apply_defaults(
+        serde_json::from_value(json!({"memcached": config})).unwrap(),
+    ))
 }
 
 #[test]
@@ -617,11 +616,12 @@ fn warm_restart_keeps_the_cache_across_the_hooks_stop() {
     // memcached drops to an unprivileged user when the tests run as root.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let args_for = |max_memory_mb: i32| -> Vec<String> {
-        let mut spec: MemcachedSpec = serde_json::from_value(
-            json!({"warmRestart": {"enabled": true}, "memcached": {"maxMemoryMB": max_memory_mb}}),
-        )
-        .unwrap();
-        apply_defaults(&mut spec);
+        let spec = apply_defaults(
+            serde_json::from_value(
+                json!({"warmRestart": {"enabled": true}, "memcached": {"maxMemoryMB": max_memory_mb}}),
+            )
+            .unwrap(),
+        );
         let root = dir.path().display().to_string();
         memcached_args(&spec)
             .into_iter()

@@ -16,9 +16,8 @@ fn memcached(spec: Value) -> Memcached {
 
 fn desired(spec: Value, secret_hash: Option<&str>) -> Desired {
     let mc = memcached(spec);
-    let mut effective = mc.spec.clone();
-    apply_defaults(&mut effective);
-    Desired::new(&mc, effective, secret_hash, &Default::default())
+    let effective = apply_defaults(mc.spec.clone());
+    Desired::new(&mc, &effective, secret_hash, &Default::default())
 }
 
 /// The workload as JSON, whichever kind it is.
@@ -331,8 +330,7 @@ fn stateful_set_mode_runs_the_same_pods_under_stable_names() {
 
 #[test]
 fn the_server_list_names_every_ordinal_in_stateful_set_mode() {
-    let mut effective = memcached(json!({})).spec;
-    apply_defaults(&mut effective);
+    let mut effective = apply_defaults(memcached(json!({})).spec).into_inner();
     let mc = memcached(json!({}));
     assert_eq!(
         server_list::build(&mc, effective.stateful_set(), 3),

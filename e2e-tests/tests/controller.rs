@@ -29,9 +29,9 @@ use e2e_tests::cluster::{
     Env, Kubectl, OPERATOR_NAMESPACE, Operator, Outcome, condition, metrics_reader_token, scrape,
     wait_for,
 };
+use memcached_api::MemcachedSpec;
 use memcached_api::field::invalid_message;
 use memcached_api::validation::{self, ObjectName, Options};
-use memcached_api::{MemcachedSpec, apply_defaults};
 use memcached_controller::cache::WATCH_EXPIRED;
 use memcached_controller::leadership::{LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD};
 use memcached_controller::readiness::UNANSWERED;
@@ -1526,21 +1526,22 @@ fn render(env: &Env, manifest: &str) -> Result<Outcome, String> {
 
 /// The policy's rejection message for `spec` (defaulted as the policy does).
 fn policy_message(ns: &str, name: &str, spec: &Value) -> Result<String, String> {
-    let mut spec: MemcachedSpec =
-        serde_json::from_value(spec.clone()).map_err(|e| e.to_string())?;
-    apply_defaults(&mut spec);
+    let spec: MemcachedSpec = serde_json::from_value(spec.clone()).map_err(|e| e.to_string())?;
     let object = ObjectName {
         name,
         generate_name: "",
     };
-    let errors = validation::validate_object(object, &spec, &Options::default());
-    if errors.is_empty() {
-        return Err(format!("the policy would admit {spec:?} in {ns}"));
+    let checked = validation::check(object, spec, &Options::default());
+    if checked.errors.is_empty() {
+        return Err(format!(
+            "the policy would admit {:?} in {ns}",
+            *checked.spec
+        ));
     }
     Ok(invalid_message(
         "Memcached.memcached.c5c3.io",
         name,
-        &errors,
+        &checked.errors,
     ))
 }
 

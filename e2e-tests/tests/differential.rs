@@ -187,9 +187,7 @@ fn render(cr: &Value) -> Result<Vec<Value>, String> {
     owned["metadata"]["uid"] = json!("00000000-0000-4000-8000-000000000001");
     let mc: Memcached =
         serde_json::from_value(owned).map_err(|e| format!("not a Memcached: {e}"))?;
-    let mut spec = mc.spec.clone();
-    apply_defaults(&mut spec);
-    let yaml = memcached_controller::render::objects(&mc, &spec)?;
+    let yaml = memcached_controller::render::objects(&mc, &apply_defaults(mc.spec.clone()))?;
     let documents: Vec<Value> = serde_saphyr::from_multiple(&yaml).map_err(|e| e.to_string())?;
     let mut objects = Vec::new();
     for object in documents {

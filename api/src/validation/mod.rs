@@ -41,6 +41,7 @@ use scheduling::{validate_tolerations, validate_topology_spread};
 use security::validate_security;
 use workload::{validate_replicas, validate_server_list_config_map, validate_workload};
 
+use crate::defaults::{Defaulted, apply_defaults};
 use crate::field::{ErrorList, Path};
 use crate::quantity::Quantity;
 use crate::types::MemcachedSpec;
@@ -79,12 +80,31 @@ pub struct ObjectName<'a> {
     pub generate_name: &'a str,
 }
 
-/// Every violation of the object: its name, then its (defaulted) spec.
-pub fn validate_object(
-    object: ObjectName<'_>,
-    spec: &MemcachedSpec,
-    options: &Options,
-) -> ErrorList {
+/// A spec through the one pipeline: defaulted, then validated and warned
+/// about.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// The defaulted spec.
+    pub spec: Defaulted,
+    /// Every violation of the object with that spec.
+    pub errors: ErrorList,
+    /// What is admitted but probably not meant.
+    pub warnings: Vec<String>,
+}
+
+/// Default `spec`, validate the object with it, and list its warnings: what
+/// the policy, the controller and `render` each judge a Memcached by.
+pub fn check(object: ObjectName<'_>, spec: MemcachedSpec, options: &Options) -> Checked {
+    let spec = apply_defaults(spec);
+    Checked {
+        errors: validate_object(object, &spec, options),
+        warnings: warnings(&spec),
+        spec,
+    }
+}
+
+/// Every violation of the object: its name, then its spec.
+pub fn validate_object(object: ObjectName<'_>, spec: &Defaulted, options: &Options) -> ErrorList {
     let sizes = limits::validate_sizes(spec, &Path::new("spec"));
     if !sizes.is_empty() {
         return sizes;
@@ -98,8 +118,8 @@ pub fn validate_object(
     errors
 }
 
-/// Every violation of `spec`, which should already be defaulted.
-pub fn validate(spec: &MemcachedSpec, options: &Options) -> ErrorList {
+/// Every violation of `spec`.
+pub fn validate(spec: &Defaulted, options: &Options) -> ErrorList {
     let sizes = limits::validate_sizes(spec, &Path::new("spec"));
     if !sizes.is_empty() {
         return sizes;

@@ -3,10 +3,11 @@
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use crate::defaults::Defaulted;
 use crate::types::MemcachedSpec;
 
-/// Every warning for the defaulted `spec`.
-pub fn warnings(spec: &MemcachedSpec) -> Vec<String> {
+/// Every warning for `spec`.
+pub fn warnings(spec: &Defaulted) -> Vec<String> {
     let mut warnings = Vec::new();
     warnings.extend(pdb_blocks_evictions(spec));
     if spec.monitoring_enabled() && spec.sasl_enabled() {

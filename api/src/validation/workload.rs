@@ -81,15 +81,19 @@ mod tests {
 
     #[test]
     fn an_unknown_workload_is_not_supported() {
-        let errors =
-            |s: &MemcachedSpec| messages(crate::validation::validate(s, &Default::default()));
+        let errors = |s: MemcachedSpec| {
+            messages(crate::validation::validate(
+                &crate::apply_defaults(s),
+                &Default::default(),
+            ))
+        };
         assert_eq!(
-            errors(&spec("DaemonSet")),
+            errors(spec("DaemonSet")),
             [
                 r#"spec.workload: Unsupported value: "DaemonSet": supported values: "Deployment", "StatefulSet""#
             ]
         );
-        assert!(errors(&spec(STATEFUL_SET)).is_empty());
+        assert!(errors(spec(STATEFUL_SET)).is_empty());
     }
 
     #[test]
