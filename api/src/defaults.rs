@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
 
 use serde::Serialize;
 
-use crate::types::MemcachedSpec;
+use crate::types::{MemcachedConfig, MemcachedSpec};
 
 /// Memcached image when none is given.
 pub const IMAGE: &str = "memcached:1.6";
@@ -62,10 +62,68 @@ impl Deref for Defaulted {
     }
 }
 
+/// The values [`apply_defaults`] always sets, read without defaulting again.
 impl Defaulted {
     /// The spec itself.
     pub fn into_inner(self) -> MemcachedSpec {
         self.0
+    }
+
+    /// `spec.image`.
+    pub fn image(&self) -> &str {
+        self.image.as_deref().unwrap_or_default()
+    }
+
+    fn config(&self) -> Option<&MemcachedConfig> {
+        self.memcached.as_ref()
+    }
+
+    /// `spec.memcached.maxMemoryMB`.
+    pub fn max_memory_mb(&self) -> i32 {
+        self.config()
+            .and_then(|c| c.max_memory_mb)
+            .unwrap_or_default()
+    }
+
+    /// `spec.memcached.maxConnections`.
+    pub fn max_connections(&self) -> i32 {
+        self.config()
+            .and_then(|c| c.max_connections)
+            .unwrap_or_default()
+    }
+
+    /// `spec.memcached.threads`.
+    pub fn threads(&self) -> i32 {
+        self.config().and_then(|c| c.threads).unwrap_or_default()
+    }
+
+    /// `spec.memcached.maxItemSize`.
+    pub fn max_item_size(&self) -> &str {
+        self.config()
+            .and_then(|c| c.max_item_size.as_deref())
+            .unwrap_or_default()
+    }
+
+    /// `spec.memcached.verbosity`.
+    pub fn verbosity(&self) -> i32 {
+        self.config().and_then(|c| c.verbosity).unwrap_or_default()
+    }
+
+    /// `spec.monitoring.exporterImage` (empty without `spec.monitoring`).
+    pub fn exporter_image(&self) -> &str {
+        let monitoring = self.monitoring.as_ref();
+        monitoring
+            .and_then(|m| m.exporter_image.as_deref())
+            .unwrap_or_default()
+    }
+
+    /// The preStop sleep and the grace period, when graceful shutdown is enabled.
+    pub fn graceful_shutdown_seconds(&self) -> Option<(i32, i32)> {
+        let gs = self.enabled_graceful_shutdown()?;
+        Some((
+            gs.pre_stop_delay_seconds.unwrap_or_default(),
+            gs.termination_grace_period_seconds.unwrap_or_default(),
+        ))
     }
 }
 

@@ -4,7 +4,7 @@
 //! `-v`/`-vv`, then authentication, then TLS, then `extraArgs`. The TLS and authentication flags are the ones memcached 1.6
 //! really has (the design doc's `--ssl-*` flags do not exist).
 
-use memcached_api::{MemcachedSpec, defaults};
+use memcached_api::{Defaulted, MemcachedSpec};
 
 /// Where the authentication Secret is mounted.
 pub const AUTH_DIR: &str = "/etc/memcached/auth";
@@ -27,25 +27,16 @@ pub const WARM_RESTART_DIR: &str = "/var/lib/memcached";
 pub const MEMORY_FILE: &str = "memory_file";
 
 /// The container args.
-pub fn memcached_args(spec: &MemcachedSpec) -> Vec<String> {
-    let config = spec.memcached.clone().unwrap_or_default();
+pub fn memcached_args(spec: &Defaulted) -> Vec<String> {
     let mut args = vec![
         "-m".to_string(),
-        config
-            .max_memory_mb
-            .unwrap_or(defaults::MAX_MEMORY_MB)
-            .to_string(),
+        spec.max_memory_mb().to_string(),
         "-c".to_string(),
-        config
-            .max_connections
-            .unwrap_or(defaults::MAX_CONNECTIONS)
-            .to_string(),
+        spec.max_connections().to_string(),
         "-t".to_string(),
-        config.threads.unwrap_or(defaults::THREADS).to_string(),
+        spec.threads().to_string(),
         "-I".to_string(),
-        config
-            .max_item_size
-            .unwrap_or_else(|| defaults::MAX_ITEM_SIZE.to_string()),
+        spec.max_item_size().to_string(),
     ];
     if spec.warm_restart_enabled() {
         args.extend([
@@ -53,7 +44,7 @@ pub fn memcached_args(spec: &MemcachedSpec) -> Vec<String> {
             format!("{WARM_RESTART_DIR}/{MEMORY_FILE}"),
         ]);
     }
-    match config.verbosity.unwrap_or(defaults::VERBOSITY) {
+    match spec.verbosity() {
         1 => args.push("-v".to_string()),
         v if v >= 2 => args.push("-vv".to_string()),
         _ => {}
@@ -75,7 +66,11 @@ pub fn memcached_args(spec: &MemcachedSpec) -> Vec<String> {
         }
         args.extend(["-Z".to_string(), "-o".to_string(), options.join(",")]);
     }
-    args.extend(config.extra_args.unwrap_or_default());
+    let extra_args = spec
+        .memcached
+        .as_ref()
+        .and_then(|c| c.extra_args.as_deref());
+    args.extend_from_slice(extra_args.unwrap_or_default());
     args
 }
 

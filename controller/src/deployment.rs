@@ -5,13 +5,13 @@ use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use memcached_api::{Memcached, MemcachedSpec};
+use memcached_api::{Defaulted, Memcached};
 
 use crate::labels;
 use crate::pod_template::{self, Template};
 
-/// The Deployment for `mc`, whose effective (defaulted) spec is `spec`.
-pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) -> Deployment {
+/// The Deployment for `mc`, with its defaulted `spec`.
+pub fn build(mc: &Memcached, spec: &Defaulted, secret_hash: Option<&str>) -> Deployment {
     let Template { metadata, pod } = pod_template::build(mc, spec, secret_hash);
     Deployment {
         metadata,

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use memcached_api::{Memcached, MemcachedSpec, defaults};
+use memcached_api::{Defaulted, Memcached, MemcachedSpec};
 
 use crate::args::{self, AUTH_DIR, TLS_DIR, WARM_RESTART_DIR};
 use crate::intent::{self, TemplateStamp};
@@ -71,12 +71,9 @@ pub fn replicas(spec: &MemcachedSpec) -> Option<i32> {
 
 /// The workload metadata and pod template for `mc`, whose effective
 /// (defaulted) spec is `spec`.
-pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) -> Template {
+pub fn build(mc: &Memcached, spec: &Defaulted, secret_hash: Option<&str>) -> Template {
     let mut meta = labels::object_meta(mc);
-    let image = spec
-        .image
-        .clone()
-        .unwrap_or_else(|| defaults::IMAGE.to_string());
+    let image = spec.image().to_string();
     let version = version_label(labels::image_tag(&image));
     meta.labels
         .get_or_insert_default()
@@ -99,7 +96,6 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) ->
         annotations.insert(RESTART_TRIGGER_ANNOTATION.into(), trigger.clone());
     }
 
-    let graceful = spec.enabled_graceful_shutdown();
     let mut containers = vec![memcached_container(spec, image)];
     if spec.monitoring_enabled() {
         containers.push(exporter_container(spec));
@@ -116,11 +112,9 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) ->
         spec: Some(PodSpec {
             containers,
             security_context: security.and_then(|s| s.pod_security_context.clone()),
-            termination_grace_period_seconds: graceful.map(|g| {
-                g.termination_grace_period_seconds
-                    .unwrap_or(defaults::TERMINATION_GRACE_PERIOD_SECONDS)
-                    .into()
-            }),
+            termination_grace_period_seconds: spec
+                .graceful_shutdown_seconds()
+                .map(|(_, grace)| grace.into()),
             affinity: ha
                 .and_then(|h| h.anti_affinity_preset.as_deref())
                 .map(|p| anti_affinity(mc, spec, p)),
@@ -146,7 +140,7 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) ->
     }
 }
 
-fn memcached_container(spec: &MemcachedSpec, image: String) -> Container {
+fn memcached_container(spec: &Defaulted, image: String) -> Container {
     let probe = |initial_delay, period| Probe {
         tcp_socket: Some(TCPSocketAction {
             port: IntOrString::String("memcached".into()),
@@ -186,14 +180,10 @@ fn memcached_container(spec: &MemcachedSpec, image: String) -> Container {
 
 /// The preStop hook's shell script: the graceful shutdown delay (endpoints
 /// drain while memcached still serves), then with warm restarts the save.
-fn pre_stop_script(spec: &MemcachedSpec) -> Option<String> {
-    let delay = spec.enabled_graceful_shutdown().map(|g| {
-        format!(
-            "sleep {}",
-            g.pre_stop_delay_seconds
-                .unwrap_or(defaults::PRE_STOP_DELAY_SECONDS)
-        )
-    });
+fn pre_stop_script(spec: &Defaulted) -> Option<String> {
+    let delay = spec
+        .graceful_shutdown_seconds()
+        .map(|(delay, _)| format!("sleep {delay}"));
     let save = spec
         .warm_restart_enabled()
         .then(|| SAVE_AND_WAIT.to_string());
@@ -205,7 +195,7 @@ fn pre_stop_script(spec: &MemcachedSpec) -> Option<String> {
 
 /// The exporter scrapes memcached over localhost; with TLS on it speaks TLS
 /// (and presents the server's own certificate when client certificates are required).
-fn exporter_container(spec: &MemcachedSpec) -> Container {
+fn exporter_container(spec: &Defaulted) -> Container {
     let monitoring = spec.monitoring.clone().unwrap_or_default();
     let mut args = vec![format!("--memcached.address=localhost:{MEMCACHED_PORT}")];
     if spec.tls_enabled() {
@@ -222,11 +212,7 @@ fn exporter_container(spec: &MemcachedSpec) -> Container {
     }
     Container {
         name: "exporter".into(),
-        image: Some(
-            monitoring
-                .exporter_image
-                .unwrap_or_else(|| defaults::EXPORTER_IMAGE.to_string()),
-        ),
+        image: Some(spec.exporter_image().to_string()),
         args: Some(args),
         ports: Some(vec![port("metrics", METRICS_PORT)]),
         resources: monitoring.exporter_resources,
@@ -269,7 +255,7 @@ pub fn secret_mounts(spec: &MemcachedSpec) -> Vec<(&'static str, String, &'stati
     mounts
 }
 
-fn volumes(spec: &MemcachedSpec) -> Vec<Volume> {
+fn volumes(spec: &Defaulted) -> Vec<Volume> {
     let mut volumes: Vec<Volume> = secret_mounts(spec)
         .into_iter()
         .map(|(volume, secret, _)| Volume {
@@ -290,12 +276,8 @@ fn volumes(spec: &MemcachedSpec) -> Vec<Volume> {
 /// tmpfs for the memory file: `maxMemoryMB` (the file's size) plus 1Mi for
 /// its `.meta` file. Its pages are memcached's item memory, charged to the
 /// container once, as without warm restarts.
-fn warm_restart_volume(spec: &MemcachedSpec) -> Volume {
-    let max_memory_mb = spec
-        .memcached
-        .as_ref()
-        .and_then(|m| m.max_memory_mb)
-        .unwrap_or(defaults::MAX_MEMORY_MB);
+fn warm_restart_volume(spec: &Defaulted) -> Volume {
+    let max_memory_mb = spec.max_memory_mb();
     Volume {
         name: WARM_RESTART_VOLUME.into(),
         empty_dir: Some(EmptyDirVolumeSource {

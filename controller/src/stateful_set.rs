@@ -4,15 +4,15 @@
 //! clients that hash keys over a server list.
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
-use memcached_api::{Memcached, MemcachedSpec};
+use memcached_api::{Defaulted, Memcached};
 
 use crate::labels;
 use crate::pod_template::{self, Template};
 
-/// The StatefulSet for `mc`, whose effective (defaulted) spec is `spec`.
+/// The StatefulSet for `mc`, with its defaulted `spec`.
 /// Pods start and stop in parallel (a cache has no start order); a rollout
 /// replaces one pod at a time, highest ordinal first.
-pub fn build(mc: &Memcached, spec: &MemcachedSpec, secret_hash: Option<&str>) -> StatefulSet {
+pub fn build(mc: &Memcached, spec: &Defaulted, secret_hash: Option<&str>) -> StatefulSet {
     let Template { metadata, pod } = pod_template::build(mc, spec, secret_hash);
     StatefulSet {
         metadata,

@@ -131,16 +131,12 @@ pub fn validate(spec: &Defaulted, options: &Options) -> ErrorList {
 /// is then sorted by [`Stage`](crate::field::Stage), stably, which keeps the
 /// order the messages have always had: the fields are called here in an
 /// order that agrees with it within every stage.
-fn validate_spec(spec: &MemcachedSpec, options: &Options) -> ErrorList {
+fn validate_spec(spec: &Defaulted, options: &Options) -> ErrorList {
     let path = Path::new("spec");
     let ha = spec.high_availability.as_ref();
     let ha_path = path.child("highAvailability");
     let floor = MemoryFloor {
-        max_memory_mb: spec
-            .memcached
-            .as_ref()
-            .and_then(|c| c.max_memory_mb)
-            .unwrap_or(crate::defaults::MAX_MEMORY_MB),
+        max_memory_mb: spec.max_memory_mb(),
         options,
     };
     let scaled = Scaled {
