@@ -53,7 +53,10 @@ pub fn run_each(env: &mut Env, scenarios: &[(&str, Scenario)]) -> usize {
     let mut failed = 0;
     for (name, scenario) in scenarios.iter().filter(|(n, _)| n.contains(&only)) {
         let began = Instant::now();
-        match scenario(env) {
+        let requests = api_requests(env);
+        let outcome = scenario(env);
+        println!("     {}", cost(env, requests));
+        match outcome {
             Ok(()) => println!("ok   {name} ({:.1}s)", began.elapsed().as_secs_f64()),
             Err(e) => {
                 failed += 1;
@@ -65,6 +68,37 @@ pub fn run_each(env: &mut Env, scenarios: &[(&str, Scenario)]) -> usize {
         }
     }
     failed
+}
+
+/// Every request the API server has served so far (`apiserver_request_total`
+/// summed over all clients), when its metrics can be read.
+fn api_requests(env: &Env) -> Option<f64> {
+    let metrics = env.kubectl.ok(&["get", "--raw", "/metrics"]).ok()?;
+    Some(
+        metrics
+            .lines()
+            .filter(|line| line.starts_with("apiserver_request_total{"))
+            .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum(),
+    )
+}
+
+/// What a scenario cost: the requests the API server served meanwhile (all
+/// clients: the controller, kube-controller-manager, the scheduler, the test
+/// itself) and the running controller's memory after it.
+fn cost(env: &Env, requests_before: Option<f64>) -> String {
+    let requests = match (requests_before, api_requests(env)) {
+        (Some(before), Some(after)) if after >= before => format!("{:.0}", after - before),
+        _ => "unknown (the API server restarted or cannot be read)".to_string(),
+    };
+    let memory = env
+        .operator
+        .as_ref()
+        .and_then(|operator| operator.rss_kib())
+        .map_or("no controller running".to_string(), |kib| {
+            format!("controller RSS {:.1} MiB", kib as f64 / 1024.0)
+        });
+    format!("cost: {requests} API requests (all clients), {memory}")
 }
 
 /// `Ok` when `condition` holds, else the `message` as the error.
