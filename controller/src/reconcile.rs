@@ -22,7 +22,7 @@ use kube::{Client, Resource, ResourceExt};
 use memcached_api::admission::QUALIFIED_KIND;
 use memcached_api::field::{FieldError, invalid_message};
 use memcached_api::validation::{self, Options};
-use memcached_api::{Memcached, MemcachedSpec, MemcachedStatus};
+use memcached_api::{Defaulted, Memcached, MemcachedSpec, MemcachedStatus};
 use ring::hmac;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -108,18 +108,15 @@ pub struct Problem {
     pub message: String,
 }
 
-/// Converge one Memcached.
+/// Converge one Memcached: judge its spec, read the Secrets it mounts,
+/// converge its objects, then write what was found to its status.
 #[tracing::instrument(skip_all, fields(namespace = mc.namespace().unwrap_or_default(), name = mc.name_any()))]
 pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, Error> {
     // Being deleted: the garbage collector removes the children; applying now would race it.
     if mc.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let ns = mc.namespace().ok_or(Error::Incomplete("namespace"))?;
-    let uid = mc.uid().ok_or(Error::Incomplete("uid"))?;
     let name = mc.name_any();
-    let client = ctx.client.clone();
-
     let object = validation::ObjectName {
         name: &name,
         generate_name: mc.metadata.generate_name.as_deref().unwrap_or_default(),
@@ -129,23 +126,41 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     if !checked.errors.is_empty() {
         return refuse_invalid(&ctx, &mc, &spec, &checked.errors).await;
     }
+    let secrets = read_secrets(&ctx, &mc, &spec).await?;
+    let converged = converge_children(&ctx, &mc, &spec, &secrets).await?;
+    report(&ctx, &mc, &spec, &secrets.data, converged).await
+}
 
-    let SecretsSeen {
-        data: secrets,
-        missing,
-        invalid_auth,
-        stamp,
-    } = read_secrets(&ctx, &mc, &spec).await?;
-    let hash = stamp.as_ref().map(|s| s.hash.as_str());
-    let mut desired = Desired::new(&mc, &spec, hash, &ctx.access);
-    if let Some(stamp) = stamp {
+/// What converging a Memcached's objects found.
+struct Converged {
+    /// Its status, but for the live numbers.
+    observed: Observed,
+    /// A workload serves it: memcached's numbers are read.
+    serving: bool,
+    /// A rollout is under way (in place, or paced): look again soon.
+    rolling: bool,
+}
+
+/// Apply every object `spec` asks for and delete what it no longer does.
+async fn converge_children(
+    ctx: &Context,
+    mc: &Memcached,
+    spec: &Defaulted,
+    secrets: &SecretsSeen,
+) -> Result<Converged, Error> {
+    let ns = mc.namespace().ok_or(Error::Incomplete("namespace"))?;
+    let uid = mc.uid().ok_or(Error::Incomplete("uid"))?;
+    let name = mc.name_any();
+    let hash = secrets.stamp.as_ref().map(|s| s.hash.as_str());
+    let mut desired = Desired::new(mc, spec, hash, &ctx.access);
+    if let Some(stamp) = secrets.stamp.clone() {
         desired.workload.stamp(stamp);
     }
 
-    let mut applied = Applied::new(&ctx, &mc);
+    let mut applied = Applied::new(ctx, mc);
     // A missing or invalid Secret would break running pods on rollout
     // (every client login would fail): keep them until it is fixed.
-    let hold = !missing.is_empty() || invalid_auth.is_some();
+    let hold = !secrets.missing.is_empty() || secrets.invalid_auth.is_some();
     let stable_names = spec.stateful_set();
     let (kind, other_kind) = if stable_names {
         ("StatefulSet", "Deployment")
@@ -160,12 +175,12 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
                 in_place = converge_in_place(&mut applied, &uid, &mut d).await?;
             }
             let stores = (&cache.deployments, &cache.stateful_sets);
-            converge_workload(&mut applied, &spec, d, hold, stores).await?
+            converge_workload(&mut applied, spec, d, hold, stores).await?
         }
         DesiredWorkload::StatefulSet(mut s) => {
-            warming = pace(&ctx, &mc, &mut s);
+            warming = pace(ctx, mc, &mut s);
             let stores = (&cache.stateful_sets, &cache.deployments);
-            converge_workload(&mut applied, &spec, s, hold, stores).await?
+            converge_workload(&mut applied, spec, s, hold, stores).await?
         }
     };
     applied
@@ -182,7 +197,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         .await?;
     let live = cache::service_monitor(cache, &ns, &name);
     let monitor = service_monitor::api_resource();
-    let monitors: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &monitor);
+    let monitors: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &monitor);
     applied
         .converge(
             &monitor,
@@ -199,10 +214,10 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         Some(p) => (Some(p), !stable_names),
         None => (current.as_ref(), stable_names),
     };
-    let servers = server_list::build(&mc, list_stable, desired_replicas(&spec, list_rollout));
+    let servers = server_list::build(mc, list_stable, desired_replicas(spec, list_rollout));
     // No workload of this Memcached: the published list is left as it was.
     if current.is_some() {
-        let config_map = server_list::config_map(&mc, &spec, &servers);
+        let config_map = server_list::config_map(mc, spec, &servers);
         converge_config_map(&mut applied, config_map).await?;
     }
     let Applied {
@@ -210,35 +225,72 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         foreign,
         ..
     } = applied;
-    problems.splice(0..0, invalid_auth);
+    problems.splice(0..0, secrets.invalid_auth.clone());
 
+    let switching = previous.is_some();
     let (serving_kind, serving) = match previous {
         Some(p) if current.as_ref().is_none_or(|c| c.ready < p.ready) => (other_kind, Some(p)),
         _ => (kind, current),
     };
-    if let Some(progress) = in_place.as_ref().filter(|p| p.started) {
-        let pod = progress.restarting.as_deref().unwrap_or_default();
-        let note = format!(
-            "pod {pod} restarts with memcached image {} in place: its cache is saved and restored",
-            progress.image
-        );
-        let pods = ApiResource::erase::<Pod>(&());
-        let target = Target {
-            resource: &pods,
-            name: pod,
-        };
-        events::inform(&ctx, &mc, "RestartingInPlace", note, &target).await;
-    }
-    let mut observed = observe(&mc, &spec, serving_kind, serving.as_ref(), missing);
+    inform_in_place(ctx, mc, in_place.as_ref()).await;
+    let mut observed = observe(
+        mc,
+        spec,
+        serving_kind,
+        serving.as_ref(),
+        secrets.missing.clone(),
+    );
     if let Some(progress) = &in_place {
         observed.updated = progress.updated;
-        observed.in_place = Some(progress.clone());
     }
-    observed.warming = warming.clone();
+    let rolling = in_place.is_some() || warming.is_some();
+    observed.in_place = in_place;
+    observed.warming = warming;
     observed.server_list = servers;
     observed.stable_names = list_stable;
-    observed.switching = previous.is_some();
+    observed.switching = switching;
     observed.foreign = foreign;
+    observed.problems = problems;
+    Ok(Converged {
+        observed,
+        serving: serving.is_some(),
+        rolling,
+    })
+}
+
+/// An Event on the Memcached naming the pod an in-place image change restarts.
+async fn inform_in_place(ctx: &Context, mc: &Memcached, progress: Option<&in_place::Progress>) {
+    let Some(progress) = progress.filter(|p| p.started) else {
+        return;
+    };
+    let pod = progress.restarting.as_deref().unwrap_or_default();
+    let note = format!(
+        "pod {pod} restarts with memcached image {} in place: its cache is saved and restored",
+        progress.image
+    );
+    let pods = ApiResource::erase::<Pod>(&());
+    let target = Target {
+        resource: &pods,
+        name: pod,
+    };
+    events::inform(ctx, mc, "RestartingInPlace", note, &target).await;
+}
+
+/// Publish the replica metrics, read memcached's numbers, write the status,
+/// and say when to look again; an apply the API server refused is the error.
+async fn report(
+    ctx: &Context,
+    mc: &Memcached,
+    spec: &Defaulted,
+    secrets: &SecretData,
+    converged: Converged,
+) -> Result<Action, Error> {
+    let Converged {
+        mut observed,
+        serving,
+        rolling,
+    } = converged;
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
     let pods_serving = status::serving(&observed);
     let instance = Instance {
         namespace: ns.clone(),
@@ -246,34 +298,28 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     };
     ctx.metrics
         .replicas(instance, observed.desired, observed.ready);
-    let stats = match serving {
-        Some(_) => live_numbers(&ctx, &mc, &spec, &secrets, &mut problems).await,
-        None => ClusterStats::default(),
+    let stats = if serving {
+        live_numbers(ctx, mc, spec, secrets, &mut observed.problems).await
+    } else {
+        ClusterStats::default()
     };
-    let refused = problems
-        .iter()
+    let refused = (observed.problems.iter())
         .find(|p| p.reason == APPLY_FAILED)
         .map(|p| p.message.clone());
-    observed.problems = problems;
-    let api = Api::namespaced(client, &ns);
+    let api = Api::namespaced(ctx.client.clone(), &ns);
     write_status(&api, &name, mc.status.as_ref(), &observed, &stats).await?;
     if let Some(message) = refused {
         return Err(Error::Refused(message));
     }
 
-    ctx.failures
-        .lock()
-        .map(|mut f| f.remove(&key(mc.as_ref())))
-        .ok();
-    Ok(Action::requeue(
-        if in_place.is_some() || warming.is_some() {
-            REQUEUE_ROLLOUT
-        } else if pods_serving {
-            REQUEUE_READY
-        } else {
-            REQUEUE_NOT_READY
-        },
-    ))
+    ctx.failures.lock().map(|mut f| f.remove(&key(mc))).ok();
+    Ok(Action::requeue(if rolling {
+        REQUEUE_ROLLOUT
+    } else if pods_serving {
+        REQUEUE_READY
+    } else {
+        REQUEUE_NOT_READY
+    }))
 }
 
 /// The numbers memcached reports for `mc`'s serving pods, as last
