@@ -195,18 +195,18 @@ func (cp *controlPlane) startAPIServer() <-chan error {
 	return failed
 }
 
-// restartAPIServer compacts etcd at its current revision, stops the API
-// server and starts it again, as a control-plane upgrade does: every watch
-// ends, and a client resuming from a revision older than the new watch
-// cache is answered 410 Gone and must list again.
-func (cp *controlPlane) restartAPIServer() error {
+// killAPIServer compacts etcd at its current revision and stops the API
+// server as its death would: every connection ends, and a client resuming
+// a watch from an older revision once it is back (startAPIServerAgain) is
+// answered 410 Gone and must list again. Its Run returns only long after
+// it stopped serving (its watches drain for a minute): it is gone once its
+// port is closed, and its open connections are cut.
+func (cp *controlPlane) killAPIServer() error {
 	revision := cp.etcd.Server.KV().Rev()
 	if _, err := cp.etcd.Server.Compact(cp.ctx, &etcdserverpb.CompactionRequest{Revision: revision, Physical: true}); err != nil {
 		return fmt.Errorf("compact etcd at %d: %w", revision, err)
 	}
 	cp.stopAPIServer()
-	// Its Run returns only long after it stopped serving (some of its
-	// controllers take their time): it is gone once its port is closed.
 	address := strings.TrimPrefix(cp.server, "https://")
 	closed := wait.PollUntilContextTimeout(cp.ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		conn, err := net.DialTimeout("tcp", address, time.Second)
@@ -218,12 +218,16 @@ func (cp *controlPlane) restartAPIServer() error {
 	if closed != nil {
 		return fmt.Errorf("kube-apiserver still listens on %s after 30s", address)
 	}
-	// Its open watches would drain for a minute more: end the connections,
-	// as the death of its process would.
 	_, port, _ := net.SplitHostPort(address)
 	if out, err := exec.Command("ss", "-K", "(", "sport", "=", ":"+port, "or", "dport", "=", ":"+port, ")").CombinedOutput(); err != nil {
 		return fmt.Errorf("ss -K: %v: %s", err, out)
 	}
+	return nil
+}
+
+// startAPIServerAgain starts the API server killAPIServer stopped and waits
+// until it is ready.
+func (cp *controlPlane) startAPIServerAgain() error {
 	return waitForAPIServer(cp.ctx, cp.client, cp.startAPIServer())
 }
 

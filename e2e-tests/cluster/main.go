@@ -104,20 +104,28 @@ func run(workdir string, nodes int, podCIDR, memcached, controller string, node 
 	}
 	fmt.Printf("cluster ready in %.1fs: kubeconfig=%s\n", time.Since(started).Seconds(), cp.kubeconfig)
 
-	// SIGUSR1: compact etcd and restart the API server (the suites' fault).
-	restart := make(chan os.Signal, 1)
-	signal.Notify(restart, syscall.SIGUSR1)
+	// The suites' fault: SIGUSR1 compacts etcd and kills the API server,
+	// SIGUSR2 starts it again.
+	kill, start := make(chan os.Signal, 1), make(chan os.Signal, 1)
+	signal.Notify(kill, syscall.SIGUSR1)
+	signal.Notify(start, syscall.SIGUSR2)
 	for {
 		select {
 		case <-ctx.Done():
 			fmt.Println("cluster stopping")
 			return nil
-		case <-restart:
-			began := time.Now()
-			if err := cp.restartAPIServer(); err != nil {
-				fmt.Printf("api server restart failed: %v\n", err)
+		case <-kill:
+			if err := cp.killAPIServer(); err != nil {
+				fmt.Printf("api server stop failed: %v\n", err)
 			} else {
-				fmt.Printf("api server restarted in %.1fs\n", time.Since(began).Seconds())
+				fmt.Println("api server stopped")
+			}
+		case <-start:
+			began := time.Now()
+			if err := cp.startAPIServerAgain(); err != nil {
+				fmt.Printf("api server start failed: %v\n", err)
+			} else {
+				fmt.Printf("api server started in %.1fs\n", time.Since(began).Seconds())
 			}
 		}
 	}

@@ -202,7 +202,7 @@ pub struct Cluster {
     pub kubeconfig: PathBuf,
     /// From spawn to "cluster ready".
     pub start_time: Duration,
-    /// What the control plane printed about API server restarts.
+    /// What the control plane printed about stopping and starting the API server.
     restarts: mpsc::Receiver<String>,
 }
 
@@ -242,7 +242,7 @@ impl Cluster {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if line.starts_with("cluster ready") {
                     let _ = ready.send(());
-                } else if line.starts_with("api server restart") {
+                } else if line.starts_with("api server ") {
                     let _ = restarted.send(line);
                 } else if line.starts_with("real node") {
                     println!("{line}");
@@ -280,18 +280,29 @@ impl Cluster {
 }
 
 impl Cluster {
-    /// Compact etcd at its current revision and restart the API server (as
-    /// an upgrade of the control plane does): every watch ends, and a client
-    /// resuming from an older revision is answered 410 Gone. Returns once
-    /// the API server is ready again, with how long it was away.
-    pub fn restart_api_server(&self) -> Result<Duration, String> {
+    /// Compact etcd at its current revision and stop the API server as its
+    /// death would (every connection ends); a client resuming a watch from
+    /// an older revision once it is back is answered 410 Gone.
+    pub fn stop_api_server(&self) -> Result<(), String> {
+        self.api_server("-USR1", "api server stopped").map(drop)
+    }
+
+    /// Start the API server [`Cluster::stop_api_server`] stopped; returns
+    /// once it is ready, with how long that took.
+    pub fn start_api_server(&self) -> Result<Duration, String> {
+        self.api_server("-USR2", "api server started")
+    }
+
+    /// Send `signal` to the control plane and wait for the line it prints
+    /// about the API server: `Ok` when that starts with `done`.
+    fn api_server(&self, signal_name: &str, done: &str) -> Result<Duration, String> {
         let started = Instant::now();
-        signal("-USR1", &self.child.id().to_string())?;
+        signal(signal_name, &self.child.id().to_string())?;
         let line = self
             .restarts
             .recv_timeout(Duration::from_secs(120))
-            .map_err(|_| "the API server did not restart within 120s".to_string())?;
-        if line.starts_with("api server restarted") {
+            .map_err(|_| format!("no answer from the control plane to {signal_name} in 120s"))?;
+        if line.starts_with(done) {
             Ok(started.elapsed())
         } else {
             Err(line)
