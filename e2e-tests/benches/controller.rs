@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{Env, Kubectl, scenario, wait_for};
+use e2e_tests::cluster::{Env, Kubectl, api_requests, scenario, wait_for};
 use serde_json::json;
 
 const NAMESPACE: &str = "bench-controller";
@@ -133,33 +133,17 @@ fn with_status(kubectl: &Kubectl) -> Result<usize, String> {
 
 /// `apiserver_request_total` by `verb resource`, for the controller's resources.
 fn request_counts(kubectl: &Kubectl) -> Result<BTreeMap<String, f64>, String> {
-    let text = kubectl.ok(&["get", "--raw", "/metrics"])?;
     let mut counts = BTreeMap::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let label = |name: &str| {
-            labels
-                .split(',')
-                .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
-                .map(|v| v.trim_end_matches('"').to_string())
-                .unwrap_or_default()
-        };
-        let resource = label("resource");
-        if !RESOURCES.contains(&resource.as_str()) || label("verb") == "WATCH" {
+    for c in api_requests::request_counts(kubectl)? {
+        if !RESOURCES.contains(&c.resource.as_str()) || c.verb == "WATCH" {
             continue;
         }
-        let subresource = label("subresource");
-        let key = if subresource.is_empty() {
-            format!("{} {resource}", label("verb"))
+        let key = if c.subresource.is_empty() {
+            format!("{} {}", c.verb, c.resource)
         } else {
-            format!("{} {resource}/{subresource}", label("verb"))
+            format!("{} {}/{}", c.verb, c.resource, c.subresource)
         };
-        *counts.entry(key).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
+        *counts.entry(key).or_default() += c.count;
     }
     Ok(counts)
 }

@@ -19,6 +19,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use e2e_tests::cluster::api_requests::request_counts;
 use e2e_tests::cluster::objects::{delete_namespace, deployment};
 use e2e_tests::cluster::pods::pod_uids;
 use e2e_tests::cluster::scenario::{
@@ -1910,24 +1911,11 @@ fn controller_writes(env: &Env) -> Result<f64, String> {
         "poddisruptionbudgets",
         "networkpolicies",
     ];
-    let metrics = env.kubectl.ok(&["get", "--raw", "/metrics"])?;
-    let label = |labels: &str, name: &str| {
-        let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
-        labels[start..].split('"').next().map(str::to_string)
-    };
-    Ok(metrics
-        .lines()
-        .filter_map(|line| line.strip_prefix("apiserver_request_total{"))
-        .filter_map(|rest| rest.split_once("} "))
-        .filter(|(labels, _)| {
-            let verb = label(labels, "verb").unwrap_or_default();
-            let resource = label(labels, "resource").unwrap_or_default();
-            let subresource = label(labels, "subresource").unwrap_or_default();
-            !matches!(verb.as_str(), "GET" | "LIST" | "WATCH")
-                && RESOURCES.contains(&resource.as_str())
-                && !(resource == "deployments" && subresource == "status")
-        })
-        .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
+    Ok(request_counts(&env.kubectl)?
+        .iter()
+        .filter(|c| c.is_write() && RESOURCES.contains(&c.resource.as_str()))
+        .filter(|c| !(c.resource == "deployments" && c.subresource == "status"))
+        .map(|c| c.count)
         .sum())
 }
 

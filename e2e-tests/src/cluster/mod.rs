@@ -10,6 +10,7 @@
 //! Pod addresses come from 10.244.0.0/16, which must be local: run inside
 //! `e2e-tests/netns.sh` (a network namespace with that range routed to lo).
 
+pub mod api_requests;
 pub mod hash_client;
 pub mod helm;
 mod http;

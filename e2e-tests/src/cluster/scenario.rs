@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::api_requests::request_counts;
 use super::{Env, OPERATOR_NAMESPACE, condition, wait_for};
 
 /// How long objects get to converge.
@@ -70,17 +71,11 @@ pub fn run_each(env: &mut Env, scenarios: &[(&str, Scenario)]) -> usize {
     failed
 }
 
-/// Every request the API server has served so far (`apiserver_request_total`
-/// summed over all clients), when its metrics can be read.
+/// Every request the API server has served so far (all clients), when its
+/// metrics can be read.
 fn api_requests(env: &Env) -> Option<f64> {
-    let metrics = env.kubectl.ok(&["get", "--raw", "/metrics"]).ok()?;
-    Some(
-        metrics
-            .lines()
-            .filter(|line| line.starts_with("apiserver_request_total{"))
-            .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum(),
-    )
+    let counts = request_counts(&env.kubectl).ok()?;
+    Some(counts.iter().map(|c| c.count).sum())
 }
 
 /// What a scenario cost: the requests the API server served meanwhile (all
