@@ -2,9 +2,10 @@
 //!
 //! Every replica lists the Memcached objects of every watched namespace and
 //! is ready (`/readyz`) while all of them are synced and the API server
-//! answers ([`crate::readiness`]): a standby is ready to take over. Only the holder of the Lease reconciles ([`crate::leadership`]);
-//! it releases the Lease on SIGTERM, and stops reconciling before the Lease
-//! can expire when renewals fail.
+//! answers ([`crate::readiness`]): a standby is ready to take over. Only the
+//! holder of the Lease reconciles ([`crate::leadership`]); it releases the
+//! Lease on SIGTERM, and stops reconciling before the Lease can expire when
+//! renewals fail.
 
 use std::collections::HashSet;
 use std::sync::Arc;
