@@ -181,9 +181,10 @@ prometheus-test:
 ## tests, the policy through wasmtime, the controller against real memcached, the end-to-end suites on a real
 ## control plane (each enters its own network namespace; admission through policy-server), then `make toolchain`
 ## against the rustup states users have, the policy on kwctl, the Helm chart with helm and the alerts with promtool.
+## No incremental state for the one big build (CARGO_INCREMENTAL=1 to keep it): it only costs disk on a cold run.
 test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
 	$(MAKE) --no-print-directory lint
-	$(CARGO) test --locked --workspace --features $(FEATURES)
+	CARGO_INCREMENTAL=$(or $(CARGO_INCREMENTAL),0) $(CARGO) test --locked --workspace --features $(FEATURES)
 	python3 e2e-tests/check_metadata.py
 	bats e2e-tests/toolchain.bats e2e-tests/e2e.bats e2e-tests/image.bats
 	$(MAKE) --no-print-directory helm-test prometheus-test
