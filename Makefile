@@ -19,7 +19,7 @@ CHART := deploy/helm/memcached-operator
 
 # The one feature set every build uses: the end-to-end suites and the tests that need memcached or policy.wasm
 # (plain `cargo test` runs only the tests that need no external tool).
-FEATURES := e2e-tests/cluster,memcached-controller/external-tools
+FEATURES := e2e-tests/cluster,e2e-tests/real-node,memcached-controller/external-tools
 
 # Kubewarden's engines: on PATH, or through KWCTL / POLICY_SERVER, else ../shared/bin (what CI uses).
 SHARED_BIN := $(abspath ../shared/bin)
@@ -91,8 +91,8 @@ deps:
 
 ## demo: the policy judging every seed example, then the whole product on a local control plane
 ## (kubectl apply through policy-server, which pulls the policy from a local OCI registry; the controller,
-## live status); DEMO_KEEP=1 keeps the cluster.
-demo: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry
+## live status), last a Memcached in real containers on the real node; DEMO_KEEP=1 keeps the cluster.
+demo: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(NODE_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(TARGET_DIR)/debug/demo
 	$(NETNS) $(TARGET_DIR)/debug/cluster-demo
@@ -122,9 +122,17 @@ $(E2E_BIN)/containerd: $(NODE_RUNTIME)/go.mod $(NODE_RUNTIME)/go.sum
 $(E2E_BIN)/coredns: $(NODE_RUNTIME)/coredns/main.go $(NODE_RUNTIME)/go.mod $(NODE_RUNTIME)/go.sum
 	cd $(NODE_RUNTIME) && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o ../../../$@ ./coredns
 
-## target/e2e/images: the real node's memcached and pause images from Debian's binaries (an OCI layout, umoci).
-$(E2E_BIN)/images/index.json: e2e-tests/cluster/images.sh
-	e2e-tests/cluster/images.sh $(E2E_BIN)/images
+## target/e2e/memcached_exporter: Prometheus's memcached_exporter from its Go module (e2e-tests/cluster/exporter), static.
+EXPORTER_MODULE := e2e-tests/cluster/exporter
+$(E2E_BIN)/memcached_exporter: $(EXPORTER_MODULE)/go.mod $(EXPORTER_MODULE)/go.sum
+	cd $(EXPORTER_MODULE) && v=$$(go list -m -f '{{.Version}}' github.com/prometheus/memcached_exporter) && \
+		CGO_ENABLED=0 go build -trimpath -o ../../../$@ -ldflags="-s -X github.com/prometheus/common/version.Version=$${v#v}" \
+		github.com/prometheus/memcached_exporter/cmd/memcached_exporter
+
+## target/e2e/images: the real node's memcached and pause images from Debian's binaries, and the exporter's (an OCI
+## layout, umoci).
+$(E2E_BIN)/images/index.json: e2e-tests/cluster/images.sh $(E2E_BIN)/memcached_exporter
+	e2e-tests/cluster/images.sh $(E2E_BIN)/images $(E2E_BIN)/memcached_exporter
 
 NODE_PIECES := $(E2E_BIN)/kubelet $(E2E_BIN)/containerd $(E2E_BIN)/coredns $(E2E_BIN)/images/index.json
 
@@ -179,10 +187,11 @@ prometheus-test:
 
 ## test: lint, then every test from one build of the workspace (`cargo test --workspace --features $(FEATURES)`): unit
 ## tests, the policy through wasmtime, the controller against real memcached, the end-to-end suites on a real
-## control plane (each enters its own network namespace; admission through policy-server), then `make toolchain`
-## against the rustup states users have, the policy on kwctl, the Helm chart with helm and the alerts with promtool.
-## No incremental state for the one big build (CARGO_INCREMENTAL=1 to keep it): it only costs disk on a cold run.
-test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
+## control plane (each enters its own network namespace; admission through policy-server) and on its real node,
+## then `make toolchain` against the rustup states users have, the policy on kwctl, the Helm chart with helm and
+## the alerts with promtool. No incremental state for the one big build (CARGO_INCREMENTAL=1 to keep it): it
+## only costs disk on a cold run.
+test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
 	$(MAKE) --no-print-directory lint
 	CARGO_INCREMENTAL=$(or $(CARGO_INCREMENTAL),0) $(CARGO) test --locked --workspace --features $(FEATURES)
 	python3 e2e-tests/check_metadata.py
@@ -204,10 +213,10 @@ kwctl-tests: annotated-policy.wasm
 e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test cluster --test controller --test manifests
 
-## e2e-node: the real node (tests/node.rs): kubelet, containerd and CoreDNS beside the control plane, a Memcached's
-## pod in a real container pulled from the local registry; reports node Ready, apply -> Ready and the node's memory.
+## e2e-node: the real node alone (tests/node.rs, part of `make test`): kubelet, containerd and CoreDNS beside the
+## control plane; Memcacheds' pods and the chart's controller in real containers pulled from the local registry.
 e2e-node: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
-	$(CARGO) test --locked --workspace --features $(FEATURES),e2e-tests/real-node --test node
+	$(CARGO) test --locked --workspace --features $(FEATURES) --test node
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl).
 e2e-tests: policy.wasm kwctl-tests

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Build the real node's images from Debian's binaries, nothing pulled, into
-# one OCI layout (umoci): usage: images.sh <layout dir>
+# one OCI layout (umoci): usage: images.sh <layout dir> <memcached_exporter>
 #   memcached:1.6   Debian's memcached with the libraries it links, as the
 #                   official memcached:1.6 runs it: user memcache (11211),
 #                   docker-entrypoint.sh prepending `memcached` to args that
 #                   start with "-", busybox's sh and sleep (preStop hooks).
+#   memcached-exporter  the static memcached_exporter built from its Go
+#                   module, as prom/memcached-exporter runs it: user nobody,
+#                   /bin/memcached_exporter as the entrypoint, port 9150.
 #   pause:catatonit catatonit -P, the pod sandbox (node-containerd.toml).
 # The suite pushes them to its local registry (skopeo), which containerd
 # mirrors docker.io and registry.k8s.io from.
 set -euo pipefail
-layout=${1:?usage: images.sh <layout dir>}
+layout=${1:?usage: images.sh <layout dir> <memcached_exporter>}
+exporter=${2:?usage: images.sh <layout dir> <memcached_exporter>}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rm -rf "$layout"
@@ -65,8 +69,18 @@ finish memcached --config.user 11211:11211 --config.entrypoint docker-entrypoint
 	--config.exposedports 11211/tcp --config.label "org.opencontainers.image.version=$version"
 umoci tag --image "$layout:memcached" "memcached-$version"
 
+exporter_version=$("$exporter" --version 2>&1 | sed -n 's/.*version \([^ ]*\) .*/\1/p')
+image memcached-exporter
+rootfs=$work/memcached-exporter/rootfs
+install -D -m 0755 "$exporter" "$rootfs/bin/memcached_exporter"
+mkdir -p "$rootfs/etc"
+printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/home:/sbin/nologin\n' >"$rootfs/etc/passwd"
+printf 'root:x:0:\nnobody:x:65534:\n' >"$rootfs/etc/group"
+finish memcached-exporter --config.user 65534:65534 --config.entrypoint /bin/memcached_exporter \
+	--config.exposedports 9150/tcp --config.label "org.opencontainers.image.version=$exporter_version"
+
 image pause
 copy "$work/pause/rootfs" "$(command -v catatonit)"
 finish pause --config.user 65535:65535 --config.entrypoint "$(command -v catatonit)" --config.entrypoint -P
 umoci gc --layout "$layout"
-echo "$layout: memcached ($version), pause (catatonit)"
+echo "$layout: memcached ($version), memcached-exporter ($exporter_version), pause (catatonit)"

@@ -13,10 +13,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use e2e_tests::cluster::helm::Helm;
+use e2e_tests::cluster::http;
 use e2e_tests::cluster::node::{self, NodeState};
 use e2e_tests::cluster::scenario::{
-    SETTLE, Scenario, check, ensure_namespace, instance_objects, memcached, ready_endpoints,
-    run_each, wait_ready,
+    SETTLE, Scenario, check, ensure_namespace, instance_objects, lease_holder_in, memcached,
+    ready_endpoints, run_each, wait_ready,
 };
 use e2e_tests::cluster::{Env, Outcome, condition_status, wait_for};
 use serde_json::{Value, json};
@@ -45,7 +47,20 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         "5. warm restart: a new spec.image is applied to each pod in place, every key kept",
         warm_image_change,
     ),
-    ("6. the node stack's memory", node_memory),
+    (
+        "6. the exporter sidecar serves memcached's numbers on the pod IP",
+        exporter_scraped,
+    ),
+    (
+        "7. helm install: the controller's image runs in its container on the node, \
+         reconciles there, and hands over its Lease on a rollout restart",
+        chart_installed,
+    ),
+    (
+        "8. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
+        chart_watching_namespaces,
+    ),
+    ("9. the node stack's memory", node_memory),
 ];
 
 fn main() {
@@ -72,7 +87,7 @@ fn main() {
     let mut failed = run_each(&mut env, SCENARIOS);
     let stopping = Instant::now();
     drop(env);
-    let name = "7. teardown leaves no process, cgroup, mount or changed sysctl";
+    let name = "10. teardown leaves no process, cgroup, mount or changed sysctl";
     match state.and_then(|state| teardown_clean(&state, &sysctls)) {
         Ok(()) => println!(
             "ok   {name} (stopped in {:.1}s)",
@@ -260,6 +275,247 @@ fn cluster_dns(env: &mut Env) -> Result<(), String> {
         )?;
     }
     Ok(())
+}
+
+/// With monitoring on, the pod runs the exporter beside memcached; its
+/// metrics on the pod IP carry memcached's own numbers.
+fn exporter_scraped(env: &mut Env) -> Result<(), String> {
+    const KEYS: usize = 100;
+    let name = "monitored";
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(1);
+    spec["monitoring"] = json!({"enabled": true, "exporterImage": node::EXPORTER_IMAGE});
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    wait_ready(env, NAMESPACE, name, 1)?;
+    let pod = pod_of(env, name)?;
+    let statuses = pod["status"]["containerStatuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    check(
+        statuses.len() == 2 && statuses.iter().all(|s| s["ready"] == true),
+        format!("container statuses {statuses:?}"),
+    )?;
+    let ip = pod_ip(&pod)?;
+    fill(&ip, KEYS)?;
+    let address = format!("{ip}:9150").parse().map_err(|e| format!("{e}"))?;
+    let metrics = wait_for("the exporter's metrics", SETTLE, || {
+        http::get(address, "/metrics")
+    })?;
+    let sample = |metric: &str| {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(metric)?.strip_prefix(' '))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (up, items) = (sample("memcached_up"), sample("memcached_current_items"));
+    println!("     {ip}:9150/metrics: memcached_up {up}, memcached_current_items {items}");
+    check(up == "1", format!("memcached_up {up:?}"))?;
+    check(
+        items == KEYS.to_string(),
+        format!("memcached_current_items {items:?}, {KEYS} keys set"),
+    )?;
+    // The pod's security context applies to the sidecar too.
+    let state = NodeState::read(&env.cluster.workdir)?;
+    let exporters: Vec<_> = state
+        .processes()
+        .into_iter()
+        .filter(|p| p.name == "memcached_expor")
+        .collect();
+    check(
+        exporters.len() == 1 && exporters[0].uid == 11211,
+        format!("exporter processes under the node: {exporters:?}"),
+    )?;
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}
+
+/// The chart installed with its default image, which the node pulls: the
+/// controller runs in its container (uid 65532, read-only root filesystem)
+/// as the chart's ServiceAccount, reconciles a Memcached on the node, and
+/// after `kubectl rollout restart` a new pod holds the Lease and reconciles
+/// the next change.
+fn chart_installed(env: &mut Env) -> Result<(), String> {
+    let (release, namespace) = ("mo", "operator-node");
+    let helm = stop_suite_controller(env)?;
+    let started = Instant::now();
+    helm.install(release, namespace, &["-f", &chart_values(env)?])?;
+    let installed = started.elapsed();
+    let pods = controller_pods(env, release, namespace, 2)?;
+    let state = NodeState::read(&env.cluster.workdir)?;
+    let controllers: Vec<_> = state
+        .processes()
+        .into_iter()
+        .filter(|p| p.name == "memcached-contr")
+        .collect();
+    check(
+        controllers.len() == 2 && controllers.iter().all(|p| p.uid == 65532),
+        format!("controller processes under the node: {controllers:?}"),
+    )?;
+    let container = &pods[0]["spec"]["containers"][0];
+    check(
+        container["image"] == format!("ghcr.io/{}:v0.1.0", node::CONTROLLER_REPOSITORY)
+            && container["securityContext"]["readOnlyRootFilesystem"] == true,
+        format!("controller container {container}"),
+    )?;
+
+    let name = "chart-cache";
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(1);
+    let applied = Instant::now();
+    env.kubectl
+        .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+    wait_ready(env, NAMESPACE, name, 1)?;
+    let reconciled = applied.elapsed();
+    let holder = lease_holder_in(env, namespace)?;
+    check(
+        pods.iter()
+            .any(|p| p["metadata"]["name"] == holder.as_str()),
+        format!("the Lease is held by {holder}, not a controller pod"),
+    )?;
+
+    let restarted = Instant::now();
+    let deployment = format!("deployment/{release}-memcached-operator");
+    env.kubectl
+        .ok(&["rollout", "restart", &deployment, "-n", namespace])?;
+    env.kubectl.ok(&[
+        "rollout",
+        "status",
+        &deployment,
+        "-n",
+        namespace,
+        "--timeout=120s",
+    ])?;
+    let new_pods = controller_pods(env, release, namespace, 2)?;
+    let new_holder = wait_for("a new pod to hold the Lease", SETTLE, || {
+        let holder = lease_holder_in(env, namespace)?;
+        new_pods
+            .iter()
+            .any(|p| p["metadata"]["name"] == holder.as_str())
+            .then_some(holder.clone())
+            .ok_or(holder)
+    })?;
+    let handed_over = restarted.elapsed();
+    spec["replicas"] = json!(2);
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    wait_ready(env, NAMESPACE, name, 2)?;
+    println!(
+        "     2 controller pods Ready {:.1}s after helm install; {name} Ready {:.1}s after apply; \
+         Lease {holder} -> {new_holder} {:.1}s after the rollout restart",
+        installed.as_secs_f64(),
+        reconciled.as_secs_f64(),
+        handed_over.as_secs_f64()
+    );
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])?;
+    helm.uninstall(release, namespace).map(drop)
+}
+
+/// `watchNamespaces` mode (a Role per namespace, no cluster-wide access): a
+/// Memcached in a watched namespace is reconciled, one elsewhere is not.
+fn chart_watching_namespaces(env: &mut Env) -> Result<(), String> {
+    let (release, namespace, watched) = ("scoped", "operator-scoped", "real-node-watched");
+    let helm = stop_suite_controller(env)?;
+    for ns in [watched, NAMESPACE] {
+        ensure_namespace(env, ns)?;
+    }
+    helm.install(
+        release,
+        namespace,
+        &[
+            "-f",
+            &chart_values(env)?,
+            "--set",
+            &format!("watchNamespaces={{{watched}}},leaderElection.enabled=false,replicaCount=1"),
+        ],
+    )?;
+    controller_pods(env, release, namespace, 1)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(1);
+    env.kubectl
+        .apply(&memcached(NAMESPACE, "unwatched", spec.clone()))?;
+    env.kubectl.apply(&memcached(watched, "watched", spec))?;
+    wait_ready(env, watched, "watched", 1)?;
+    let unwatched = env
+        .kubectl
+        .get(&["memcached", "unwatched", "-n", NAMESPACE])?;
+    let deployments = instance_objects(env, "deployments", NAMESPACE, "unwatched")?;
+    check(
+        unwatched["status"].is_null() && deployments.is_empty(),
+        format!(
+            "a Memcached outside watchNamespaces was reconciled: status {}, {} Deployment(s)",
+            unwatched["status"],
+            deployments.len()
+        ),
+    )?;
+    for (ns, name) in [(watched, "watched"), (NAMESPACE, "unwatched")] {
+        env.kubectl
+            .ok(&["delete", "memcached", name, "-n", ns, "--wait=false"])?;
+    }
+    helm.uninstall(release, namespace).map(drop)
+}
+
+/// Stop the suite's own controller (it leads another Lease and would
+/// reconcile too); helm for the chart scenarios.
+fn stop_suite_controller(env: &mut Env) -> Result<Helm, String> {
+    if let Some(operator) = env.operator.take() {
+        operator.stop();
+    }
+    Ok(Helm::new(&env.cluster.kubeconfig, &env.cluster.workdir))
+}
+
+/// A values file that puts the controller's pods on the real node.
+fn chart_values(env: &Env) -> Result<String, String> {
+    let path = env.cluster.workdir.join("real-node-values.json");
+    let scheduling = node::scheduling();
+    std::fs::write(&path, scheduling.to_string())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path.display().to_string())
+}
+
+/// The release's controller pods, `count` of them, each Ready on the real
+/// node, none logging an error (`kubectl logs`: JSON lines, the chart's default).
+fn controller_pods(
+    env: &Env,
+    release: &str,
+    namespace: &str,
+    count: usize,
+) -> Result<Vec<Value>, String> {
+    let selector = format!("app.kubernetes.io/instance={release}");
+    let pods = wait_for(&format!("{count} Ready controller pods"), SETTLE, || {
+        let pods = env
+            .kubectl
+            .get(&["pods", "-n", namespace, "-l", &selector])?;
+        let pods: Vec<Value> = pods["items"].as_array().cloned().unwrap_or_default();
+        let ready = pods.len() == count
+            && pods.iter().all(|p| {
+                condition_status(p, "Ready") == Some("True")
+                    && p["metadata"]["deletionTimestamp"].is_null()
+            });
+        ready
+            .then_some(pods.clone())
+            .ok_or_else(|| format!("pods {:?}", summary(&pods)))
+    })?;
+    for pod in &pods {
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        check(
+            pod["spec"]["nodeName"] == node::NAME,
+            format!("controller pod {name} runs on {}", pod["spec"]["nodeName"]),
+        )?;
+        let log = env.kubectl.ok(&["logs", "-n", namespace, name])?;
+        check(
+            !log.is_empty()
+                && log
+                    .lines()
+                    .all(|l| l.starts_with('{') && !l.contains("\"ERROR\"")),
+            format!("controller {name} logged:\n{log}"),
+        )?;
+    }
+    Ok(pods)
 }
 
 fn node_memory(env: &mut Env) -> Result<(), String> {

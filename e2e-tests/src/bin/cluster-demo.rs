@@ -2,12 +2,15 @@
 //! Every seed example goes through `kubectl apply` and Kubewarden's
 //! policy-server, which loads the policy's OCI artifact from a local registry;
 //! the accepted ones are reconciled by the controller into real objects with
-//! a real memcached behind every pod. Set `DEMO_KEEP=1` to keep the cluster
-//! running afterwards (Ctrl-C stops it).
+//! a real memcached behind every pod of the kwok nodes; last, a Memcached on
+//! the real node (kubelet and containerd) runs in real containers. Set
+//! `DEMO_KEEP=1` to keep the cluster running afterwards (Ctrl-C stops it).
 
 use std::time::Duration;
 
-use e2e_tests::cluster::{Env, Kubectl, condition, condition_status, pki, wait_for};
+use e2e_tests::cluster::{
+    Env, Kubectl, condition, condition_status, node, pki, scenario, wait_for,
+};
 use e2e_tests::fixtures;
 use serde_json::json;
 
@@ -39,9 +42,10 @@ fn show_field(kubectl: &Kubectl, name: &str, field: &str) -> Result<(), String> 
 fn demo() -> Result<(), String> {
     let workdir = std::env::temp_dir().join("memcached-demo");
     println!(
-        "== starting a local control plane (etcd, kube-apiserver, controllers, scheduler, 6 kwok nodes in 3 zones)"
+        "== starting a local control plane (etcd, kube-apiserver, controllers, scheduler, 6 kwok nodes in 3 zones) \
+         and a real node (kubelet, containerd, CoreDNS)"
     );
-    let Some(env) = Env::start(&workdir)? else {
+    let Some(env) = Env::start_with(&workdir, true)? else {
         return Ok(());
     };
     println!(
@@ -171,6 +175,8 @@ fn demo() -> Result<(), String> {
         &["get", "memcached", "secure-cache", "-n", NAMESPACE],
     )?;
 
+    real_node(&env)?;
+
     if std::env::var_os("DEMO_KEEP").is_some() {
         println!(
             "\ncluster kept running: KUBECONFIG={} {} get memcached -A   (Ctrl-C stops it)",
@@ -182,4 +188,35 @@ fn demo() -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A Memcached steered to the real node: its pods in real containers, and
+/// memcached's own log.
+fn real_node(env: &Env) -> Result<(), String> {
+    let kubectl = &env.kubectl;
+    println!("\n== the real node beside the kwok nodes");
+    show(kubectl, &["get", "nodes", "-o", "wide"])?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(3);
+    spec["memcached"] = json!({"verbosity": 1});
+    println!("\n== node-cache: 3 replicas on the real node");
+    print!(
+        "{}",
+        kubectl.apply(&scenario::memcached(NAMESPACE, "node-cache", spec))?
+    );
+    scenario::wait_ready(env, NAMESPACE, "node-cache", 3)?;
+    let selector = "app.kubernetes.io/instance=node-cache";
+    show(
+        kubectl,
+        &["get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "wide"],
+    )?;
+    let pods = kubectl.get(&["pods", "-n", NAMESPACE, "-l", selector])?;
+    let first = pods["items"][0]["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    show(
+        kubectl,
+        &["logs", "-n", NAMESPACE, &first, "-c", "memcached"],
+    )
 }

@@ -1,5 +1,6 @@
-//! Plain HTTP/1.0 GETs on loopback: enough to probe the programs the harness
-//! starts (health, readiness, metrics) without an HTTP client dependency.
+//! Plain HTTP/1.0 GETs: enough to probe the programs the harness starts and
+//! the ports of pods (health, readiness, metrics) without an HTTP client
+//! dependency.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

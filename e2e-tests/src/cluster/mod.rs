@@ -13,7 +13,7 @@
 pub mod api_requests;
 pub mod hash_client;
 pub mod helm;
-mod http;
+pub mod http;
 mod kubectl;
 pub mod kubewarden;
 pub mod leadership;

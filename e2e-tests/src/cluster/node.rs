@@ -1,8 +1,10 @@
 //! The real node (`cluster --node-bin`, e2e-tests/cluster/node.go): a
 //! kubelet on containerd and runc, with CoreDNS for cluster.local, in the
 //! suite's network namespace and private PID and mount namespaces. Its
-//! images (memcached, pause) come from the suite's registry, pushed before
-//! the node starts; what the node ran and left is read from `/proc`.
+//! images (memcached, the exporter, pause, and the controller's own image
+//! packed from the suite's controller binary) come from the suite's
+//! registry, pushed before the node starts; what the node ran and left is
+//! read from `/proc`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::Binaries;
 use super::registry::Registry;
+use crate::workspace_root;
 
 /// The real node's name.
 pub const NAME: &str = "real-node";
@@ -30,15 +33,28 @@ pub const KUBELET_SYSCTLS: [&str; 6] = [
     "kernel/keys/root_maxbytes",
 ];
 
+/// The exporter image the node has: memcached_exporter v0.14.3 from its Go
+/// module (the newest release the module proxy here serves; the CRD's
+/// default, v0.15.4, is not), so Memcacheds with monitoring on the node name
+/// it in `spec.monitoring.exporterImage`.
+pub const EXPORTER_IMAGE: &str = "prom/memcached-exporter:v0.14.3";
+
+/// The controller image's repository, as the chart names it by default.
+pub const CONTROLLER_REPOSITORY: &str = "c5c3/memcached-operator";
+
 /// The images the node pulls: (tag in the OCI layout, repository:tag in the
-/// registry, mirrored for docker.io and registry.k8s.io).
-const IMAGES: [(&str, &str); 2] = [
+/// registry, mirrored for docker.io, registry.k8s.io and ghcr.io).
+const IMAGES: [(&str, &str); 3] = [
     ("memcached", "library/memcached:1.6"),
+    ("memcached-exporter", EXPORTER_IMAGE),
     ("pause", "pause:catatonit"),
 ];
 
 /// Start the registry in `<workdir>-registry` (`workdir` itself is the
-/// cluster's, emptied when it starts) and push the node's images to it.
+/// cluster's, emptied when it starts) and push the node's images to it: the
+/// built ones, and the controller's image packed by `deploy/image.sh` (as
+/// `make image` packs the release build) from the suite's controller binary,
+/// tagged with the chart's appVersion.
 pub fn start_registry(binaries: &Binaries, workdir: &Path) -> Result<Registry, String> {
     let dir = PathBuf::from(format!("{}-registry", workdir.display()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -46,26 +62,65 @@ pub fn start_registry(binaries: &Binaries, workdir: &Path) -> Result<Registry, S
     let registry = Registry::start(&binaries.registry, &dir)?;
     let layout = binaries.node.join("images");
     for (tag, name) in IMAGES {
-        let output = Command::new("skopeo")
-            .args([
-                "copy",
-                "--quiet",
-                "--insecure-policy",
-                "--dest-tls-verify=false",
-            ])
-            .arg(format!("oci:{}:{tag}", layout.display()))
-            .arg(format!("docker://{}/{name}", registry.address()))
-            .output()
-            .map_err(|e| format!("cannot run skopeo: {e}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "skopeo copy of {tag} from {} (build it with `make target/e2e/images/index.json`): {}",
-                layout.display(),
-                String::from_utf8_lossy(&output.stderr).trim()
-            ));
-        }
+        push(&layout, tag, &registry, name).map_err(|e| {
+            format!("{e} (build the images with `make target/e2e/images/index.json`)")
+        })?;
     }
+    let tag = chart_app_version()?;
+    let controller = dir.join("controller-image");
+    let output = Command::new(workspace_root().join("deploy/image.sh"))
+        .arg(&binaries.controller)
+        .arg(&controller)
+        .arg(&tag)
+        .output()
+        .map_err(|e| format!("cannot run deploy/image.sh: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "deploy/image.sh: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    push(
+        &controller,
+        &tag,
+        &registry,
+        &format!("{CONTROLLER_REPOSITORY}:{tag}"),
+    )?;
     Ok(registry)
+}
+
+/// `skopeo copy` of `tag` in the OCI layout to `name` in the registry.
+fn push(layout: &Path, tag: &str, registry: &Registry, name: &str) -> Result<(), String> {
+    let output = Command::new("skopeo")
+        .args([
+            "copy",
+            "--quiet",
+            "--insecure-policy",
+            "--dest-tls-verify=false",
+        ])
+        .arg(format!("oci:{}:{tag}", layout.display()))
+        .arg(format!("docker://{}/{name}", registry.address()))
+        .output()
+        .map_err(|e| format!("cannot run skopeo: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "skopeo copy of {tag} from {}: {}",
+            layout.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+/// The chart's appVersion: the tag of the image it runs by default.
+fn chart_app_version() -> Result<String, String> {
+    let path = workspace_root().join("deploy/helm/memcached-operator/Chart.yaml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("appVersion:"))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .ok_or_else(|| format!("{} has no appVersion", path.display()))
 }
 
 /// The `cluster` flags that start the node, pulling from `registry`.

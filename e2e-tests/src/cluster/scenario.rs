@@ -221,11 +221,16 @@ pub fn wait_ready(env: &Env, namespace: &str, name: &str, replicas: i64) -> Resu
     )
 }
 
-/// Who holds the controller's leader-election Lease.
+/// Who holds the suite's controller's leader-election Lease.
 pub fn lease_holder(env: &Env) -> Result<String, String> {
+    lease_holder_in(env, OPERATOR_NAMESPACE)
+}
+
+/// Who holds the `memcached-operator` Lease in `namespace`.
+pub fn lease_holder_in(env: &Env, namespace: &str) -> Result<String, String> {
     let lease = env
         .kubectl
-        .get(&["lease", "memcached-operator", "-n", OPERATOR_NAMESPACE])?;
+        .get(&["lease", "memcached-operator", "-n", namespace])?;
     lease["spec"]["holderIdentity"]
         .as_str()
         .map(str::to_string)
