@@ -9,13 +9,14 @@
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::helm::Helm;
 use e2e_tests::cluster::http;
+use e2e_tests::cluster::memcache::Memcache;
 use e2e_tests::cluster::node::{self, NodeState};
+use e2e_tests::cluster::pki;
 use e2e_tests::cluster::scenario::{
     SETTLE, Scenario, check, ensure_namespace, instance_objects, lease_holder_in, memcached,
     ready_endpoints, run_each, wait_ready,
@@ -52,15 +53,35 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         exporter_scraped,
     ),
     (
-        "7. helm install: the controller's image runs in its container on the node, \
+        "7. TLS and authentication from the Secret files the kubelet mounts; a rotated password rolls the pod",
+        tls_and_auth,
+    ),
+    (
+        "8. StatefulSet: each server of status.serverList resolves to its pod through CoreDNS; a deleted pod returns under its name",
+        stateful_set_names,
+    ),
+    (
+        "9. memcached killed in its container: the kubelet restarts it in the same pod",
+        killed_memcached_restarted,
+    ),
+    (
+        "10. a deleted pod leaves its Service at once, serves through its preStop delay, then stops on SIGTERM",
+        graceful_deletion,
+    ),
+    (
+        "11. a config change rolls new pods that run the new -m; scale 2 -> 3 -> 1",
+        config_rollout_and_scale,
+    ),
+    (
+        "12. helm install: the controller's image runs in its container on the node, \
          reconciles there, and hands over its Lease on a rollout restart",
         chart_installed,
     ),
     (
-        "8. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
+        "13. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
         chart_watching_namespaces,
     ),
-    ("9. the node stack's memory", node_memory),
+    ("14. the node stack's memory", node_memory),
 ];
 
 fn main() {
@@ -87,7 +108,7 @@ fn main() {
     let mut failed = run_each(&mut env, SCENARIOS);
     let stopping = Instant::now();
     drop(env);
-    let name = "10. teardown leaves no process, cgroup, mount or changed sysctl";
+    let name = "15. teardown leaves no process, cgroup, mount or changed sysctl";
     match state.and_then(|state| teardown_clean(&state, &sysctls)) {
         Ok(()) => println!(
             "ok   {name} (stopped in {:.1}s)",
@@ -333,6 +354,387 @@ fn exporter_scraped(env: &mut Env) -> Result<(), String> {
         .map(drop)
 }
 
+/// TLS and `-Y` authentication from the Secret volumes the kubelet mounts
+/// (group-readable through the pod's fsGroup): memcached starts, plain text
+/// is refused, the controller reads stats over TLS with the password; a new
+/// password in the Secret rolls the pod, and the controller reads on with it.
+fn tls_and_auth(env: &mut Env) -> Result<(), String> {
+    let name = "secure";
+    ensure_namespace(env, NAMESPACE)?;
+    let tls = pki::issue(&[&format!("{name}.{NAMESPACE}.svc")])?;
+    let secrets = |password: &str| {
+        json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+             "metadata": {"name": "secure-tls", "namespace": NAMESPACE},
+             "stringData": {"tls.crt": tls.cert, "tls.key": tls.key, "ca.crt": tls.ca}},
+            {"apiVersion": "v1", "kind": "Secret",
+             "metadata": {"name": "secure-auth", "namespace": NAMESPACE},
+             "stringData": {"auth": format!("app:{password}\n")}},
+        ]})
+        .to_string()
+    };
+    env.kubectl.apply(&secrets("first-password"))?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(1);
+    spec["security"] = json!({
+        "sasl": {"enabled": true, "credentialsSecretRef": {"name": "secure-auth"}},
+        "tls": {"enabled": true, "certificateSecretRef": {"name": "secure-tls"}},
+    });
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    wait_ready(env, NAMESPACE, name, 1)?;
+    stats_read_by_controller(env, name)?;
+    let before = pod_of(env, name)?;
+    let pod_name = before["metadata"]["name"].as_str().unwrap_or_default();
+    let listing = busybox(
+        env,
+        pod_name,
+        &[
+            "ls",
+            "-lnL",
+            "/etc/memcached/auth/auth",
+            "/etc/memcached/tls/tls.key",
+        ],
+    );
+    check(
+        listing.success
+            && listing.stdout.lines().count() == 2
+            && listing
+                .stdout
+                .lines()
+                .all(|l| l.split_whitespace().nth(3) == Some("11211")),
+        format!(
+            "the mounted Secret files (group 11211 from fsGroup):\n{}{}",
+            listing.stdout, listing.stderr
+        ),
+    )?;
+    check(
+        stats(&pod_ip(&before)?).is_err(),
+        "memcached answered plain text with TLS on",
+    )?;
+    env.kubectl.apply(&secrets("second-password"))?;
+    let rotated = Instant::now();
+    let after = wait_for("a new pod with the rotated password, Ready", SETTLE, || {
+        let pods = serving(pods_of(env, name)?);
+        match pods.as_slice() {
+            [pod]
+                if pod["metadata"]["uid"] != before["metadata"]["uid"]
+                    && condition_status(pod, "Ready") == Some("True") =>
+            {
+                Ok(pod.clone())
+            }
+            _ => Err(format!("pods {:?}", summary(&pods))),
+        }
+    })?;
+    wait_ready(env, NAMESPACE, name, 1)?;
+    let stats_after = stats_read_by_controller(env, name)?;
+    println!(
+        "     Secret files {:?}; new password: pod {} Ready {:.1}s after the rotation, \
+         the controller reads stats with it (version {stats_after})",
+        listing
+            .stdout
+            .lines()
+            .map(|l| l.split_whitespace().take(4).collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>(),
+        after["metadata"]["name"],
+        rotated.elapsed().as_secs_f64()
+    );
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}
+
+/// The controller's last stats read of `name`'s pods, which needs TLS and
+/// the password: the memcached version it reports, once every pod answered.
+fn stats_read_by_controller(env: &Env, name: &str) -> Result<String, String> {
+    wait_for("the controller reading stats", SETTLE, || {
+        let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+        let status = &mc["status"];
+        match status["memcachedVersion"].as_str() {
+            Some(version) if condition_status(&mc, "Degraded") != Some("True") => {
+                Ok(version.to_string())
+            }
+            _ => Err(format!("status {status}")),
+        }
+    })
+}
+
+/// StatefulSet pods keep their names: every `<name>-<i>.<name>.<ns>.svc` of
+/// `status.serverList` resolves through CoreDNS to that pod, also after the
+/// pod is deleted and comes back (with a new IP, under the same name).
+fn stateful_set_names(env: &mut Env) -> Result<(), String> {
+    let name = "sharded";
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(3);
+    spec["workload"] = json!("StatefulSet");
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    let mc = wait_ready(env, NAMESPACE, name, 3)?;
+    let servers: Vec<String> = (0..3)
+        .map(|i| format!("{name}-{i}.{name}.{NAMESPACE}.svc:11211"))
+        .collect();
+    check(
+        mc["status"]["serverList"] == json!(servers),
+        format!("serverList {}", mc["status"]["serverList"]),
+    )?;
+    let resolved = |asker: &str| -> Result<(), String> {
+        for i in 0..3 {
+            let pod = env
+                .kubectl
+                .get(&["pod", &format!("{name}-{i}"), "-n", NAMESPACE])?;
+            let ip = pod_ip(&pod)?;
+            let host = format!("{name}-{i}.{name}.{NAMESPACE}.svc.cluster.local");
+            wait_for(&format!("{host} -> {ip}"), Duration::from_secs(30), || {
+                let out = busybox(env, asker, &["nslookup", "-type=a", &host]);
+                check(
+                    out.stdout
+                        .split("Name:")
+                        .skip(1)
+                        .any(|r| r.contains(&format!("Address: {ip}"))),
+                    format!("nslookup {host}:\n{}{}", out.stdout, out.stderr),
+                )
+            })?;
+        }
+        Ok(())
+    };
+    resolved(&format!("{name}-0"))?;
+    let old = env
+        .kubectl
+        .get(&["pod", &format!("{name}-1"), "-n", NAMESPACE])?;
+    env.kubectl.ok(&[
+        "delete",
+        "pod",
+        &format!("{name}-1"),
+        "-n",
+        NAMESPACE,
+        "--wait=true",
+    ])?;
+    let back = wait_for(&format!("{name}-1 back and Ready"), SETTLE, || {
+        let pod = env
+            .kubectl
+            .get(&["pod", &format!("{name}-1"), "-n", NAMESPACE])?;
+        (pod["metadata"]["uid"] != old["metadata"]["uid"]
+            && condition_status(&pod, "Ready") == Some("True"))
+        .then_some(pod.clone())
+        .ok_or_else(|| "not yet".to_string())
+    })?;
+    resolved(&format!("{name}-0"))?;
+    let mc = wait_ready(env, NAMESPACE, name, 3)?;
+    check(
+        mc["status"]["serverList"] == json!(servers),
+        format!(
+            "serverList after the pod came back {}",
+            mc["status"]["serverList"]
+        ),
+    )?;
+    println!(
+        "     {servers:?} resolve to their pods; {name}-1 came back at {} (was {})",
+        back["status"]["podIP"], old["status"]["podIP"]
+    );
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}
+
+/// SIGKILL to memcached inside its container (from the node's side): the
+/// kubelet restarts the container in the same pod, which is Ready again.
+fn killed_memcached_restarted(env: &mut Env) -> Result<(), String> {
+    let name = "crashing";
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(1);
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    wait_ready(env, NAMESPACE, name, 1)?;
+    let before = pod_of(env, name)?;
+    let id = before["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .and_then(|id| id.strip_prefix("containerd://"))
+        .ok_or_else(|| format!("container status {}", before["status"]))?
+        .to_string();
+    // The container's processes are in a cgroup named after its ID.
+    let state = NodeState::read(&env.cluster.workdir)?;
+    let process = state
+        .processes()
+        .into_iter()
+        .find(|p| {
+            p.name == "memcached"
+                && std::fs::read_to_string(format!("/proc/{}/cgroup", p.pid))
+                    .is_ok_and(|cgroups| cgroups.contains(&id))
+        })
+        .ok_or_else(|| format!("no memcached process in container {id}"))?;
+    let killed = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &process.pid.to_string()])
+        .status()
+        .map_err(|e| format!("kill: {e}"))?;
+    check(
+        status.success(),
+        format!("kill -KILL {}: {status}", process.pid),
+    )?;
+    let after = wait_for("the container restarted and Ready", SETTLE, || {
+        let pod = pod_of(env, name)?;
+        let status = &pod["status"]["containerStatuses"][0];
+        (status["restartCount"] == 1 && status["ready"] == true)
+            .then_some(pod.clone())
+            .ok_or_else(|| format!("pods {:?}", summary(std::slice::from_ref(&pod))))
+    })?;
+    let took = killed.elapsed();
+    let last = &after["status"]["containerStatuses"][0]["lastState"]["terminated"];
+    check(
+        after["metadata"]["uid"] == before["metadata"]["uid"] && last["exitCode"] == 137,
+        format!("the same pod, its last state {last}"),
+    )?;
+    let uptime = stats(&pod_ip(&after)?)?
+        .get("uptime")
+        .cloned()
+        .unwrap_or_default();
+    println!(
+        "     memcached (pid {}) killed: restarted by the kubelet in the same pod, Ready {:.1}s later, uptime {uptime}s",
+        process.pid,
+        took.as_secs_f64()
+    );
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}
+
+/// Deleting a pod with graceful shutdown on: its endpoint turns not ready at
+/// once, memcached keeps answering during the preStop delay, and the pod is
+/// gone after the delay, well before its grace period (memcached stops on
+/// SIGTERM).
+fn graceful_deletion(env: &mut Env) -> Result<(), String> {
+    const DELAY: u64 = 5;
+    const GRACE: u64 = 30;
+    let name = "draining";
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(1);
+    spec["highAvailability"] = json!({"gracefulShutdown": {
+        "enabled": true, "preStopDelaySeconds": DELAY, "terminationGracePeriodSeconds": GRACE,
+    }});
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    wait_ready(env, NAMESPACE, name, 1)?;
+    let pod = pod_of(env, name)?;
+    let (pod_name, ip) = (
+        pod["metadata"]["name"].as_str().unwrap_or_default(),
+        pod_ip(&pod)?,
+    );
+    let deleted = Instant::now();
+    env.kubectl
+        .ok(&["delete", "pod", pod_name, "-n", NAMESPACE, "--wait=false"])?;
+    wait_for("the endpoint not ready", Duration::from_secs(DELAY), || {
+        let ready = ready_endpoints(env, NAMESPACE, name)?;
+        check(
+            !ready.iter().any(|e| e["addresses"][0] == ip.as_str()),
+            format!("ready endpoints {ready:?}"),
+        )
+    })?;
+    let unready = deleted.elapsed();
+    let served = stats(&ip).map(|s| s.get("curr_connections").cloned());
+    let served_at = deleted.elapsed();
+    wait_for("the pod gone", Duration::from_secs(GRACE + 10), || {
+        let left = env.kubectl.ok(&[
+            "get",
+            "pods",
+            "-n",
+            NAMESPACE,
+            "--field-selector",
+            &format!("metadata.name={pod_name}"),
+            "-o",
+            "name",
+        ])?;
+        check(left.trim().is_empty(), format!("still there: {left}"))
+    })?;
+    let gone = deleted.elapsed();
+    println!(
+        "     deleted: endpoint not ready after {:.1}s, stats answered at {:.1}s, pod gone after {:.1}s \
+         (preStop {DELAY}s, grace period {GRACE}s)",
+        unready.as_secs_f64(),
+        served_at.as_secs_f64(),
+        gone.as_secs_f64()
+    );
+    check(
+        served.is_ok() || served_at >= Duration::from_secs(DELAY),
+        format!(
+            "memcached did not answer {:.1}s into its preStop delay: {served:?}",
+            served_at.as_secs_f64()
+        ),
+    )?;
+    check(
+        gone >= Duration::from_secs(DELAY) && gone < Duration::from_secs(GRACE),
+        format!("the pod went after {:.1}s", gone.as_secs_f64()),
+    )?;
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}
+
+/// A new `maxMemoryMB` rolls new pods whose memcached runs with it; scaling
+/// up and down follows `replicas`.
+fn config_rollout_and_scale(env: &mut Env) -> Result<(), String> {
+    let name = "rolling";
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(2);
+    spec["memcached"] = json!({"maxMemoryMB": 64});
+    env.kubectl
+        .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+    wait_ready(env, NAMESPACE, name, 2)?;
+    let before: Vec<Value> = pods_of(env, name)?
+        .iter()
+        .map(|p| p["metadata"]["uid"].clone())
+        .collect();
+    spec["memcached"]["maxMemoryMB"] = json!(128);
+    let changed = Instant::now();
+    env.kubectl
+        .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+    wait_for("2 new pods serving with -m 128", SETTLE, || {
+        let pods = serving(pods_of(env, name)?);
+        let limits: Vec<String> = pods
+            .iter()
+            .map(|p| {
+                let ip = pod_ip(p)?;
+                Ok(stats(&ip)?
+                    .get("limit_maxbytes")
+                    .cloned()
+                    .unwrap_or_default())
+            })
+            .collect::<Result<_, String>>()?;
+        (pods.len() == 2
+            && pods.iter().all(|p| !before.contains(&p["metadata"]["uid"]))
+            && limits.iter().all(|l| *l == (128u64 << 20).to_string()))
+        .then_some(())
+        .ok_or_else(|| format!("pods {:?}, limit_maxbytes {limits:?}", summary(&pods)))
+    })?;
+    wait_ready(env, NAMESPACE, name, 2)?;
+    let rolled = changed.elapsed();
+    for replicas in [3, 1] {
+        spec["replicas"] = json!(replicas);
+        env.kubectl
+            .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+        wait_ready(env, NAMESPACE, name, replicas)?;
+    }
+    let left = wait_for("one pod left", SETTLE, || {
+        let pods = pods_of(env, name)?;
+        (pods.len() == 1)
+            .then_some(pods.len())
+            .ok_or_else(|| format!("pods {:?}", summary(&pods)))
+    })?;
+    println!(
+        "     -m 64 -> 128: 2 new pods Ready {:.1}s after the apply; scaled 2 -> 3 -> {left}",
+        rolled.as_secs_f64()
+    );
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}
+
+/// The pods not being deleted.
+fn serving(pods: Vec<Value>) -> Vec<Value> {
+    pods.into_iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .collect()
+}
+
 /// The chart installed with its default image, which the node pulls: the
 /// controller runs in its container (uid 65532, read-only root filesystem)
 /// as the chart's ServiceAccount, reconciles a Memcached on the node, and
@@ -537,7 +939,7 @@ fn node_memory(env: &mut Env) -> Result<(), String> {
 
 fn teardown_clean(
     state: &NodeState,
-    sysctls: &std::collections::BTreeMap<&'static str, String>,
+    sysctls: &BTreeMap<&'static str, String>,
 ) -> Result<(), String> {
     let mut left = state.leftovers();
     let now = node::sysctls();
@@ -687,23 +1089,13 @@ fn summary(pods: &[Value]) -> Vec<String> {
 
 /// Set `count` keys at `ip`:11211 (noreply, then one `mn` to wait for them).
 fn fill(ip: &str, count: usize) -> Result<(), String> {
-    let stream = TcpStream::connect((ip, 11211)).map_err(|e| format!("{ip}:11211: {e}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
     let mut text = String::new();
     for i in 0..count {
         text.push_str(&format!("set key-{i} 0 0 5 noreply\r\nvalue\r\n"));
     }
     text.push_str("mn\r\n");
-    (&stream)
-        .write_all(text.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let mut line = String::new();
-    BufReader::new(&stream)
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())?;
-    check(line.trim_end() == "MN", format!("answer to mn: {line:?}"))
+    let answer = Memcache::connect(ip)?.reply(&text)?;
+    check(answer == "MN", format!("answer to mn: {answer:?}"))
 }
 
 /// `busybox <args>` in the pod's memcached container (kubectl exec).
@@ -754,24 +1146,13 @@ fn pod_ip(pod: &Value) -> Result<String, String> {
 }
 
 /// memcached's `stats` at `ip`:11211, as name -> value.
-fn stats(ip: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
-    let stream = TcpStream::connect((ip, 11211)).map_err(|e| format!("{ip}:11211: {e}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    (&stream)
-        .write_all(b"stats\r\n")
-        .map_err(|e| e.to_string())?;
-    let mut stats = std::collections::BTreeMap::new();
-    for line in BufReader::new(&stream).lines() {
-        let line = line.map_err(|e| e.to_string())?;
-        if line == "END" {
-            return Ok(stats);
-        }
-        let mut fields = line.splitn(3, ' ').skip(1);
-        if let (Some(key), Some(value)) = (fields.next(), fields.next()) {
-            stats.insert(key.to_string(), value.to_string());
-        }
-    }
-    Err("the connection closed before END".to_string())
+fn stats(ip: &str) -> Result<BTreeMap<String, String>, String> {
+    let lines = Memcache::connect(ip)?.command("stats\r\n", "END")?;
+    Ok(lines
+        .iter()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, ' ').skip(1);
+            Some((fields.next()?.to_string(), fields.next()?.to_string()))
+        })
+        .collect())
 }
