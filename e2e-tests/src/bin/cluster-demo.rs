@@ -198,7 +198,8 @@ fn real_node(env: &Env) -> Result<(), String> {
     show(kubectl, &["get", "nodes", "-o", "wide"])?;
     let mut spec = node::scheduling();
     spec["replicas"] = json!(3);
-    spec["memcached"] = json!({"verbosity": 1});
+    // -vv: memcached logs its listener and every command (the controller's stats reads).
+    spec["memcached"] = json!({"verbosity": 2});
     println!("\n== node-cache: 3 replicas on the real node");
     print!(
         "{}",
@@ -215,8 +216,17 @@ fn real_node(env: &Env) -> Result<(), String> {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    show(
-        kubectl,
-        &["logs", "-n", NAMESPACE, &first, "-c", "memcached"],
-    )
+    let logs = kubectl.ok(&["logs", "-n", NAMESPACE, &first, "-c", "memcached"])?;
+    // -vv starts with one line per slab class; what follows is the server.
+    println!(
+        "\n$ kubectl logs -n {NAMESPACE} {first} -c memcached | grep -v '^slab class' | head -12"
+    );
+    for line in logs
+        .lines()
+        .filter(|l| !l.starts_with("slab class"))
+        .take(12)
+    {
+        println!("{line}");
+    }
+    Ok(())
 }
