@@ -210,12 +210,15 @@ kwctl-tests: annotated-policy.wasm
 
 ## e2e: the end-to-end suites alone: tests/cluster.rs (the product), tests/controller.rs (the controller on the API
 ## server's semantics), tests/manifests.rs (deploy/ and the chart, server-side dry-run), same build as `make test`.
+## The suites run target/debug/memcached-controller, which `--test` alone would not rebuild: the bins come first.
 e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
+	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test cluster --test controller --test manifests
 
 ## e2e-node: the real node alone (tests/node.rs, part of `make test`): kubelet, containerd and CoreDNS beside the
 ## control plane; Memcacheds' pods and the chart's controller in real containers pulled from the local registry.
 e2e-node: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
+	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test node
 
 ## e2e-tests: the fixtures through the built policy (waPC host on wasmtime, and kwctl).

@@ -20,14 +20,15 @@
 //! The Deployment carries [`IN_PLACE_ANNOTATION`] (the image) from step 1
 //! until every pod runs the image, so a restarted controller carries on.
 //! A change that is not the image alone, or that meets a Deployment in the
-//! middle of a rollout, is rolled out by the Deployment as usual.
+//! middle of a rollout, is rolled out by the Deployment as usual. StatefulSet
+//! mode: [`crate::stateful_in_place`].
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::apply::is_controlled_by;
@@ -323,7 +324,7 @@ async fn retemplate(
 
 /// What changes in a pod template for `image`, as a strategic merge patch:
 /// the memcached container's image and the version label that follows it.
-fn template_change(template: &PodTemplateSpec, image: &str) -> Value {
+pub(crate) fn template_change(template: &PodTemplateSpec, image: &str) -> Value {
     let version = template
         .metadata
         .as_ref()
@@ -340,20 +341,20 @@ fn has_image(set: &ReplicaSet, image: &str) -> bool {
     template.and_then(memcached_image).as_deref() == Some(image)
 }
 
-fn phase(pod: &Pod) -> Option<&str> {
+pub(crate) fn phase(pod: &Pod) -> Option<&str> {
     pod.status.as_ref()?.phase.as_deref()
 }
 
-fn manager() -> PatchParams {
+pub(crate) fn manager() -> PatchParams {
     PatchParams {
         field_manager: Some(MANAGER.into()),
         ..Default::default()
     }
 }
 
-fn annotation<'a>(deployment: &'a Deployment, key: &str) -> Option<&'a str> {
-    deployment
-        .metadata
+pub(crate) fn annotation<'a>(workload: &'a impl Resource, key: &str) -> Option<&'a str> {
+    workload
+        .meta()
         .annotations
         .as_ref()?
         .get(key)
@@ -361,8 +362,8 @@ fn annotation<'a>(deployment: &'a Deployment, key: &str) -> Option<&'a str> {
 }
 
 /// Set (or with `None` remove) [`IN_PLACE_ANNOTATION`] on `desired`.
-fn mark(desired: &mut Deployment, image: Option<&str>) {
-    let annotations = desired.metadata.annotations.get_or_insert_default();
+pub(crate) fn mark(desired: &mut impl Resource, image: Option<&str>) {
+    let annotations = desired.meta_mut().annotations.get_or_insert_default();
     match image {
         Some(image) => annotations.insert(IN_PLACE_ANNOTATION.into(), image.into()),
         None => annotations.remove(IN_PLACE_ANNOTATION),
@@ -386,7 +387,7 @@ fn pod_memcached_image(spec: &PodSpec) -> Option<&str> {
         .as_deref()
 }
 
-fn memcached_status(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
+pub(crate) fn memcached_status(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
     pod.status
         .as_ref()?
         .container_statuses
@@ -396,13 +397,13 @@ fn memcached_status(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerS
 }
 
 /// The pod's memcached container does not have `image` in its spec.
-fn lags(pod: &Pod, image: &str) -> bool {
+pub(crate) fn lags(pod: &Pod, image: &str) -> bool {
     pod.spec.as_ref().and_then(pod_memcached_image) != Some(image)
 }
 
 /// The pod is Ready and, if its image was changed in place, its memcached
 /// container has restarted since.
-fn settled(pod: &Pod) -> bool {
+pub(crate) fn settled(pod: &Pod) -> bool {
     let ready = pod
         .status
         .as_ref()
@@ -422,7 +423,7 @@ fn settled(pod: &Pod) -> bool {
     ready && restarted && status.is_some_and(|s| s.ready)
 }
 
-fn len<T>(items: &[T]) -> i32 {
+pub(crate) fn len<T>(items: &[T]) -> i32 {
     i32::try_from(items.len()).unwrap_or(i32::MAX)
 }
 

@@ -36,6 +36,7 @@ pub mod secrets;
 pub mod server_list;
 pub mod service;
 pub mod service_monitor;
+pub mod stateful_in_place;
 pub mod stateful_set;
 pub mod stats;
 pub mod status;

@@ -47,7 +47,7 @@ use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
 use crate::status::{self, Observed};
 use crate::stored::{Stored, Unreadable};
 use crate::workload::{Rollout, Workload, desired_replicas, initial_replicas};
-use crate::{in_place, pacing, server_list, service_monitor, tls};
+use crate::{in_place, pacing, server_list, service_monitor, stateful_in_place, tls};
 
 /// Requeue while not every replica is ready.
 pub const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
@@ -178,7 +178,12 @@ async fn converge_children(
             converge_workload(&mut applied, spec, d, hold, stores).await?
         }
         DesiredWorkload::StatefulSet(mut s) => {
-            warming = pace(ctx, mc, &mut s);
+            if !hold && spec.warm_restart_enabled() {
+                in_place = converge_stateful_in_place(&mut applied, &uid, &mut s).await?;
+            }
+            if in_place.is_none() {
+                warming = pace(ctx, mc, &mut s);
+            }
             let stores = (&cache.stateful_sets, &cache.deployments);
             converge_workload(&mut applied, spec, s, hold, stores).await?
         }
@@ -846,35 +851,80 @@ async fn converge_in_place(
             Ok(progress) => return Ok(progress),
             Err(failed) => failed,
         };
-    let kube::Error::Api(e) = &failed.error else {
-        return Err(failed.error.into());
-    };
-    if !matches!(e.code, 400 | 403 | 404 | 422) {
-        return Err(failed.error.into());
-    }
+    let message = refusal(failed.error)?;
     // Refused: the Deployment is resumed either way. Before the ReplicaSet
     // had the image, it rolls the change out with new pods; after, it
     // replaces nothing and the pods follow once the refusal is lifted.
     let message = if failed.retemplated {
         desired.spec.get_or_insert_default().paused = None;
         format!(
-            "the memcached image is not applied in place yet, the pods keep the old one: {}",
-            e.message
+            "the memcached image is not applied in place yet, the pods keep the old one: {message}"
         )
     } else {
         *desired = original;
         format!(
-            "the memcached image cannot be changed in place, so new pods start cold: {} \
-             (deploy/rbac.yaml grants patch on replicasets and pods)",
-            e.message
+            "the memcached image cannot be changed in place, so new pods start cold: {message} \
+             (deploy/rbac.yaml grants patch on replicasets and pods)"
         )
     };
-    warn(ctx, mc, IN_PLACE_FORBIDDEN, message.clone(), None).await;
+    refuse_in_place(applied, message).await;
+    Ok(None)
+}
+
+/// [`stateful_in_place::converge`] of the StatefulSet `desired`; refused
+/// (403), the change is reported and rolled out with new pods, paced.
+async fn converge_stateful_in_place(
+    applied: &mut Applied<'_>,
+    uid: &str,
+    desired: &mut StatefulSet,
+) -> Result<Option<in_place::Progress>, Error> {
+    let (ctx, mc) = (applied.ctx, applied.mc);
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    let live = cache::get(&ctx.cache.stateful_sets, &ns, &name).object;
+    let selector = crate::labels::selector_string(mc);
+    let original = desired.clone();
+    let converged =
+        stateful_in_place::converge(&ctx.client, uid, &selector, live.as_deref(), desired).await;
+    let failed = match converged {
+        Ok(progress) => return Ok(progress),
+        Err(failed) => failed,
+    };
+    let message = refusal(failed.error)?;
+    // Unmarked, pacing rolls the change out: the pods not yet changed are
+    // replaced one at a time, cold.
+    *desired = original;
+    let message = format!(
+        "the memcached image cannot be changed in place, so new pods start cold: {message} \
+         (deploy/rbac.yaml grants patch on pods)"
+    );
+    refuse_in_place(applied, message).await;
+    Ok(None)
+}
+
+/// The API server's message when it refused an in-place change (400, 403,
+/// 404, 422): reported, not retried; any other error is the reconcile's.
+fn refusal(error: kube::Error) -> Result<String, Error> {
+    match error {
+        kube::Error::Api(e) if matches!(e.code, 400 | 403 | 404 | 422) => Ok(e.message),
+        error => Err(error.into()),
+    }
+}
+
+/// An in-place change refused: a warning Event, and `Degraded` with
+/// [`IN_PLACE_FORBIDDEN`].
+async fn refuse_in_place(applied: &mut Applied<'_>, message: String) {
+    warn(
+        applied.ctx,
+        applied.mc,
+        IN_PLACE_FORBIDDEN,
+        message.clone(),
+        None,
+    )
+    .await;
     applied.problems.push(Problem {
         reason: IN_PLACE_FORBIDDEN,
         message,
     });
-    Ok(None)
 }
 
 /// The stamp of `live`'s running pod template when it must be kept instead

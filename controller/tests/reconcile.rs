@@ -1144,6 +1144,114 @@ async fn a_new_image_with_warm_restarts_restarts_each_pod_in_place() {
     assert!(status["rollout"].is_null(), "{status}");
 }
 
+/// A warm Memcached in StatefulSet mode (`image`, 2 replicas).
+fn warm_stateful(image: &str) -> Value {
+    json!({"replicas": 2, "workload": "StatefulSet", "image": image, "warmRestart": {"enabled": true}})
+}
+
+/// The StatefulSet at `set` as its controller reports it: generation
+/// `generation` observed, `updated` pods on revision `update`.
+fn stateful_set_status(api: &Shared, set: &str, generation: i64, update: &str, updated: i32) {
+    let mut api = api.lock().unwrap();
+    let s = api.objects.get_mut(set).unwrap();
+    s["metadata"]["uid"] = json!("set-uid");
+    s["metadata"]["generation"] = json!(generation);
+    s["status"] = json!({"observedGeneration": generation, "replicas": 2, "readyReplicas": 2,
+        "availableReplicas": 2, "updatedReplicas": updated, "currentRevision": "c-old",
+        "updateRevision": update});
+}
+
+#[tokio::test]
+async fn a_new_image_with_warm_restarts_restarts_each_stateful_set_pod_in_place() {
+    let api = Shared::default();
+    converge(&api, warm_stateful("memcached:1.6.38")).await;
+    let set = path("apps/v1", "statefulsets", "c");
+    let pods = [path("v1", "pods", "c-0"), path("v1", "pods", "c-1")];
+    stateful_set_status(&api, &set, 1, "c-old", 2);
+    {
+        let mut api = api.lock().unwrap();
+        let template = api.objects[&set]["spec"]["template"].clone();
+        for (ordinal, pod) in pods.iter().enumerate() {
+            let mut running = running_pod(&format!("c-{ordinal}"), &template, 0);
+            running["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+                "kind": "StatefulSet", "name": "c", "uid": "set-uid", "controller": true}]);
+            running["metadata"]["labels"]["controller-revision-hash"] = json!("c-old");
+            api.objects.insert(pod.clone(), running);
+        }
+    }
+    writes(&api);
+    let container = "/spec/template/spec/containers/0/image";
+    let pod_image = "/spec/containers/0/image";
+    let revision = "/metadata/labels/controller-revision-hash";
+    let partition = "/spec/updateStrategy/rollingUpdate/partition";
+
+    let mc = store_cr(&api, warm_stateful("memcached:1.6.39"));
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert_eq!(
+        writes(&api),
+        [
+            format!("PATCH {set}"),
+            format!("PATCH {}/status", cr_path())
+        ],
+        "the new template, every pod held"
+    );
+    assert_eq!(image_of(&api, &set, container), "memcached:1.6.39");
+    assert_eq!(image_of(&api, &set, partition), 2, "no pod replaced");
+    assert_eq!(
+        image_of(
+            &api,
+            &set,
+            "/metadata/annotations/memcached.c5c3.io~1in-place-image"
+        ),
+        "memcached:1.6.39"
+    );
+
+    // The StatefulSet controller makes it the update revision: the highest
+    // ordinal first, in place, on that revision.
+    stateful_set_status(&api, &set, 2, "c-new", 0);
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    let written = writes(&api);
+    assert!(
+        written.contains(&format!("PATCH {}", pods[1])),
+        "{written:?}"
+    );
+    assert!(
+        !written.contains(&format!("PATCH {}", pods[0])),
+        "one at a time"
+    );
+    assert_eq!(image_of(&api, &pods[1], pod_image), "memcached:1.6.39");
+    assert_eq!(image_of(&api, &pods[1], revision), "c-new");
+    assert_eq!(image_of(&api, &pods[0], pod_image), "memcached:1.6.38");
+    assert_eq!(image_of(&api, &set, partition), 2, "still held");
+    let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
+    assert_eq!(status["rollout"], "in place 1/2, c-1 restarting warm");
+
+    // Its container has not restarted yet: the other pod waits.
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert!(!writes(&api).iter().any(|w| w.contains("/pods/")));
+
+    api.lock().unwrap().objects.get_mut(&pods[1]).unwrap()["status"]["containerStatuses"][0]["restartCount"] =
+        json!(1);
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    let written = writes(&api);
+    assert!(
+        written.contains(&format!("PATCH {}", pods[0])),
+        "{written:?}"
+    );
+    assert_eq!(image_of(&api, &pods[0], revision), "c-new");
+
+    // Every pod back on the new revision: the mark goes, and the partition
+    // is left to pacing, which replaces none of them.
+    api.lock().unwrap().objects.get_mut(&pods[0]).unwrap()["status"]["containerStatuses"][0]["restartCount"] =
+        json!(1);
+    stateful_set_status(&api, &set, 2, "c-new", 2);
+    reconcile(mc, context(api.clone())).await.unwrap();
+    assert!(!writes(&api).iter().any(|w| w.contains("/pods/")));
+    let s = api.lock().unwrap().objects[&set].clone();
+    assert!(s["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
+    assert_eq!(s.pointer(container).unwrap(), "memcached:1.6.39");
+}
+
 #[tokio::test]
 async fn without_warm_restarts_a_new_image_is_rolled_out_by_the_deployment() {
     let api = Shared::default();

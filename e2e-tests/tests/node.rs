@@ -49,39 +49,43 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         warm_image_change,
     ),
     (
-        "6. the exporter sidecar serves memcached's numbers on the pod IP",
+        "6. warm restart in StatefulSet mode: the new image in place, every key kept, the new revision current",
+        warm_image_change_stateful,
+    ),
+    (
+        "7. the exporter sidecar serves memcached's numbers on the pod IP",
         exporter_scraped,
     ),
     (
-        "7. TLS and authentication from the Secret files the kubelet mounts; a rotated password rolls the pod",
+        "8. TLS and authentication from the Secret files the kubelet mounts; a rotated password rolls the pod",
         tls_and_auth,
     ),
     (
-        "8. StatefulSet: each server of status.serverList resolves to its pod through CoreDNS; a deleted pod returns under its name",
+        "9. StatefulSet: each server of status.serverList resolves to its pod through CoreDNS; a deleted pod returns under its name",
         stateful_set_names,
     ),
     (
-        "9. memcached killed in its container: the kubelet restarts it in the same pod",
+        "10. memcached killed in its container: the kubelet restarts it in the same pod",
         killed_memcached_restarted,
     ),
     (
-        "10. a deleted pod leaves its Service at once, serves through its preStop delay, then stops on SIGTERM",
+        "11. a deleted pod leaves its Service at once, serves through its preStop delay, then stops on SIGTERM",
         graceful_deletion,
     ),
     (
-        "11. a config change rolls new pods that run the new -m; scale 2 -> 3 -> 1",
+        "12. a config change rolls new pods that run the new -m; scale 2 -> 3 -> 1",
         config_rollout_and_scale,
     ),
     (
-        "12. helm install: the controller's image runs in its container on the node, \
+        "13. helm install: the controller's image runs in its container on the node, \
          reconciles there, and hands over its Lease on a rollout restart",
         chart_installed,
     ),
     (
-        "13. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
+        "14. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
         chart_watching_namespaces,
     ),
-    ("14. the node stack's memory", node_memory),
+    ("15. the node stack's memory", node_memory),
 ];
 
 fn main() {
@@ -108,7 +112,7 @@ fn main() {
     let mut failed = run_each(&mut env, SCENARIOS);
     let stopping = Instant::now();
     drop(env);
-    let name = "15. teardown leaves no process, cgroup, mount or changed sysctl";
+    let name = "16. teardown leaves no process, cgroup, mount or changed sysctl";
     match state.and_then(|state| teardown_clean(&state, &sysctls)) {
         Ok(()) => println!(
             "ok   {name} (stopped in {:.1}s)",
@@ -958,11 +962,25 @@ fn teardown_clean(
 /// key kept, and the Deployment ends with the new template on its one
 /// ReplicaSet (no pod replaced, not paused).
 fn warm_image_change(env: &mut Env) -> Result<(), String> {
+    image_changed_in_place(env, "warm", "Deployment")
+}
+
+/// As [`warm_image_change`] in StatefulSet mode
+/// (controller/src/stateful_in_place.rs): the pods keep their names and
+/// caches, and the StatefulSet ends with the new revision current and no
+/// partition (no pod replaced).
+fn warm_image_change_stateful(env: &mut Env) -> Result<(), String> {
+    image_changed_in_place(env, "warm-sts", "StatefulSet")
+}
+
+/// A Memcached `name` of 2 warm-restart replicas run by `workload`, 2,000
+/// keys in each pod, `spec.image` changed to the same image by digest.
+fn image_changed_in_place(env: &mut Env, name: &str, workload: &str) -> Result<(), String> {
     const KEYS: usize = 2_000;
-    let name = "warm";
     ensure_namespace(env, NAMESPACE)?;
     let mut spec = node::scheduling();
     spec["replicas"] = json!(2);
+    spec["workload"] = json!(workload);
     spec["warmRestart"] = json!({"enabled": true});
     env.kubectl
         .apply(&memcached(NAMESPACE, name, spec.clone()))?;
@@ -973,6 +991,7 @@ fn warm_image_change(env: &mut Env) -> Result<(), String> {
     }
     let image = node::image_by_digest(&before[0])?;
     spec["image"] = json!(image);
+    let kind = workload.to_lowercase();
     let changed = Instant::now();
     env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
     let after = wait_for("every pod restarted in place and Ready", SETTLE, || {
@@ -985,7 +1004,18 @@ fn warm_image_change(env: &mut Env) -> Result<(), String> {
                     && status["ready"] == true
             })
             .then_some(pods.clone())
-            .ok_or_else(|| format!("pods {:?}", summary(&pods)))
+            .ok_or_else(|| {
+                let live = env
+                    .kubectl
+                    .get(&[&kind, name, "-n", NAMESPACE])
+                    .unwrap_or_default();
+                format!(
+                    "pods {:?}; {workload} strategy {}, status {}",
+                    summary(&pods),
+                    live["spec"]["updateStrategy"],
+                    live["status"]
+                )
+            })
     })?;
     let took = changed.elapsed();
     let uids = |pods: &[Value]| -> Vec<String> {
@@ -1010,17 +1040,15 @@ fn warm_image_change(env: &mut Env) -> Result<(), String> {
                 .unwrap_or_default(),
         );
     }
-    let deployment = env.kubectl.get(&["deployment", name, "-n", NAMESPACE])?;
-    let sets = instance_objects(env, "replicasets", NAMESPACE, name)?;
-    let set_count = sets.len();
     let mc = wait_for("the Memcached Ready, its rollout complete", SETTLE, || {
         let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
         (condition_status(&mc, "Ready") == Some("True")
             && condition_status(&mc, "Progressing") == Some("False")
-            && deployment_settled(env, name)?)
+            && workload_settled(env, &kind, name)?)
         .then_some(mc.clone())
         .ok_or_else(|| format!("status {}", mc["status"]))
     })?;
+    let live = env.kubectl.get(&[&kind, name, "-n", NAMESPACE])?;
     let events = env.kubectl.get(&[
         "events",
         "-n",
@@ -1029,23 +1057,35 @@ fn warm_image_change(env: &mut Env) -> Result<(), String> {
         &format!("involvedObject.name={name},reason=RestartingInPlace"),
     ])?;
     let restarted = events["items"].as_array().map_or(0, Vec::len);
+    // A Deployment keeps its one ReplicaSet; a StatefulSet makes the new
+    // revision current with every pod on it.
+    let kept_workload = if workload == "Deployment" {
+        let sets = instance_objects(env, "replicasets", NAMESPACE, name)?;
+        (sets.len() == 1, format!("{} ReplicaSet(s)", sets.len()))
+    } else {
+        let status = &live["status"];
+        (
+            status["currentRevision"] == status["updateRevision"] && status["updatedReplicas"] == 2,
+            format!(
+                "revision {} current (update {}), {} updated",
+                status["currentRevision"], status["updateRevision"], status["updatedReplicas"]
+            ),
+        )
+    };
     println!(
         "     image changed in place by the controller: keys kept per pod {kept:?} of {KEYS}, \
-         both pods Ready again {:.1}s after the apply, {set_count} ReplicaSet(s), \
-         {restarted} RestartingInPlace event(s)",
-        took.as_secs_f64()
+         both pods Ready again {:.1}s after the apply, {}, {restarted} RestartingInPlace event(s)",
+        took.as_secs_f64(),
+        kept_workload.1
     );
     check(
         kept.iter().all(|k| *k == KEYS.to_string()),
         format!("keys kept {kept:?} of {KEYS} per pod"),
     )?;
+    check(kept_workload.0, kept_workload.1)?;
     check(
-        set_count == 1,
-        format!("one ReplicaSet, not a new one: {sets:?}"),
-    )?;
-    check(
-        deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image.as_str(),
-        "the Deployment's template has the new image",
+        live["spec"]["template"]["spec"]["containers"][0]["image"] == image.as_str(),
+        format!("the {workload}'s template has the new image"),
     )?;
     check(
         restarted == 2,
@@ -1060,13 +1100,18 @@ fn warm_image_change(env: &mut Env) -> Result<(), String> {
         .map(drop)
 }
 
-/// The Deployment `name` is resumed, without the in-place annotation, and
-/// its status describes its latest generation.
-fn deployment_settled(env: &Env, name: &str) -> Result<bool, String> {
-    let d = env.kubectl.get(&["deployment", name, "-n", NAMESPACE])?;
-    Ok(d["spec"]["paused"] != true
-        && d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null()
-        && d["status"]["observedGeneration"] == d["metadata"]["generation"])
+/// The workload (`deployment` or `statefulset`) `name` is resumed (no
+/// partition left), without the in-place annotation, and its status
+/// describes its latest generation.
+fn workload_settled(env: &Env, kind: &str, name: &str) -> Result<bool, String> {
+    let w = env.kubectl.get(&[kind, name, "-n", NAMESPACE])?;
+    let partition = w["spec"]["updateStrategy"]["rollingUpdate"]["partition"]
+        .as_i64()
+        .unwrap_or(0);
+    Ok(w["spec"]["paused"] != true
+        && partition == 0
+        && w["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null()
+        && w["status"]["observedGeneration"] == w["metadata"]["generation"])
 }
 
 /// Name, uid, image and restart count of each pod, for messages.
@@ -1074,9 +1119,10 @@ fn summary(pods: &[Value]) -> Vec<String> {
     pods.iter()
         .map(|p| {
             format!(
-                "{} uid {} image {} restarts {} ready {}",
+                "{} uid {} revision {} image {} restarts {} ready {}",
                 p["metadata"]["name"],
                 p["metadata"]["uid"],
+                p["metadata"]["labels"]["controller-revision-hash"],
                 p["spec"]["containers"][0]["image"],
                 p["status"]["containerStatuses"][0]["restartCount"],
                 p["status"]["containerStatuses"][0]["ready"]

@@ -1,0 +1,193 @@
+//! StatefulSet mode of [`crate::in_place`]: a change of the memcached image
+//! alone, with warm restarts on, applied to the running pods in place, so
+//! none is replaced and none starts cold.
+//!
+//! A StatefulSet replaces a pod whose `controller-revision-hash` label is not
+//! its update revision, unless the pod's ordinal is below the `partition`;
+//! it never compares the pod's spec with the template. So:
+//!
+//! 1. the StatefulSet is applied with the new template and the partition at
+//!    its replicas: its controller records the new revision and replaces no
+//!    pod;
+//! 2. once its controller has seen that template, one pod at a time (the
+//!    highest ordinal first, as a StatefulSet rolls) gets the new image and
+//!    the update revision's label: the kubelet restarts just its memcached
+//!    container (saved and restored), and the StatefulSet counts the pod as
+//!    updated; the next once every pod is Ready again with its container
+//!    restarted;
+//! 3. with every pod on the update revision the mark goes and the partition
+//!    is left to [`crate::pacing`], which lowers it one ordinal per warm pod:
+//!    every pod is on the update revision, so none is replaced, and the
+//!    StatefulSet makes that revision current.
+//!
+//! [`IN_PLACE_ANNOTATION`] marks the StatefulSet from step 1 until every
+//! pod runs the image, so a restarted controller carries on. A change that
+//! is not the image alone, or that meets a rollout, is paced as usual.
+
+use k8s_openapi::api::apps::v1::{RollingUpdateStatefulSetStrategy, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::apply::is_controlled_by;
+use crate::in_place::{
+    Failed, IN_PLACE_ANNOTATION, Progress, RESTARTS_ANNOTATION, annotation, lags, len, manager,
+    mark, memcached_image, memcached_status, phase, settled, template_change,
+};
+use crate::intent::TemplateStamp;
+use crate::workload::Workload;
+
+/// The pod label a StatefulSet compares with its update revision.
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+
+/// Start or carry on an in-place image change of the StatefulSet `live` (as
+/// the cache holds it, without its template), controlled by the Memcached
+/// `uid` whose pods `selector` selects, towards `desired`, which gets
+/// [`IN_PLACE_ANNOTATION`] and a partition that holds every pod while the
+/// change goes on. `None`: no change in place (none needed, done, or the
+/// StatefulSet rolls it out).
+pub async fn converge(
+    client: &Client,
+    uid: &str,
+    selector: &str,
+    live: Option<&StatefulSet>,
+    desired: &mut StatefulSet,
+) -> Result<Option<Progress>, Failed> {
+    let Some(live) = live.filter(|l| is_controlled_by(*l, uid)) else {
+        return Ok(None);
+    };
+    let Some(image) = desired.template().and_then(memcached_image) else {
+        return Ok(None);
+    };
+    let (new, running) = (TemplateStamp::of(desired), TemplateStamp::of(live));
+    let replicas = live.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let starting = new
+        .as_ref()
+        .zip(running.as_ref())
+        .is_some_and(|(new, running)| new.image_only_change(running))
+        && live.rollout().complete(replicas)
+        && live.metadata.deletion_timestamp.is_none();
+    let marked = annotation(live, IN_PLACE_ANNOTATION) == Some(image.as_str());
+    // Marked for this image, but the template changed again: paced as usual.
+    let retemplated = new
+        .zip(running)
+        .is_some_and(|(n, r)| n.template != r.template);
+    if !starting && (!marked || retemplated) {
+        mark(desired, None);
+        return Ok(None);
+    }
+    mark(desired, Some(&image));
+    hold_every_pod(desired, replicas);
+    let mut progress = Progress {
+        image: image.clone(),
+        pods: replicas,
+        ..Default::default()
+    };
+    // Step 1 is this reconcile's apply; step 2 once the StatefulSet
+    // controller has made the template its update revision.
+    let status = live.status.clone().unwrap_or_default();
+    let revision = status.update_revision.unwrap_or_default();
+    if starting || !live.rollout().observed || revision.is_empty() {
+        return Ok(Some(progress));
+    }
+    let set_uid = live.uid().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &live.namespace().unwrap_or_default());
+    let refused = |error| Failed {
+        error,
+        retemplated: true,
+    };
+    let running: Vec<Pod> = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(refused)?
+        .items
+        .into_iter()
+        .filter(|p| is_controlled_by(p, &set_uid) && p.metadata.deletion_timestamp.is_none())
+        .filter(|p| !matches!(phase(p), Some("Failed" | "Succeeded")))
+        .collect();
+    let lagging: Vec<&Pod> = running
+        .iter()
+        .filter(|p| lags(p, &image) || p.labels().get(REVISION_LABEL) != Some(&revision))
+        .collect();
+    progress.pods = len(&running);
+    progress.updated = len(&running) - len(&lagging);
+    progress.restarting = running.iter().find(|p| !settled(p)).map(|p| p.name_any());
+    let next = lagging.into_iter().max_by_key(|p| ordinal(p));
+    match (next, &progress.restarting) {
+        // Every pod runs the image on the update revision: pacing lowers
+        // the partition, replacing none.
+        (None, None) => {
+            mark(desired, None);
+            return Ok(None);
+        }
+        (Some(next), None) => {
+            let restarts = memcached_status(next).map_or(0, |s| s.restart_count);
+            let Some(template) = desired.template() else {
+                return Ok(None);
+            };
+            let mut patch = template_change(template, &image);
+            patch["metadata"]["labels"][REVISION_LABEL] = json!(revision);
+            patch["metadata"]["annotations"] = json!({RESTARTS_ANNOTATION: restarts.to_string()});
+            let name = next.name_any();
+            pods.patch(&name, &manager(), &Patch::Strategic(patch))
+                .await
+                .map_err(refused)?;
+            progress.updated += 1;
+            progress.restarting = Some(name);
+            progress.started = true;
+        }
+        // One pod at a time: the next once this one is back.
+        _ => {}
+    }
+    Ok(Some(progress))
+}
+
+/// A partition at `replicas`: the StatefulSet replaces no pod.
+fn hold_every_pod(desired: &mut StatefulSet, replicas: i32) {
+    let strategy = desired
+        .spec
+        .get_or_insert_default()
+        .update_strategy
+        .get_or_insert_default();
+    strategy.rolling_update = Some(RollingUpdateStatefulSetStrategy {
+        partition: Some(replicas),
+        max_unavailable: None,
+    });
+}
+
+/// The pod's ordinal (`<name>-<ordinal>`); -1 when it has none.
+fn ordinal(pod: &Pod) -> i64 {
+    pod.name_any()
+        .rsplit_once('-')
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(-1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_highest_ordinal_goes_first() {
+        let pod = |name: &str| Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let pods = [pod("c-2"), pod("c-10"), pod("c-0")];
+        let first = pods.iter().max_by_key(|p| ordinal(p)).map(|p| p.name_any());
+        assert_eq!(first.as_deref(), Some("c-10"));
+        assert_eq!(ordinal(&pod("nameless")), -1);
+    }
+
+    #[test]
+    fn every_pod_is_held() {
+        let mut set = StatefulSet::default();
+        hold_every_pod(&mut set, 3);
+        let strategy = set.spec.unwrap().update_strategy.unwrap();
+        assert_eq!(strategy.rolling_update.unwrap().partition, Some(3));
+    }
+}
