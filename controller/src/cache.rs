@@ -372,16 +372,31 @@ where
 /// watcher lists again.
 pub const WATCH_EXPIRED: &str = "watch expired (410 Gone): listing again";
 
+/// What the log says when a watched API is not served (404): an optional
+/// CRD, ServiceMonitor without Prometheus Operator, is not installed.
+pub const NOT_SERVED: &str = "API not served (its CRD is not installed): listing again later";
+
 /// Log a failed watch (the watcher retries it with backoff): a warning,
-/// but a routine relist (`410 Gone` after compaction) at info level.
-/// The error alone is logged (the API server's message names the
-/// resource), never the objects.
+/// but a routine relist (`410 Gone` after compaction) at info level, and an
+/// API that is not served (404: an optional CRD absent, retried every 30 s
+/// for as long as it is) at debug level. The error alone is logged (the API
+/// server's message names the resource), never the objects.
 pub fn log_watch_error(error: &watcher::Error) {
-    match error {
-        watcher::Error::WatchError(status) if status.code == 410 => {
-            tracing::info!(%error, "{WATCH_EXPIRED}")
-        }
+    match error_code(error) {
+        Some(410) => tracing::info!(%error, "{WATCH_EXPIRED}"),
+        Some(404) => tracing::debug!(%error, "{NOT_SERVED}"),
         _ => tracing::warn!(%error, "watch failed; retrying"),
+    }
+}
+
+/// The HTTP status code the API server answered a failed watch with.
+fn error_code(error: &watcher::Error) -> Option<u16> {
+    match error {
+        watcher::Error::WatchError(status) => Some(status.code),
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => Some(status.code),
+        _ => None,
     }
 }
 
@@ -481,4 +496,28 @@ fn keep_version(secret: &mut Meta<Secret>) {
         uid: meta.uid.take(),
         ..Default::default()
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    fn status(code: u16) -> Box<Status> {
+        Status::failure("", "").with_code(code).boxed()
+    }
+
+    #[test]
+    fn a_missing_crd_and_an_expired_watch_are_told_from_other_failures() {
+        let not_served = watcher::Error::InitialListFailed(kube::Error::Api(status(404)));
+        assert_eq!(error_code(&not_served), Some(404));
+        assert_eq!(
+            error_code(&watcher::Error::WatchError(status(410))),
+            Some(410)
+        );
+        let forbidden = watcher::Error::WatchStartFailed(kube::Error::Api(status(403)));
+        assert_eq!(error_code(&forbidden), Some(403));
+        assert_eq!(error_code(&watcher::Error::NoResourceVersion), None);
+    }
 }

@@ -73,7 +73,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         graceful_deletion,
     ),
     (
-        "12. a config change rolls new pods that run the new -m; scale 2 -> 3 -> 1",
+        "12. 3 replicas Ready; a config change rolls 3 new pods that run the new -m; scale 3 -> 1 -> 2",
         config_rollout_and_scale,
     ),
     (
@@ -678,11 +678,13 @@ fn config_rollout_and_scale(env: &mut Env) -> Result<(), String> {
     let name = "rolling";
     ensure_namespace(env, NAMESPACE)?;
     let mut spec = node::scheduling();
-    spec["replicas"] = json!(2);
+    spec["replicas"] = json!(3);
     spec["memcached"] = json!({"maxMemoryMB": 64});
+    let applied = Instant::now();
     env.kubectl
         .apply(&memcached(NAMESPACE, name, spec.clone()))?;
-    wait_ready(env, NAMESPACE, name, 2)?;
+    wait_ready(env, NAMESPACE, name, 3)?;
+    let created = applied.elapsed();
     let before: Vec<Value> = pods_of(env, name)?
         .iter()
         .map(|p| p["metadata"]["uid"].clone())
@@ -691,7 +693,7 @@ fn config_rollout_and_scale(env: &mut Env) -> Result<(), String> {
     let changed = Instant::now();
     env.kubectl
         .apply(&memcached(NAMESPACE, name, spec.clone()))?;
-    wait_for("2 new pods serving with -m 128", SETTLE, || {
+    wait_for("3 new pods serving with -m 128", SETTLE, || {
         let pods = serving(pods_of(env, name)?);
         let limits: Vec<String> = pods
             .iter()
@@ -703,28 +705,30 @@ fn config_rollout_and_scale(env: &mut Env) -> Result<(), String> {
                     .unwrap_or_default())
             })
             .collect::<Result<_, String>>()?;
-        (pods.len() == 2
+        (pods.len() == 3
             && pods.iter().all(|p| !before.contains(&p["metadata"]["uid"]))
             && limits.iter().all(|l| *l == (128u64 << 20).to_string()))
         .then_some(())
         .ok_or_else(|| format!("pods {:?}, limit_maxbytes {limits:?}", summary(&pods)))
     })?;
-    wait_ready(env, NAMESPACE, name, 2)?;
+    wait_ready(env, NAMESPACE, name, 3)?;
     let rolled = changed.elapsed();
-    for replicas in [3, 1] {
+    for replicas in [1, 2] {
         spec["replicas"] = json!(replicas);
         env.kubectl
             .apply(&memcached(NAMESPACE, name, spec.clone()))?;
         wait_ready(env, NAMESPACE, name, replicas)?;
     }
-    let left = wait_for("one pod left", SETTLE, || {
+    let left = wait_for("two pods left", SETTLE, || {
         let pods = pods_of(env, name)?;
-        (pods.len() == 1)
+        (pods.len() == 2)
             .then_some(pods.len())
             .ok_or_else(|| format!("pods {:?}", summary(&pods)))
     })?;
     println!(
-        "     -m 64 -> 128: 2 new pods Ready {:.1}s after the apply; scaled 2 -> 3 -> {left}",
+        "     3 replicas Ready {:.1}s after the apply; -m 64 -> 128: 3 new pods Ready {:.1}s after \
+         the apply; scaled 3 -> 1 -> {left}",
+        created.as_secs_f64(),
         rolled.as_secs_f64()
     );
     env.kubectl

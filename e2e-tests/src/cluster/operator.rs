@@ -63,7 +63,8 @@ impl Operator {
             .args(["--metrics-address", &address.to_string()])
             .args(["--health-address", &address.to_string()])
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info")
+            // The watches' debug lines too: scenarios count the lists of APIs not served.
+            .env("RUST_LOG", "info,memcached_controller::cache=debug")
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stderr(log.try_clone().map_err(|e| e.to_string())?)
             .stdout(log)
