@@ -251,49 +251,63 @@ pub fn watch(
             writers.deployments,
             keep_status,
             &owners,
+            log_watch_error,
         ),
         owned(
             scoped(client, namespace),
             writers.stateful_sets,
             keep_status,
             &owners,
+            log_watch_error,
         ),
         owned(
             scoped(client, namespace),
             writers.services,
             keep_own_meta,
             &owners,
+            log_watch_error,
         ),
         owned(
             scoped(client, namespace),
             writers.pdbs,
             keep_own_meta,
             &owners,
+            log_watch_error,
         ),
         owned(
             scoped(client, namespace),
             writers.hpas,
             keep_own_meta,
             &owners,
+            log_watch_error,
         ),
         owned(
             scoped(client, namespace),
             writers.network_policies,
             keep_own_meta,
             &owners,
+            log_watch_error,
         ),
         owned(
             scoped(client, namespace),
             writers.config_maps,
             keep_own_meta,
             &owners,
+            log_watch_error,
         ),
-        owned(monitors, writers.service_monitors, keep_own_meta, &owners),
+        owned(
+            monitors,
+            writers.service_monitors,
+            keep_own_meta,
+            &owners,
+            log_optional_watch_error,
+        ),
         // The EndpointSlice controller copies the Service's labels.
         reflect(
             watcher(scoped(client, namespace), managed).modify(keep_endpoints),
             writers.endpoint_slices,
             |_| {},
+            log_watch_error,
         ),
         // Every Secret: the ones a Memcached mounts carry no label of ours.
         reflect(
@@ -304,6 +318,7 @@ pub fn watch(
                     let _ = owners.unbounded_send(owner);
                 }
             },
+            log_watch_error,
         ),
     ];
     async move {
@@ -323,12 +338,14 @@ where
 }
 
 /// Watch the managed objects `api` serves into `writer` (each stripped by
-/// `keep`), and send the Memcached controlling each one that changes.
+/// `keep`), and send the Memcached controlling each one that changes;
+/// failures go to `log`.
 fn owned<K>(
     api: Api<K>,
     writer: Writer<K>,
     keep: fn(&mut K),
     owners: &UnboundedSender<ObjectRef<Stored>>,
+    log: fn(&watcher::Error),
 ) -> BoxFuture<'static, ()>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -336,19 +353,25 @@ where
 {
     let owners = owners.clone();
     let events = watcher(api, watcher::Config::default().labels(MANAGED)).modify(keep);
-    reflect(events, writer, move |object| {
-        if let Some(owner) = controlling_memcached(object.meta()) {
-            let _ = owners.unbounded_send(owner);
-        }
-    })
+    reflect(
+        events,
+        writer,
+        move |object| {
+            if let Some(owner) = controlling_memcached(object.meta()) {
+                let _ = owners.unbounded_send(owner);
+            }
+        },
+        log,
+    )
 }
 
 /// Drive `events` into `writer`, calling `touched` with every object that
-/// changed or went away.
+/// changed or went away and `log` with every failure.
 fn reflect<K>(
     events: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
     writer: Writer<K>,
     touched: impl Fn(&K) + Send + 'static,
+    log: fn(&watcher::Error),
 ) -> BoxFuture<'static, ()>
 where
     K: Resource + Clone + Debug + Send + Sync + 'static,
@@ -360,7 +383,7 @@ where
         .for_each(move |object| {
             match object {
                 Ok(object) => touched(&object),
-                Err(error) => log_watch_error(&error),
+                Err(error) => log(&error),
             }
             ready(())
         })
@@ -372,20 +395,28 @@ where
 /// watcher lists again.
 pub const WATCH_EXPIRED: &str = "watch expired (410 Gone): listing again";
 
-/// What the log says when a watched API is not served (404): an optional
-/// CRD, ServiceMonitor without Prometheus Operator, is not installed.
+/// What the log says when an optional API is not served (404): the
+/// ServiceMonitor CRD comes with Prometheus Operator, often not installed.
 pub const NOT_SERVED: &str = "API not served (its CRD is not installed): listing again later";
 
 /// Log a failed watch (the watcher retries it with backoff): a warning,
-/// but a routine relist (`410 Gone` after compaction) at info level, and an
-/// API that is not served (404: an optional CRD absent, retried every 30 s
-/// for as long as it is) at debug level. The error alone is logged (the API
-/// server's message names the resource), never the objects.
+/// but a routine relist (`410 Gone` after compaction) at info level. The
+/// error alone is logged (the API server's message names the resource),
+/// never the objects.
 pub fn log_watch_error(error: &watcher::Error) {
     match error_code(error) {
         Some(410) => tracing::info!(%error, "{WATCH_EXPIRED}"),
-        Some(404) => tracing::debug!(%error, "{NOT_SERVED}"),
         _ => tracing::warn!(%error, "watch failed; retrying"),
+    }
+}
+
+/// [`log_watch_error`] for the watch of an optional API: while it is not
+/// served (404, retried every 30 s for as long as its CRD is absent), at
+/// debug level.
+fn log_optional_watch_error(error: &watcher::Error) {
+    match error_code(error) {
+        Some(404) => tracing::debug!(%error, "{NOT_SERVED}"),
+        _ => log_watch_error(error),
     }
 }
 

@@ -902,10 +902,12 @@ async fn converge_stateful_in_place(
 }
 
 /// The API server's message when it refused an in-place change (400, 403,
-/// 404, 422): reported, not retried; any other error is the reconcile's.
+/// 422): reported, not retried. Any other error is the reconcile's, retried
+/// with the change kept: a pod or ReplicaSet gone meanwhile (404), a
+/// conflict (409).
 fn refusal(error: kube::Error) -> Result<String, Error> {
     match error {
-        kube::Error::Api(e) if matches!(e.code, 400 | 403 | 404 | 422) => Ok(e.message),
+        kube::Error::Api(e) if matches!(e.code, 400 | 403 | 422) => Ok(e.message),
         error => Err(error.into()),
     }
 }

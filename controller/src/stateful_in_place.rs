@@ -6,9 +6,9 @@
 //! its update revision, unless the pod's ordinal is below the `partition`;
 //! it never compares the pod's spec with the template. So:
 //!
-//! 1. the StatefulSet is applied with the new template and the partition at
-//!    its replicas: its controller records the new revision and replaces no
-//!    pod;
+//! 1. the StatefulSet is applied with the new template and the partition
+//!    above every ordinal: its controller records the new revision and
+//!    replaces no pod;
 //! 2. once its controller has seen that template, one pod at a time (the
 //!    highest ordinal first, as a StatefulSet rolls) gets the new image and
 //!    the update revision's label: the kubelet restarts just its memcached
@@ -69,16 +69,17 @@ pub async fn converge(
         && live.rollout().complete(replicas)
         && live.metadata.deletion_timestamp.is_none();
     let marked = annotation(live, IN_PLACE_ANNOTATION) == Some(image.as_str());
-    // Marked for this image, but the template changed again: paced as usual.
+    // Marked for this image, but the template changed again (not a new
+    // rendering of the same intent, which is held): paced as usual.
     let retemplated = new
         .zip(running)
-        .is_some_and(|(n, r)| n.template != r.template);
+        .is_some_and(|(n, r)| n.template != r.template && !n.held_by(&r));
     if !starting && (!marked || retemplated) {
         mark(desired, None);
         return Ok(None);
     }
     mark(desired, Some(&image));
-    hold_every_pod(desired, replicas);
+    hold_every_pod(desired);
     let mut progress = Progress {
         image: image.clone(),
         pods: replicas,
@@ -110,14 +111,22 @@ pub async fn converge(
         .iter()
         .filter(|p| lags(p, &image) || p.labels().get(REVISION_LABEL) != Some(&revision))
         .collect();
+    // A pod with the image but not the update revision: the template moved
+    // on outside this change (`kubectl rollout restart`, a webhook), so the
+    // StatefulSet rolls it, paced.
+    if lagging.iter().any(|p| !lags(p, &image)) {
+        mark(desired, None);
+        return Ok(None);
+    }
     progress.pods = len(&running);
     progress.updated = len(&running) - len(&lagging);
     progress.restarting = running.iter().find(|p| !settled(p)).map(|p| p.name_any());
     let next = lagging.into_iter().max_by_key(|p| ordinal(p));
     match (next, &progress.restarting) {
         // Every pod runs the image on the update revision: pacing lowers
-        // the partition, replacing none.
-        (None, None) => {
+        // the partition, replacing none. A pod missing (being recreated
+        // from the current, old revision) gets it first.
+        (None, None) if progress.pods >= replicas => {
             mark(desired, None);
             return Ok(None);
         }
@@ -143,15 +152,16 @@ pub async fn converge(
     Ok(Some(progress))
 }
 
-/// A partition at `replicas`: the StatefulSet replaces no pod.
-fn hold_every_pod(desired: &mut StatefulSet, replicas: i32) {
+/// A partition above any ordinal (the replica count in the cache may lag a
+/// scale-up): the StatefulSet replaces no pod.
+fn hold_every_pod(desired: &mut StatefulSet) {
     let strategy = desired
         .spec
         .get_or_insert_default()
         .update_strategy
         .get_or_insert_default();
     strategy.rolling_update = Some(RollingUpdateStatefulSetStrategy {
-        partition: Some(replicas),
+        partition: Some(i32::MAX),
         max_unavailable: None,
     });
 }
@@ -186,8 +196,8 @@ mod tests {
     #[test]
     fn every_pod_is_held() {
         let mut set = StatefulSet::default();
-        hold_every_pod(&mut set, 3);
+        hold_every_pod(&mut set);
         let strategy = set.spec.unwrap().update_strategy.unwrap();
-        assert_eq!(strategy.rolling_update.unwrap().partition, Some(3));
+        assert_eq!(strategy.rolling_update.unwrap().partition, Some(i32::MAX));
     }
 }

@@ -1196,7 +1196,7 @@ async fn a_new_image_with_warm_restarts_restarts_each_stateful_set_pod_in_place(
         "the new template, every pod held"
     );
     assert_eq!(image_of(&api, &set, container), "memcached:1.6.39");
-    assert_eq!(image_of(&api, &set, partition), 2, "no pod replaced");
+    assert_eq!(image_of(&api, &set, partition), i32::MAX, "no pod replaced");
     assert_eq!(
         image_of(
             &api,
@@ -1222,7 +1222,7 @@ async fn a_new_image_with_warm_restarts_restarts_each_stateful_set_pod_in_place(
     assert_eq!(image_of(&api, &pods[1], pod_image), "memcached:1.6.39");
     assert_eq!(image_of(&api, &pods[1], revision), "c-new");
     assert_eq!(image_of(&api, &pods[0], pod_image), "memcached:1.6.38");
-    assert_eq!(image_of(&api, &set, partition), 2, "still held");
+    assert_eq!(image_of(&api, &set, partition), i32::MAX, "still held");
     let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
     assert_eq!(status["rollout"], "in place 1/2, c-1 restarting warm");
 
@@ -1250,6 +1250,39 @@ async fn a_new_image_with_warm_restarts_restarts_each_stateful_set_pod_in_place(
     let s = api.lock().unwrap().objects[&set].clone();
     assert!(s["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null());
     assert_eq!(s.pointer(container).unwrap(), "memcached:1.6.39");
+}
+
+#[tokio::test]
+async fn a_stateful_set_template_moved_on_meanwhile_ends_the_change_in_place() {
+    let api = Shared::default();
+    converge(&api, warm_stateful("memcached:1.6.38")).await;
+    let set = path("apps/v1", "statefulsets", "c");
+    stateful_set_status(&api, &set, 1, "c-old", 2);
+    let mc = store_cr(&api, warm_stateful("memcached:1.6.39"));
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    // One pod already changed, then `kubectl rollout restart` made another
+    // revision: that pod has the image but not the update revision.
+    stateful_set_status(&api, &set, 3, "c-restarted", 0);
+    {
+        let mut api = api.lock().unwrap();
+        let template = api.objects[&set]["spec"]["template"].clone();
+        let mut pod = running_pod("c-1", &template, 1);
+        pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+            "kind": "StatefulSet", "name": "c", "uid": "set-uid", "controller": true}]);
+        pod["metadata"]["labels"]["controller-revision-hash"] = json!("c-new");
+        api.objects.insert(path("v1", "pods", "c-1"), pod);
+    }
+    writes(&api);
+    reconcile(mc, context(api.clone())).await.unwrap();
+    assert!(
+        !writes(&api).iter().any(|w| w.contains("/pods/")),
+        "no pod relabelled"
+    );
+    let s = api.lock().unwrap().objects[&set].clone();
+    assert!(
+        s["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null(),
+        "the StatefulSet rolls it, paced"
+    );
 }
 
 #[tokio::test]
