@@ -42,7 +42,10 @@ pub enum StatsError {
     /// The server refused the credentials.
     #[error("authentication refused: {0}")]
     Auth(String),
-    /// Reading or writing failed, or the answer was malformed.
+    /// The connection was reset or closed before the whole answer.
+    #[error("closed: {0}")]
+    Closed(String),
+    /// The answer is not memcached's `stats` answer.
     #[error("protocol: {0}")]
     Protocol(String),
     /// The server accepted the connection but gave no complete answer in
@@ -78,8 +81,8 @@ pub struct ClusterStats {
     pub hit_ratio: Option<String>,
     /// How many servers answered.
     pub reachable: usize,
-    /// Servers that accepted a connection but did not answer ([`StatsError::Silent`]).
-    pub silent: Vec<SocketAddr>,
+    /// Servers that accepted a connection but gave no usable answer, and how.
+    pub unanswered: BTreeMap<SocketAddr, Unanswered>,
     /// `curr_items` of each server that answered (how warm each pod is).
     pub items: BTreeMap<SocketAddr, u64>,
 }
@@ -93,7 +96,7 @@ impl ClusterStats {
             && self.current_connections == other.current_connections
             && self.hit_ratio == other.hit_ratio
             && self.reachable == other.reachable
-            && self.silent == other.silent
+            && self.unanswered == other.unanswered
     }
 
     /// The numbers a status shows (none read by this process yet).
@@ -103,6 +106,44 @@ impl ClusterStats {
             current_connections: status.and_then(|s| s.current_connections),
             hit_ratio: status.and_then(|s| s.hit_ratio.clone()),
             ..Default::default()
+        }
+    }
+}
+
+/// How a server that accepted the connection failed to answer `stats`: a
+/// frozen memcached, or something else on its port (a TCP probe passes for
+/// all three). Stable words, so the status changes only when the pod's
+/// behaviour does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unanswered {
+    /// No complete answer within [`READ_TIMEOUT`].
+    Silent,
+    /// Reset or closed the connection before answering.
+    Closed,
+    /// Answered something that is not memcached's `stats` answer.
+    Garbled,
+}
+
+impl Unanswered {
+    /// How `error` failed to answer; `None` for a connection not accepted
+    /// (the readiness probe's business) or refused TLS or credentials
+    /// (configuration, seen while a rotation rolls out).
+    pub fn of(error: &StatsError) -> Option<Self> {
+        match error {
+            StatsError::Silent => Some(Unanswered::Silent),
+            StatsError::Closed(_) => Some(Unanswered::Closed),
+            StatsError::Protocol(_) => Some(Unanswered::Garbled),
+            StatsError::Connect(_) | StatsError::Tls(_) | StatsError::Auth(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unanswered::Silent => write!(f, "no complete answer within {READ_TIMEOUT:?}"),
+            Unanswered::Closed => f.write_str("connection reset or closed"),
+            Unanswered::Garbled => f.write_str("not memcached's stats answer"),
         }
     }
 }
@@ -165,11 +206,13 @@ impl StatsClient {
                     gets += u128::from(stats.get_hits) + u128::from(stats.get_misses);
                     combined.items.insert(*addr, stats.curr_items);
                 }
-                Err(StatsError::Silent) => {
-                    tracing::warn!(%addr, error = %StatsError::Silent, "memcached does not answer");
-                    combined.silent.push(*addr);
-                }
-                Err(e) => tracing::info!(%addr, error = %e, "skipping unreachable memcached"),
+                Err(e) => match Unanswered::of(&e) {
+                    Some(how) => {
+                        tracing::warn!(%addr, error = %e, "memcached does not answer");
+                        combined.unanswered.insert(*addr, how);
+                    }
+                    None => tracing::info!(%addr, error = %e, "skipping unreachable memcached"),
+                },
             }
         }
         combined.hit_ratio = hit_ratio(hits, gets);
@@ -235,7 +278,7 @@ impl StatsClient {
 const UNAUTHENTICATED: &str = "CLIENT_ERROR unauthenticated";
 
 async fn send<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> Result<(), StatsError> {
-    let io = |e: std::io::Error| StatsError::Protocol(e.to_string());
+    let io = |e: std::io::Error| StatsError::Closed(e.to_string());
     stream.write_all(bytes).await.map_err(io)?;
     stream.flush().await.map_err(io)
 }
@@ -294,9 +337,9 @@ async fn read_line<S: AsyncRead + Unpin>(stream: &mut BufReader<S>) -> Result<St
         .take(MAX_LINE_BYTES as u64 + 1)
         .read_until(b'\n', &mut line)
         .await
-        .map_err(|e| StatsError::Protocol(e.to_string()))?;
+        .map_err(|e| StatsError::Closed(e.to_string()))?;
     if n == 0 {
-        return Err(StatsError::Protocol("connection closed".into()));
+        return Err(StatsError::Closed("connection closed".into()));
     }
     if !line.ends_with(b"\n") {
         return Err(StatsError::Protocol(format!(

@@ -1,5 +1,6 @@
 //! The status a reconcile reports, computed purely from what it observed.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -8,7 +9,7 @@ use memcached_api::MemcachedStatus;
 use crate::in_place::Progress;
 use crate::pacing::Warming;
 use crate::reconcile::{INVALID_SPEC, Problem};
-use crate::stats::{ClusterStats, READ_TIMEOUT};
+use crate::stats::{ClusterStats, Unanswered};
 
 /// What one reconcile saw.
 #[derive(Clone, Debug, Default)]
@@ -56,11 +57,13 @@ pub struct Observed {
 /// Degraded and Ready reason while ready pods accept connections but do not answer.
 pub const NOT_ANSWERING: &str = "PodsNotAnswering";
 
-/// Which pods accept connections but do not answer.
-fn not_answering(silent: &[SocketAddr]) -> String {
-    let pods: Vec<String> = silent.iter().map(ToString::to_string).collect();
+/// Which pods accept connections but do not answer, and how.
+fn not_answering(unanswered: &BTreeMap<SocketAddr, Unanswered>) -> String {
+    let pods: Vec<String> = (unanswered.iter())
+        .map(|(pod, how)| format!("{pod} ({how})"))
+        .collect();
     format!(
-        "{} ready pod(s) accept connections but do not answer stats within {READ_TIMEOUT:?}: {}",
+        "{} ready pod(s) accept connections but do not answer stats: {}",
         pods.len(),
         pods.join(", ")
     )
@@ -85,7 +88,7 @@ pub fn compute(
 ) -> MemcachedStatus {
     let serving = serving(seen);
     // ...and every one answers memcached's protocol.
-    let ready = serving && stats.silent.is_empty();
+    let ready = serving && stats.unanswered.is_empty();
     let rolling = seen.switching
         || seen.in_place.is_some()
         || seen.warming.is_some()
@@ -101,8 +104,8 @@ pub fn compute(
         )
     } else if let Some(problem) = seen.problems.first() {
         (true, problem.reason, problem.message.clone())
-    } else if !stats.silent.is_empty() {
-        (true, NOT_ANSWERING, not_answering(&stats.silent))
+    } else if !stats.unanswered.is_empty() {
+        (true, NOT_ANSWERING, not_answering(&stats.unanswered))
     } else if seen.ready < seen.desired {
         (
             true,
@@ -120,7 +123,7 @@ pub fn compute(
         "MemcachedReady"
     } else if seen.desired == 0 {
         "ScaledToZero"
-    } else if !stats.silent.is_empty() {
+    } else if !stats.unanswered.is_empty() {
         NOT_ANSWERING
     } else {
         "MemcachedNotReady"
@@ -367,10 +370,13 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_that_does_not_answer_is_named_and_the_instance_is_not_ready() {
+    fn pods_that_do_not_answer_are_named_with_how_and_the_instance_is_not_ready() {
         let stats = ClusterStats {
             reachable: 1,
-            silent: vec!["10.0.0.7:11211".parse().unwrap()],
+            unanswered: BTreeMap::from([
+                ("10.0.0.7:11211".parse().unwrap(), Unanswered::Silent),
+                ("10.0.0.8:11211".parse().unwrap(), Unanswered::Garbled),
+            ]),
             ..Default::default()
         };
         let s = compute(None, &seen(2, 2), &stats, &at(1));
@@ -379,7 +385,8 @@ mod tests {
         assert_eq!(cond(&s, "Degraded").reason, NOT_ANSWERING);
         assert_eq!(
             cond(&s, "Degraded").message,
-            "1 ready pod(s) accept connections but do not answer stats within 3s: 10.0.0.7:11211"
+            "2 ready pod(s) accept connections but do not answer stats: \
+             10.0.0.7:11211 (no complete answer within 3s), 10.0.0.8:11211 (not memcached's stats answer)"
         );
         assert_eq!(s.state.as_deref(), Some("Degraded: PodsNotAnswering"));
         assert_eq!(

@@ -2,11 +2,12 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use common::{free_port, make_pki, start};
-use memcached_controller::stats::{Credentials, StatsClient, StatsError, Tls};
+use memcached_controller::stats::{Credentials, StatsClient, StatsError, Tls, Unanswered};
 use memcached_controller::tls::client_config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -79,6 +80,12 @@ async fn sums_several_servers_and_skips_dead_ones() {
         .collect(&[a.addr, refused, silent.local_addr().unwrap(), b.addr])
         .await;
     assert_eq!(stats.reachable, 2);
+    let silent = silent.local_addr().unwrap();
+    assert_eq!(
+        stats.unanswered,
+        BTreeMap::from([(silent, Unanswered::Silent)]),
+        "a refused connection is the probe's business, a silent one is named"
+    );
     assert_eq!(stats.hit_ratio.as_deref(), Some("0.50"));
     assert!(stats.current_connections.is_some_and(|c| c >= 2));
     assert!(stats.version.is_some());
@@ -280,10 +287,10 @@ async fn one_answer_server(answer: &'static [u8], reset: bool) -> SocketAddr {
     addr
 }
 
-/// A pod sending garbage or resetting the connection is skipped like an
-/// unreachable one: its numbers never reach the status, the others' do.
+/// A pod sending garbage or resetting the connection is named with how it
+/// failed; its numbers never reach the status, the others' do.
 #[tokio::test]
-async fn garbage_answers_and_resets_are_skipped_not_counted() {
+async fn garbage_answers_and_resets_are_named_not_counted() {
     let not_a_number = one_answer_server(b"STAT get_hits banana\r\nEND\r\n", false).await;
     let result = StatsClient::default().fetch(not_a_number).await;
     assert!(
@@ -298,10 +305,7 @@ async fn garbage_answers_and_resets_are_skipped_not_counted() {
     );
     let reset = one_answer_server(b"", true).await;
     let result = StatsClient::default().fetch(reset).await;
-    assert!(
-        matches!(&result, Err(StatsError::Protocol(_))),
-        "{result:?}"
-    );
+    assert!(matches!(&result, Err(StatsError::Closed(_))), "{result:?}");
 
     let good = start(&[]);
     command(good.addr, "set k 0 0 1\r\nv\r\nget k\r\nget nope\r\n", 3).await;
@@ -310,5 +314,13 @@ async fn garbage_answers_and_resets_are_skipped_not_counted() {
         .await;
     assert_eq!(stats.reachable, 1, "{stats:?}");
     assert_eq!(stats.hit_ratio.as_deref(), Some("0.50"), "{stats:?}");
-    assert!(stats.silent.is_empty(), "garbage is not silence: {stats:?}");
+    assert_eq!(
+        stats.unanswered,
+        BTreeMap::from([
+            (not_a_number, Unanswered::Garbled),
+            (binary, Unanswered::Garbled),
+            (reset, Unanswered::Closed),
+        ]),
+        "garbage is not silence"
+    );
 }

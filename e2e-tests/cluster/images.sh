@@ -9,6 +9,10 @@
 #                   module, as prom/memcached-exporter runs it: user nobody,
 #                   /bin/memcached_exporter as the entrypoint, port 9150.
 #   pause:catatonit catatonit -P, the pod sandbox (node-containerd.toml).
+#   faulty-memcached-garbage-stats, -resets-connections  busybox nc on port
+#                   11211 (a TCP probe passes), whatever the args: it answers
+#                   `stats` with a number that is not one, or closes each
+#                   connection with the command unread (the kernel resets it).
 # The suite pushes them to its local registry (skopeo), which containerd
 # mirrors docker.io and registry.k8s.io from.
 set -euo pipefail
@@ -82,5 +86,23 @@ finish memcached-exporter --config.user 65534:65534 --config.entrypoint /bin/mem
 image pause
 copy "$work/pause/rootfs" "$(command -v catatonit)"
 finish pause --config.user 65535:65535 --config.entrypoint "$(command -v catatonit)" --config.entrypoint -P
+
+image faulty-memcached
+rootfs=$work/faulty-memcached/rootfs
+install -D -m 0755 "$(command -v busybox)" "$rootfs/bin/busybox"
+for applet in sh nc sleep; do ln -s busybox "$rootfs/bin/$applet"; done
+cat >"$rootfs/bin/garbage-stats" <<'SH'
+#!/bin/sh
+read -r _
+printf 'STAT pid 1\r\nSTAT curr_items many\r\nEND\r\n'
+SH
+printf '#!/bin/sh\nsleep 1\n' >"$rootfs/bin/resets-connections"
+chmod 0755 "$rootfs/bin/garbage-stats" "$rootfs/bin/resets-connections"
+finish faulty-memcached --config.exposedports 11211/tcp
+for fault in garbage-stats resets-connections; do
+	umoci config --image "$layout:faulty-memcached" --tag "faulty-memcached-$fault" \
+		--config.entrypoint /bin/nc --config.entrypoint -ll --config.entrypoint -p \
+		--config.entrypoint 11211 --config.entrypoint -e --config.entrypoint "/bin/$fault"
+done
 umoci gc --layout "$layout"
-echo "$layout: memcached ($version), memcached-exporter ($exporter_version), pause (catatonit)"
+echo "$layout: memcached ($version), memcached-exporter ($exporter_version), pause (catatonit), faulty-memcached"

@@ -21,7 +21,7 @@ use e2e_tests::cluster::scenario::{
     SETTLE, Scenario, check, ensure_namespace, instance_objects, lease_holder_in, memcached,
     ready_endpoints, run_each, wait_ready,
 };
-use e2e_tests::cluster::{Env, Outcome, condition_status, wait_for};
+use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "real-node";
@@ -77,15 +77,20 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         config_rollout_and_scale,
     ),
     (
-        "13. helm install: the controller's image runs in its container on the node, \
+        "13. pods that answer stats with garbage or reset the connection are named on their Memcached; \
+         none is replaced, the controller runs on, another Memcached scales meanwhile",
+        faulty_pods,
+    ),
+    (
+        "14. helm install: the controller's image runs in its container on the node, \
          reconciles there, and hands over its Lease on a rollout restart",
         chart_installed,
     ),
     (
-        "14. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
+        "15. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
         chart_watching_namespaces,
     ),
-    ("15. the node stack's memory", node_memory),
+    ("16. the node stack's memory", node_memory),
 ];
 
 fn main() {
@@ -112,7 +117,7 @@ fn main() {
     let mut failed = run_each(&mut env, SCENARIOS);
     let stopping = Instant::now();
     drop(env);
-    let name = "16. teardown leaves no process, cgroup, mount or changed sysctl";
+    let name = "17. teardown leaves no process, cgroup, mount or changed sysctl";
     match state.and_then(|state| teardown_clean(&state, &sysctls)) {
         Ok(()) => println!(
             "ok   {name} (stopped in {:.1}s)",
@@ -741,6 +746,84 @@ fn serving(pods: Vec<Value>) -> Vec<Value> {
     pods.into_iter()
         .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
         .collect()
+}
+
+/// memcached pods that accept connections but answer `stats` with garbage
+/// or reset the connection (an image that is something else on port 11211,
+/// Ready through the rendered TCP probe): each is named on its Memcached
+/// with how it fails, and not Ready; the controller replaces no pod, keeps
+/// running, and scales another Memcached meanwhile.
+fn faulty_pods(env: &mut Env) -> Result<(), String> {
+    const FAULTS: [(&str, &str); 2] = [
+        ("garbage-stats", "not memcached's stats answer"),
+        ("resets-connections", "connection reset or closed"),
+    ];
+    const BESIDE: &str = "beside-faults";
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(1);
+    env.kubectl
+        .apply(&memcached(NAMESPACE, BESIDE, spec.clone()))?;
+    for (fault, _) in FAULTS {
+        let mut faulty = spec.clone();
+        faulty["image"] = json!(node::faulty_memcached_image(fault));
+        env.kubectl.apply(&memcached(NAMESPACE, fault, faulty))?;
+    }
+    wait_ready(env, NAMESPACE, BESIDE, 1)?;
+    let applied = Instant::now();
+    let mut pods = Vec::new();
+    for (fault, how) in FAULTS {
+        let pod = wait_for(&format!("the {fault} pod Ready"), SETTLE, || {
+            let pod = pod_of(env, fault)?;
+            (pod["status"]["containerStatuses"][0]["ready"] == true)
+                .then_some(pod.clone())
+                .ok_or_else(|| format!("pod {:?}", summary(std::slice::from_ref(&pod))))
+        })?;
+        let named = format!("{}:11211 ({how})", pod_ip(&pod)?);
+        let message = wait_for(&format!("the {fault} pod named"), SETTLE, || {
+            let mc = env.kubectl.get(&["memcached", fault, "-n", NAMESPACE])?;
+            let degraded = condition(&mc, "Degraded").cloned().unwrap_or_default();
+            let message = degraded["message"].as_str().unwrap_or_default();
+            (degraded["reason"] == "PodsNotAnswering"
+                && condition_status(&mc, "Ready") == Some("False")
+                && message.contains(&named))
+            .then(|| message.to_string())
+            .ok_or_else(|| format!("Degraded {degraded}"))
+        })?;
+        println!(
+            "     {fault}: named {:.1}s after the apply: {message}",
+            applied.elapsed().as_secs_f64()
+        );
+        pods.push(pod);
+    }
+    let scaled = Instant::now();
+    spec["replicas"] = json!(2);
+    env.kubectl.apply(&memcached(NAMESPACE, BESIDE, spec))?;
+    wait_ready(env, NAMESPACE, BESIDE, 2)?;
+    println!(
+        "     {BESIDE} scaled to 2 meanwhile in {:.1}s",
+        scaled.elapsed().as_secs_f64()
+    );
+    for (pod, (fault, _)) in pods.iter().zip(FAULTS) {
+        let now = pod_of(env, fault)?;
+        check(
+            now["metadata"]["uid"] == pod["metadata"]["uid"]
+                && now["status"]["containerStatuses"][0]["restartCount"] == 0,
+            format!(
+                "the {fault} pod was replaced or restarted: {:?}",
+                summary(&[pod.clone(), now])
+            ),
+        )?;
+    }
+    check(
+        env.operator.as_mut().is_some_and(|o| o.exited().is_none()),
+        "the controller exited",
+    )?;
+    for name in [BESIDE, FAULTS[0].0, FAULTS[1].0] {
+        env.kubectl
+            .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])?;
+    }
+    Ok(())
 }
 
 /// The chart installed with its default image, which the node pulls: the

@@ -44,11 +44,26 @@ pub const CONTROLLER_REPOSITORY: &str = "c5c3/memcached-operator";
 
 /// The images the node pulls: (tag in the OCI layout, repository:tag in the
 /// registry, mirrored for docker.io, registry.k8s.io and ghcr.io).
-const IMAGES: [(&str, &str); 3] = [
+const IMAGES: [(&str, &str); 5] = [
     ("memcached", "library/memcached:1.6"),
     ("memcached-exporter", EXPORTER_IMAGE),
     ("pause", "pause:catatonit"),
+    (
+        "faulty-memcached-garbage-stats",
+        "c5c3/faulty-memcached:garbage-stats",
+    ),
+    (
+        "faulty-memcached-resets-connections",
+        "c5c3/faulty-memcached:resets-connections",
+    ),
 ];
+
+/// An image that listens on memcached's port (its TCP probe passes) and
+/// fails every `stats` as `fault` says: `garbage-stats` answers a number
+/// that is not one, `resets-connections` resets each connection unanswered.
+pub fn faulty_memcached_image(fault: &str) -> String {
+    format!("c5c3/faulty-memcached:{fault}")
+}
 
 /// Start the registry in `<workdir>-registry` (`workdir` itself is the
 /// cluster's, emptied when it starts) and push the node's images to it: the
