@@ -2,6 +2,7 @@
 //! object), the stats client, and the reconcile loop (all I/O lives there).
 
 pub mod address;
+pub mod api_requests;
 pub mod apply;
 pub mod args;
 pub mod backoff;

@@ -11,6 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::api_requests::Counts;
 use crate::process::ProcessCollector;
 
 /// One Memcached.
@@ -30,6 +31,7 @@ pub struct Metrics {
     duration: Histogram,
     desired: Family<Instance, Gauge>,
     ready: Family<Instance, Gauge>,
+    api_requests: Counts,
     known: Mutex<HashSet<Instance>>,
 }
 
@@ -43,6 +45,7 @@ impl Default for Metrics {
         let duration = Histogram::new(exponential_buckets(0.005, 2.0, 12));
         let desired = Family::<Instance, Gauge>::default();
         let ready = Family::<Instance, Gauge>::default();
+        let api_requests = Counts::default();
         ours.register("reconciles", "Reconciles run", reconciles.clone());
         ours.register("reconcile_errors", "Reconciles that failed", errors.clone());
         ours.register(
@@ -60,6 +63,11 @@ impl Default for Metrics {
             "Ready replicas of each Memcached",
             ready.clone(),
         );
+        ours.register(
+            "api_requests",
+            "Requests to the API server, by method and HTTP status code",
+            api_requests.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -67,6 +75,7 @@ impl Default for Metrics {
             duration,
             desired,
             ready,
+            api_requests,
             known: Mutex::default(),
         }
     }
@@ -103,6 +112,11 @@ impl Metrics {
             }
             keep
         });
+    }
+
+    /// Where the client counts its requests to the API server.
+    pub fn api_requests(&self) -> Counts {
+        self.api_requests.clone()
     }
 
     /// Reconciles run so far.

@@ -15,16 +15,18 @@ use std::time::Instant;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
+use kube::client::ClientBuilder;
 use kube::runtime::Predicate;
 use kube::runtime::controller::{Config as ControllerConfig, Controller, Error as ControllerError};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
-use kube::{Client, Resource};
+use kube::{Client, Config, Resource};
 use memcached_api::validation::Options;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::api_requests::CountRequests;
 use crate::backoff::backoff;
 use crate::cache::{self, Writers, scoped};
 use crate::endpoints::HttpSettings;
@@ -60,8 +62,10 @@ pub struct Settings {
 
 /// Run until SIGTERM/SIGINT (or until leadership is lost).
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
-    let client = Client::try_default().await?;
     let metrics = Arc::new(Metrics::default());
+    let client = ClientBuilder::try_from(Config::infer().await?)?
+        .with_layer(&CountRequests(metrics.api_requests()))
+        .build();
     let ready = Arc::new(AtomicBool::new(false));
     crate::endpoints::start(&settings.http, &client, ready.clone(), metrics.clone())?;
     let shutdown = shutdown_signal();

@@ -87,6 +87,17 @@ impl Operator {
         reconciles_at(self.address)
     }
 
+    /// The requests it sent the API server so far, every method and answer
+    /// (`memcached_operator_api_requests_total`).
+    pub fn api_requests(&self) -> Result<u64, String> {
+        let metrics = http::get(self.address, "/metrics")?;
+        Ok(metrics
+            .lines()
+            .filter_map(|line| line.strip_prefix("memcached_operator_api_requests_total{"))
+            .filter_map(|rest| rest.rsplit_once("} ")?.1.trim().parse::<u64>().ok())
+            .sum())
+    }
+
     /// /readyz answers 200: leading and its watches are synced.
     pub fn ready(&self) -> bool {
         self.http_get("/readyz").is_ok()

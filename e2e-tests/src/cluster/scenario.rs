@@ -54,7 +54,7 @@ pub fn run_each(env: &mut Env, scenarios: &[(&str, Scenario)]) -> usize {
     let mut failed = 0;
     for (name, scenario) in scenarios.iter().filter(|(n, _)| n.contains(&only)) {
         let began = Instant::now();
-        let requests = api_requests(env);
+        let requests = (api_requests(env), controller_requests(env));
         let outcome = scenario(env);
         println!("     {}", cost(env, requests));
         match outcome {
@@ -78,13 +78,26 @@ fn api_requests(env: &Env) -> Option<f64> {
     Some(counts.iter().map(|c| c.count).sum())
 }
 
+/// The running controller and the requests it sent the API server so far.
+fn controller_requests(env: &Env) -> Option<(String, u64)> {
+    let operator = env.operator.as_ref()?;
+    Some((operator.name.clone(), operator.api_requests().ok()?))
+}
+
 /// What a scenario cost: the requests the API server served meanwhile (all
 /// clients: the controller, kube-controller-manager, the scheduler, the test
-/// itself) and the running controller's memory after it.
-fn cost(env: &Env, requests_before: Option<f64>) -> String {
-    let requests = match (requests_before, api_requests(env)) {
+/// itself), those the controller sent (when the same one ran throughout), and
+/// the running controller's memory after it.
+fn cost(env: &Env, (all_before, ours_before): (Option<f64>, Option<(String, u64)>)) -> String {
+    let requests = match (all_before, api_requests(env)) {
         (Some(before), Some(after)) if after >= before => format!("{:.0}", after - before),
         _ => "unknown (the API server restarted or cannot be read)".to_string(),
+    };
+    let ours = match (ours_before, controller_requests(env)) {
+        (Some((before_name, before)), Some((name, after))) if name == before_name => {
+            format!("{} by the controller", after.saturating_sub(before))
+        }
+        _ => "the controller's unknown (it was replaced)".to_string(),
     };
     let memory = env
         .operator
@@ -93,7 +106,7 @@ fn cost(env: &Env, requests_before: Option<f64>) -> String {
         .map_or("no controller running".to_string(), |kib| {
             format!("controller RSS {:.1} MiB", kib as f64 / 1024.0)
         });
-    format!("cost: {requests} API requests (all clients), {memory}")
+    format!("cost: {requests} API requests (all clients), {ours}, {memory}")
 }
 
 /// `Ok` when `condition` holds, else the `message` as the error.
