@@ -59,6 +59,9 @@ pub struct Progress {
     pub pods: i32,
     /// The pod whose container is restarting now.
     pub restarting: Option<String>,
+    /// Why the `restarting` pod's memcached container cannot run (a crash
+    /// loop, an image that cannot be pulled): the change waits for a new image.
+    pub stalled: Option<String>,
     /// This reconcile changed the image of the `restarting` pod.
     pub started: bool,
 }
@@ -66,23 +69,37 @@ pub struct Progress {
 impl Progress {
     /// The Rollout column: `in place 1/3, <pod> restarting warm`.
     pub fn summary(&self) -> String {
-        let now = match &self.restarting {
-            Some(pod) => format!(", {pod} restarting warm"),
-            None => String::new(),
+        let now = match (&self.restarting, &self.stalled) {
+            (Some(pod), Some(reason)) => format!(", {pod} {reason}"),
+            (Some(pod), None) => format!(", {pod} restarting warm"),
+            (None, _) => String::new(),
         };
         format!("in place {}/{}{now}", self.updated, self.pods)
     }
 
     /// The `Progressing` condition's message.
     pub fn message(&self) -> String {
-        let now = match &self.restarting {
-            Some(pod) => format!("; {pod} is restarting warm"),
-            None => String::new(),
+        let now = match (&self.restarting, &self.stalled) {
+            (Some(pod), Some(reason)) => format!("; {pod} does not come back ({reason})"),
+            (Some(pod), None) => format!("; {pod} is restarting warm"),
+            (None, _) => String::new(),
         };
         format!(
             "memcached image {} applied in place: {} of {} pods have it{now}",
             self.image, self.updated, self.pods
         )
+    }
+
+    /// The `Degraded` message while a pod cannot run the image: what holds
+    /// the change, and the way on.
+    pub fn stalled_message(&self) -> Option<String> {
+        let (pod, reason) = self.restarting.as_ref().zip(self.stalled.as_ref())?;
+        Some(format!(
+            "pod {pod} does not come back with memcached image {}: its container is in {reason}; \
+             the other pods keep their image and their cache until spec.image names one that runs \
+             (applied in place too)",
+            self.image
+        ))
     }
 }
 
@@ -135,8 +152,7 @@ pub async fn converge(
     let starting = TemplateStamp::of(desired)
         .zip(TemplateStamp::of(live))
         .is_some_and(|(new, running)| new.image_only_change(&running))
-        && live.rollout().complete(replicas)
-        && live.metadata.deletion_timestamp.is_none();
+        && may_start(live, replicas);
     if !starting && !marked {
         return Ok(None);
     }
@@ -177,54 +193,90 @@ pub async fn converge(
         mark(desired, None);
         return Ok(None);
     }
-    let set_uid = set.uid().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let running: Vec<Pod> = pods
+    let running = running_pods(&pods, selector, &set.uid().unwrap_or_default()).await?;
+    let mut lagging: Vec<&Pod> = running.iter().filter(|p| lags(p, &image)).collect();
+    lagging.sort_by_key(|p| p.name_any());
+    // Every pod runs the image: the annotation goes with the apply.
+    if lagging.is_empty() && running.iter().all(settled) {
+        mark(desired, None);
+        return Ok(None);
+    }
+    step(&pods, &image, &running, &lagging, change)
+        .await
+        .map(Some)
+}
+
+/// An image-only change may start on `live` of `replicas`: its last rollout
+/// is complete, or an image change in place is under way (a newer image, or
+/// one that runs where the last does not, takes it over), and it is not
+/// being deleted.
+pub(crate) fn may_start<W: Workload + Resource>(live: &W, replicas: i32) -> bool {
+    (live.rollout().complete(replicas) || annotation(live, IN_PLACE_ANNOTATION).is_some())
+        && live.meta().deletion_timestamp.is_none()
+}
+
+/// The pods controlled by `owner` (a uid) that `selector` selects and that
+/// still run (not being deleted, not finished).
+pub(crate) async fn running_pods(
+    pods: &Api<Pod>,
+    selector: &str,
+    owner: &str,
+) -> Result<Vec<Pod>, Failed> {
+    let listed = pods
         .list(&ListParams::default().labels(selector))
         .await
         .map_err(|error| Failed {
             error,
             retemplated: true,
-        })?
+        })?;
+    Ok(listed
         .items
         .into_iter()
-        .filter(|p| is_controlled_by(p, &set_uid) && p.metadata.deletion_timestamp.is_none())
+        .filter(|p| is_controlled_by(p, owner) && p.metadata.deletion_timestamp.is_none())
         .filter(|p| !matches!(phase(p), Some("Failed" | "Succeeded")))
-        .collect();
-    let lagging: Vec<&Pod> = running.iter().filter(|p| lags(p, &image)).collect();
+        .collect())
+}
+
+/// One step of the change to `image` over the `running` pods, of which
+/// `lagging` (in the order they go) lack it: none while a pod that has it
+/// is still restarting (one at a time); else the next lagging pod gets
+/// `patch` and the restart count it has now. A lagging pod that is not
+/// settled goes first: it restarts or fails on an image an earlier change
+/// gave it, and waiting for it could wait for ever.
+pub(crate) async fn step(
+    pods: &Api<Pod>,
+    image: &str,
+    running: &[Pod],
+    lagging: &[&Pod],
+    mut patch: Value,
+) -> Result<Progress, Failed> {
+    let restarting = running.iter().find(|p| !settled(p) && !lags(p, image));
     let mut progress = Progress {
-        image: image.clone(),
-        pods: len(&running),
-        updated: len(&running) - len(&lagging),
-        restarting: running.iter().find(|p| !settled(p)).map(|p| p.name_any()),
+        image: image.to_string(),
+        pods: len(running),
+        updated: len(running) - len(lagging),
+        restarting: restarting.map(ResourceExt::name_any),
+        stalled: restarting.and_then(failing),
         started: false,
     };
-    let next = lagging.into_iter().min_by_key(|p| p.name_any());
-    match (next, &progress.restarting) {
-        // Every pod runs the image: the annotation goes with the apply.
-        (None, None) => {
-            mark(desired, None);
-            return Ok(None);
-        }
-        (Some(next), None) => {
-            let restarts = memcached_status(next).map_or(0, |s| s.restart_count);
-            let mut patch = change;
-            patch["metadata"]["annotations"] = json!({RESTARTS_ANNOTATION: restarts.to_string()});
-            let name = next.name_any();
-            pods.patch(&name, &manager(), &Patch::Strategic(patch))
-                .await
-                .map_err(|error| Failed {
-                    error,
-                    retemplated: true,
-                })?;
-            progress.updated += 1;
-            progress.restarting = Some(name);
-            progress.started = true;
-        }
-        // One pod at a time: the next once this one is back.
-        _ => {}
-    }
-    Ok(Some(progress))
+    let next = lagging.iter().find(|p| !settled(p)).or(lagging.first());
+    let (None, Some(next)) = (restarting, next) else {
+        return Ok(progress);
+    };
+    let restarts = memcached_status(next).map_or(0, |s| s.restart_count);
+    patch["metadata"]["annotations"] = json!({RESTARTS_ANNOTATION: restarts.to_string()});
+    let name = next.name_any();
+    pods.patch(&name, &manager(), &Patch::Strategic(patch))
+        .await
+        .map_err(|error| Failed {
+            error,
+            retemplated: true,
+        })?;
+    progress.updated += 1;
+    progress.restarting = Some(name);
+    progress.started = true;
+    Ok(progress)
 }
 
 /// What [`retemplate`] did.
@@ -396,6 +448,24 @@ pub(crate) fn memcached_status(pod: &Pod) -> Option<&k8s_openapi::api::core::v1:
         .find(|s| s.name == MEMCACHED_CONTAINER)
 }
 
+/// Why the pod's memcached container cannot run, when it waits for a
+/// reason that does not pass by itself.
+pub(crate) fn failing(pod: &Pod) -> Option<String> {
+    const FAILURES: [&str; 8] = [
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "ErrImageNeverPull",
+        "InvalidImageName",
+        "CreateContainerError",
+        "CreateContainerConfigError",
+        "RunContainerError",
+    ];
+    let waiting = memcached_status(pod)?.state.as_ref()?.waiting.as_ref()?;
+    let reason = waiting.reason.as_deref()?;
+    FAILURES.contains(&reason).then(|| reason.to_string())
+}
+
 /// The pod's memcached container does not have `image` in its spec.
 pub(crate) fn lags(pod: &Pod, image: &str) -> bool {
     pod.spec.as_ref().and_then(pod_memcached_image) != Some(image)
@@ -460,12 +530,39 @@ mod tests {
     }
 
     #[test]
+    fn a_container_that_cannot_run_is_failing_one_that_starts_is_not() {
+        let waiting = |reason: &str| {
+            let mut pod = pod("a", "m:2", false, 1, Some(0));
+            let status = &mut pod
+                .status
+                .as_mut()
+                .unwrap()
+                .container_statuses
+                .as_mut()
+                .unwrap()[0];
+            status.state = serde_json::from_value(json!({"waiting": {"reason": reason}})).unwrap();
+            pod
+        };
+        assert_eq!(
+            failing(&waiting("CrashLoopBackOff")).as_deref(),
+            Some("CrashLoopBackOff")
+        );
+        assert_eq!(
+            failing(&waiting("ErrImagePull")).as_deref(),
+            Some("ErrImagePull")
+        );
+        assert_eq!(failing(&waiting("ContainerCreating")), None);
+        assert_eq!(failing(&pod("a", "m:2", true, 0, None)), None);
+    }
+
+    #[test]
     fn progress_says_which_pod_restarts() {
         let progress = Progress {
             image: "memcached:1.6.39".into(),
             updated: 2,
             pods: 3,
             restarting: Some("c-1".into()),
+            stalled: None,
             started: false,
         };
         assert_eq!(
@@ -473,6 +570,20 @@ mod tests {
             "memcached image memcached:1.6.39 applied in place: 2 of 3 pods have it; c-1 is restarting warm"
         );
         assert_eq!(progress.summary(), "in place 2/3, c-1 restarting warm");
+        assert_eq!(progress.stalled_message(), None);
+        let stalled = Progress {
+            stalled: Some("ImagePullBackOff".into()),
+            ..progress
+        };
+        assert_eq!(stalled.summary(), "in place 2/3, c-1 ImagePullBackOff");
+        assert_eq!(
+            stalled.stalled_message().as_deref(),
+            Some(
+                "pod c-1 does not come back with memcached image memcached:1.6.39: its container is \
+                 in ImagePullBackOff; the other pods keep their image and their cache until \
+                 spec.image names one that runs (applied in place too)"
+            )
+        );
         assert!(lags(&pod("a", "m:1", true, 0, None), "m:2"));
         assert!(!lags(&pod("a", "m:2", true, 0, None), "m:2"));
     }

@@ -848,7 +848,7 @@ async fn converge_in_place(
     let original = desired.clone();
     let failed =
         match in_place::converge(&ctx.client, uid, &selector, live.as_deref(), desired).await {
-            Ok(progress) => return Ok(progress),
+            Ok(progress) => return Ok(stalled_in_place(applied, progress)),
             Err(failed) => failed,
         };
     let message = refusal(failed.error)?;
@@ -886,7 +886,7 @@ async fn converge_stateful_in_place(
     let converged =
         stateful_in_place::converge(&ctx.client, uid, &selector, live.as_deref(), desired).await;
     let failed = match converged {
-        Ok(progress) => return Ok(progress),
+        Ok(progress) => return Ok(stalled_in_place(applied, progress)),
         Err(failed) => failed,
     };
     let message = refusal(failed.error)?;
@@ -899,6 +899,26 @@ async fn converge_stateful_in_place(
     );
     refuse_in_place(applied, message).await;
     Ok(None)
+}
+
+/// Degraded reason while a pod cannot run the image an in-place change gave it.
+pub const IN_PLACE_STALLED: &str = "InPlaceStalled";
+
+/// `progress`, reported as [`IN_PLACE_STALLED`] when a pod cannot run its new image.
+fn stalled_in_place(
+    applied: &mut Applied<'_>,
+    progress: Option<in_place::Progress>,
+) -> Option<in_place::Progress> {
+    if let Some(message) = progress
+        .as_ref()
+        .and_then(in_place::Progress::stalled_message)
+    {
+        applied.problems.push(Problem {
+            reason: IN_PLACE_STALLED,
+            message,
+        });
+    }
+    progress
 }
 
 /// The API server's message when it refused an in-place change (400, 403,

@@ -26,14 +26,14 @@
 
 use k8s_openapi::api::apps::v1::{RollingUpdateStatefulSetStrategy, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch};
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::apply::is_controlled_by;
 use crate::in_place::{
-    Failed, IN_PLACE_ANNOTATION, Progress, RESTARTS_ANNOTATION, annotation, lags, len, manager,
-    mark, memcached_image, memcached_status, phase, settled, template_change,
+    Failed, IN_PLACE_ANNOTATION, Progress, annotation, lags, len, mark, may_start, memcached_image,
+    running_pods, settled, step, template_change,
 };
 use crate::intent::TemplateStamp;
 use crate::workload::Workload;
@@ -66,8 +66,7 @@ pub async fn converge(
         .as_ref()
         .zip(running.as_ref())
         .is_some_and(|(new, running)| new.image_only_change(running))
-        && live.rollout().complete(replicas)
-        && live.metadata.deletion_timestamp.is_none();
+        && may_start(live, replicas);
     let marked = annotation(live, IN_PLACE_ANNOTATION) == Some(image.as_str());
     // Marked for this image, but the template changed again (not a new
     // rendering of the same intent, which is held): paced as usual.
@@ -80,7 +79,7 @@ pub async fn converge(
     }
     mark(desired, Some(&image));
     hold_every_pod(desired);
-    let mut progress = Progress {
+    let progress = Progress {
         image: image.clone(),
         pods: replicas,
         ..Default::default()
@@ -92,22 +91,9 @@ pub async fn converge(
     if starting || !live.rollout().observed || revision.is_empty() {
         return Ok(Some(progress));
     }
-    let set_uid = live.uid().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &live.namespace().unwrap_or_default());
-    let refused = |error| Failed {
-        error,
-        retemplated: true,
-    };
-    let running: Vec<Pod> = pods
-        .list(&ListParams::default().labels(selector))
-        .await
-        .map_err(refused)?
-        .items
-        .into_iter()
-        .filter(|p| is_controlled_by(p, &set_uid) && p.metadata.deletion_timestamp.is_none())
-        .filter(|p| !matches!(phase(p), Some("Failed" | "Succeeded")))
-        .collect();
-    let lagging: Vec<&Pod> = running
+    let running = running_pods(&pods, selector, &live.uid().unwrap_or_default()).await?;
+    let mut lagging: Vec<&Pod> = running
         .iter()
         .filter(|p| lags(p, &image) || p.labels().get(REVISION_LABEL) != Some(&revision))
         .collect();
@@ -118,38 +104,23 @@ pub async fn converge(
         mark(desired, None);
         return Ok(None);
     }
-    progress.pods = len(&running);
-    progress.updated = len(&running) - len(&lagging);
-    progress.restarting = running.iter().find(|p| !settled(p)).map(|p| p.name_any());
-    let next = lagging.into_iter().max_by_key(|p| ordinal(p));
-    match (next, &progress.restarting) {
-        // Every pod runs the image on the update revision: pacing lowers
-        // the partition, replacing none. A pod missing (being recreated
-        // from the current, old revision) gets it first.
-        (None, None) if progress.pods >= replicas => {
-            mark(desired, None);
-            return Ok(None);
-        }
-        (Some(next), None) => {
-            let restarts = memcached_status(next).map_or(0, |s| s.restart_count);
-            let Some(template) = desired.template() else {
-                return Ok(None);
-            };
-            let mut patch = template_change(template, &image);
-            patch["metadata"]["labels"][REVISION_LABEL] = json!(revision);
-            patch["metadata"]["annotations"] = json!({RESTARTS_ANNOTATION: restarts.to_string()});
-            let name = next.name_any();
-            pods.patch(&name, &manager(), &Patch::Strategic(patch))
-                .await
-                .map_err(refused)?;
-            progress.updated += 1;
-            progress.restarting = Some(name);
-            progress.started = true;
-        }
-        // One pod at a time: the next once this one is back.
-        _ => {}
+    // Every pod runs the image on the update revision: pacing lowers the
+    // partition, replacing none. A pod missing (being recreated from the
+    // current, old revision) gets it first.
+    if lagging.is_empty() && running.iter().all(settled) && len(&running) >= replicas {
+        mark(desired, None);
+        return Ok(None);
     }
-    Ok(Some(progress))
+    // The highest ordinal first, as a StatefulSet rolls.
+    lagging.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
+    let Some(template) = desired.template() else {
+        return Ok(None);
+    };
+    let mut patch = template_change(template, &image);
+    patch["metadata"]["labels"][REVISION_LABEL] = json!(revision);
+    step(&pods, &image, &running, &lagging, patch)
+        .await
+        .map(Some)
 }
 
 /// A partition above any ordinal (the replica count in the cache may lag a

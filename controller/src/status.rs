@@ -314,6 +314,7 @@ mod tests {
             pods: 3,
             restarting: Some("c-1".into()),
             started: true,
+            ..Default::default()
         });
         let s = compute(None, &in_place, &ClusterStats::default(), &at(1));
         assert_eq!(

@@ -390,7 +390,7 @@ async fn a_frozen_pod_delays_no_reconcile_and_is_named() {
     assert!(
         degraded["message"]
             .as_str()
-            .is_some_and(|m| m.ends_with(": 127.0.0.9:11211")),
+            .is_some_and(|m| m.ends_with(": 127.0.0.9:11211 (no complete answer within 3s)")),
         "{degraded}"
     );
     let status = &api.lock().unwrap().objects[&cr_path()]["status"];
@@ -1142,6 +1142,87 @@ async fn a_new_image_with_warm_restarts_restarts_each_pod_in_place() {
     assert_eq!(condition(&api, "Progressing")["status"], "False");
     let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
     assert!(status["rollout"].is_null(), "{status}");
+}
+
+/// Pod `path`'s memcached container restarted `restarts` times and Ready,
+/// or waiting for `failing` (not Ready).
+fn container_state(api: &Shared, path: &str, restarts: i32, failing: Option<&str>) {
+    let mut api = api.lock().unwrap();
+    let pod = api.objects.get_mut(path).unwrap();
+    let ready = failing.is_none();
+    pod["status"]["conditions"][0]["status"] = json!(if ready { "True" } else { "False" });
+    let container = &mut pod["status"]["containerStatuses"][0];
+    container["restartCount"] = json!(restarts);
+    container["ready"] = json!(ready);
+    container["state"] = match failing {
+        Some(reason) => json!({"waiting": {"reason": reason}}),
+        None => json!({"running": {}}),
+    };
+}
+
+#[tokio::test]
+async fn a_pod_that_cannot_run_the_new_image_stalls_the_change_until_the_next_image_in_place() {
+    let api = Shared::default();
+    let (deployment, set, pods) = warm_and_running(&api).await;
+    let pod_image = "/spec/containers/0/image";
+    let mc = store_cr(&api, warm("memcached:1.6.39"));
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    container_state(&api, &pods[0], 1, None);
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert_eq!(image_of(&api, &pods[1], pod_image), "memcached:1.6.39");
+    // The second pod cannot pull it: the change stops there and says so.
+    container_state(&api, &pods[1], 0, Some("ImagePullBackOff"));
+    writes(&api);
+    reconcile(mc, context(api.clone())).await.unwrap();
+    assert!(!writes(&api).iter().any(|w| w.contains("/pods/")));
+    let degraded = condition(&api, "Degraded");
+    assert_eq!(degraded["reason"], "InPlaceStalled");
+    assert_eq!(
+        degraded["message"],
+        "pod c-abc-2 does not come back with memcached image memcached:1.6.39: its container is \
+         in ImagePullBackOff; the other pods keep their image and their cache until spec.image \
+         names one that runs (applied in place too)"
+    );
+    let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
+    assert_eq!(status["rollout"], "in place 2/2, c-abc-2 ImagePullBackOff");
+
+    // The next image takes the change over in place, the failing pod first.
+    let mc = store_cr(&api, warm("memcached:1.6.40"));
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert_eq!(
+        image_of(&api, &set, "/spec/template/spec/containers/0/image"),
+        "memcached:1.6.40"
+    );
+    assert_eq!(
+        image_of(
+            &api,
+            &deployment,
+            "/metadata/annotations/memcached.c5c3.io~1in-place-image"
+        ),
+        "memcached:1.6.40"
+    );
+    writes(&api);
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert_eq!(
+        writes(&api),
+        [
+            format!("PATCH {}", pods[1]),
+            format!("PATCH {}/status", cr_path())
+        ],
+        "the failing pod first"
+    );
+    assert_eq!(image_of(&api, &pods[1], pod_image), "memcached:1.6.40");
+    assert_eq!(image_of(&api, &pods[0], pod_image), "memcached:1.6.39");
+    assert_ne!(condition(&api, "Degraded")["reason"], "InPlaceStalled");
+
+    // Back, then the other pod; then done.
+    container_state(&api, &pods[1], 1, None);
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert_eq!(image_of(&api, &pods[0], pod_image), "memcached:1.6.40");
+    container_state(&api, &pods[0], 2, None);
+    reconcile(mc, context(api.clone())).await.unwrap();
+    assert_resumed_without_change_in_place(&api, &deployment);
 }
 
 /// A warm Memcached in StatefulSet mode (`image`, 2 replicas).
