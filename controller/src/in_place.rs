@@ -291,7 +291,7 @@ enum Retemplated {
 }
 
 /// The ReplicaSets the Deployment `live` controls.
-async fn owned_replica_sets(
+pub(crate) async fn owned_replica_sets(
     sets: &Api<ReplicaSet>,
     selector: &str,
     live: &Deployment,
@@ -471,16 +471,20 @@ pub(crate) fn lags(pod: &Pod, image: &str) -> bool {
     pod.spec.as_ref().and_then(pod_memcached_image) != Some(image)
 }
 
-/// The pod is Ready and, if its image was changed in place, its memcached
-/// container has restarted since.
-pub(crate) fn settled(pod: &Pod) -> bool {
-    let ready = pod
-        .status
+/// The pod's `Ready` condition is true.
+pub(crate) fn ready(pod: &Pod) -> bool {
+    pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// The pod is Ready and, if its image was changed in place, its memcached
+/// container has restarted since.
+pub(crate) fn settled(pod: &Pod) -> bool {
+    let ready = ready(pod);
     let before: Option<i32> = pod
         .annotations()
         .get(RESTARTS_ANNOTATION)

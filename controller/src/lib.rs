@@ -13,6 +13,7 @@ pub mod desired;
 pub mod endpoints;
 pub mod events;
 pub mod exposition;
+pub mod generations;
 pub mod hash_key;
 pub mod hpa;
 pub mod http;

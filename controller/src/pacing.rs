@@ -1,23 +1,31 @@
-//! Cache-aware pacing of a StatefulSet rollout (`spec.workload: StatefulSet`).
+//! Cache-aware pacing of rollouts: never more than one cold pod at a time.
 //!
-//! A StatefulSet replaces one pod at a time and the next as soon as the
-//! last is Ready: Ready, but empty, so under read traffic the keys of two
-//! pods miss at once. The controller holds the rollout with the
-//! StatefulSet's `partition`: a template change is applied with the
-//! partition at the highest ordinal (only that pod is replaced), and the
-//! partition moves down one ordinal once the pod just replaced is warm
-//! again: Ready, with at least half the items of the median pod not yet
+//! StatefulSet mode (`spec.workload: StatefulSet`): a StatefulSet replaces
+//! one pod at a time and the next as soon as the last is Ready: Ready, but
+//! empty, so under read traffic the keys of two pods miss at once. The
+//! controller holds the rollout with the StatefulSet's `partition`: a
+//! template change is applied with the partition at the highest ordinal
+//! (only that pod is replaced), and the partition moves down one ordinal
+//! once the pod just replaced is warm again. Each ordinal keeps its name, so
+//! clients configured by name keep their map.
+//!
+//! Deployment mode: a Deployment (surge 1, none unavailable) adds a new pod,
+//! removes an old one once the new is Ready, and adds the next at once. The
+//! controller pauses the Deployment while the newest pod of its newest
+//! ReplicaSet is not warm, so the old pod it replaces keeps serving
+//! meanwhile, and resumes it once that pod is warm.
+//!
+//! Warm: Ready, with at least half the items of the median pod not yet
 //! replaced (or those hold fewer than [`MIN_ITEMS`]: nothing to warm), or
 //! [`WARM_TIMEOUT`] after this controller first saw it Ready (no stats read
-//! yet, after a restart, counts as not warm until then). Each
-//! ordinal keeps its name, so clients configured by name keep their map.
+//! yet, after a restart, counts as not warm until then).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::{RollingUpdateStatefulSetStrategy, StatefulSet};
+use k8s_openapi::api::apps::v1::{Deployment, RollingUpdateStatefulSetStrategy, StatefulSet};
 
 use crate::intent::TemplateStamp;
 use crate::workload::Workload;
@@ -42,26 +50,26 @@ pub struct Warming {
 /// `namespace/name`: the [`WARM_TIMEOUT`] runs from there (again after a
 /// controller restart).
 #[derive(Default)]
-pub struct Waits(Mutex<HashMap<String, (i32, Instant)>>);
+pub struct Waits(Mutex<HashMap<String, (String, Instant)>>);
 
 impl Waits {
-    /// True once the rollout of `key` has waited [`WARM_TIMEOUT`] for `ordinal`.
-    fn waited_out(&self, key: &str, ordinal: i32) -> bool {
+    /// True once the rollout of `key` has waited [`WARM_TIMEOUT`] for `pod`.
+    fn waited_out(&self, key: &str, pod: &str) -> bool {
         let Ok(mut waits) = self.0.lock() else {
             return true;
         };
         let (waiting, since) = waits
             .entry(key.to_string())
-            .or_insert((ordinal, Instant::now()));
-        if *waiting != ordinal {
-            *waiting = ordinal;
+            .or_insert((pod.to_string(), Instant::now()));
+        if waiting != pod {
+            *waiting = pod.to_string();
             *since = Instant::now();
         }
         since.elapsed() >= WARM_TIMEOUT
     }
 
     /// Forget `key`'s wait (its rollout is paced no more).
-    fn done(&self, key: &str) {
+    pub fn done(&self, key: &str) {
         if let Ok(mut waits) = self.0.lock() {
             waits.remove(key);
         }
@@ -140,9 +148,8 @@ pub fn pace(
             items,
             peers: median(peers),
         };
-        // The timeout runs from when the pod is first seen Ready.
         let ready = pods.ready.contains_key(&warming.pod);
-        let warm = warming.warm() || (ready && waits.waited_out(key, ordinal));
+        let warm = warming.warm_or_waited(waits, key, ready);
         waiting = (!warm).then_some(warming);
         warm
     });
@@ -160,6 +167,53 @@ pub fn pace(
     waiting.filter(|_| partition > 0)
 }
 
+/// The pods of a Deployment's rollout, as Deployment pacing reads them.
+#[derive(Default)]
+pub struct Generations {
+    /// The newest pod of the newest ReplicaSet: its name, and its address
+    /// once it is Ready.
+    pub newest: Option<(String, Option<SocketAddr>)>,
+    /// The addresses of the Ready pods of the older ReplicaSets.
+    pub old: Vec<SocketAddr>,
+    /// `curr_items` by address.
+    pub items: BTreeMap<SocketAddr, u64>,
+}
+
+/// Pods of an older template are left on `live`: a rollout that replaces
+/// pods runs (a scale or an unready pod alone is no rollout).
+pub fn deployment_rolling(live: &Deployment) -> bool {
+    let rollout = live.rollout();
+    rollout.updated < rollout.pods
+}
+
+/// Pause `desired` (the Deployment of Memcached `key`) while the newest pod
+/// of the rollout `generations` is not warm; the pod waited for, if any.
+/// Resumed (no `paused`), the Deployment replaces the next pod.
+pub fn pace_deployment(
+    waits: &Waits,
+    key: &str,
+    desired: &mut Deployment,
+    generations: Generations,
+) -> Option<Warming> {
+    let Generations { newest, old, items } = generations;
+    let Some((pod, address)) = newest else {
+        waits.done(key);
+        return None;
+    };
+    let peers: Vec<u64> = old.iter().filter_map(|a| items.get(a)).copied().collect();
+    let warming = Warming {
+        pod,
+        items: address.and_then(|a| items.get(&a)).copied(),
+        peers: median(peers),
+    };
+    // Nothing to warm: the Deployment goes at its own pace.
+    if warming.peers < MIN_ITEMS || warming.warm_or_waited(waits, key, address.is_some()) {
+        return None;
+    }
+    desired.spec.get_or_insert_default().paused = Some(true);
+    Some(warming)
+}
+
 impl Warming {
     /// The Rollout column's note: `<pod> warming`.
     pub fn summary(&self) -> String {
@@ -173,6 +227,12 @@ impl Warming {
             "waiting for {} to warm ({items} items, half the median pod's {} wanted)",
             self.pod, self.peers
         )
+    }
+
+    /// [`Warming::warm`], or Ready for [`WARM_TIMEOUT`] (the timeout runs
+    /// from when the pod is first seen Ready).
+    fn warm_or_waited(&self, waits: &Waits, key: &str, ready: bool) -> bool {
+        self.warm() || (ready && waits.waited_out(key, &self.pod))
     }
 
     /// Ready and read, and holding at least half of its peers' median items
@@ -246,12 +306,70 @@ mod tests {
     }
 
     #[test]
+    fn a_deployment_waits_paused_for_its_newest_pod_to_warm() {
+        let address = |i: u8| SocketAddr::from(([10, 0, 0, i], 11211));
+        let generations =
+            |newest: Option<(&str, Option<SocketAddr>)>, items: &[(u8, u64)]| Generations {
+                newest: newest.map(|(pod, address)| (pod.to_string(), address)),
+                old: vec![address(1), address(2)],
+                items: items.iter().map(|(i, n)| (address(*i), *n)).collect(),
+            };
+        let waits = Waits::default();
+        let mut desired = Deployment::default();
+        let paused = |d: &Deployment| d.spec.as_ref().and_then(|s| s.paused);
+
+        let cold = generations(Some(("c-new", None)), &[(1, 1000), (2, 1000)]);
+        let waiting = pace_deployment(&waits, "ns/c", &mut desired, cold);
+        assert_eq!(
+            waiting.map(|w| w.pod).as_deref(),
+            Some("c-new"),
+            "not Ready yet"
+        );
+        assert_eq!(paused(&desired), Some(true));
+
+        let mut desired = Deployment::default();
+        let warming = generations(
+            Some(("c-new", Some(address(3)))),
+            &[(1, 1000), (2, 1000), (3, 499)],
+        );
+        assert!(pace_deployment(&waits, "ns/c", &mut desired, warming).is_some());
+        assert_eq!(paused(&desired), Some(true));
+
+        let mut desired = Deployment::default();
+        let warm = generations(
+            Some(("c-new", Some(address(3)))),
+            &[(1, 1000), (2, 1000), (3, 500)],
+        );
+        assert_eq!(pace_deployment(&waits, "ns/c", &mut desired, warm), None);
+        assert_eq!(paused(&desired), None, "resumed: the next pod");
+
+        let mut desired = Deployment::default();
+        let idle = generations(
+            Some(("c-new", Some(address(3)))),
+            &[(1, 10), (2, 10), (3, 0)],
+        );
+        assert_eq!(
+            pace_deployment(&waits, "ns/c", &mut desired, idle),
+            None,
+            "nothing to warm"
+        );
+        let mut desired = Deployment::default();
+        let none = generations(None, &[]);
+        assert_eq!(pace_deployment(&waits, "ns/c", &mut desired, none), None);
+        assert_eq!(paused(&desired), None);
+    }
+
+    #[test]
     fn the_wait_times_out_per_pod() {
         let waits = Waits::default();
-        assert!(!waits.waited_out("ns/c", 2));
+        assert!(!waits.waited_out("ns/c", "c-2"));
         let past = Instant::now() - WARM_TIMEOUT;
-        waits.0.lock().unwrap().insert("ns/c".into(), (2, past));
-        assert!(waits.waited_out("ns/c", 2));
-        assert!(!waits.waited_out("ns/c", 1), "the next pod waits anew");
+        waits
+            .0
+            .lock()
+            .unwrap()
+            .insert("ns/c".into(), ("c-2".into(), past));
+        assert!(waits.waited_out("ns/c", "c-2"));
+        assert!(!waits.waited_out("ns/c", "c-1"), "the next pod waits anew");
     }
 }

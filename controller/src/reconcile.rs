@@ -47,7 +47,7 @@ use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
 use crate::status::{self, Observed};
 use crate::stored::{Stored, Unreadable};
 use crate::workload::{Rollout, Workload, desired_replicas, initial_replicas};
-use crate::{in_place, pacing, server_list, service_monitor, stateful_in_place, tls};
+use crate::{generations, in_place, pacing, server_list, service_monitor, stateful_in_place, tls};
 
 /// Requeue while not every replica is ready.
 pub const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
@@ -173,6 +173,9 @@ async fn converge_children(
         DesiredWorkload::Deployment(mut d) => {
             if !hold && spec.warm_restart_enabled() {
                 in_place = converge_in_place(&mut applied, &uid, &mut d).await?;
+            }
+            if in_place.is_none() {
+                warming = pace_deployment(ctx, mc, &mut d).await;
             }
             let stores = (&cache.deployments, &cache.stateful_sets);
             converge_workload(&mut applied, spec, d, hold, stores).await?
@@ -1106,6 +1109,39 @@ fn pace(ctx: &Context, mc: &Memcached, desired: &mut StatefulSet) -> Option<paci
             .unwrap_or_default(),
     };
     pacing::pace(&ctx.waits, &key(mc), &name, live.as_deref(), desired, pods)
+}
+
+/// [`pacing::pace_deployment`] of `mc`'s Deployment `desired`, from the
+/// cache, the rollout's pods (listed only while one runs) and the last stats
+/// collected; pods that cannot be listed pace nothing.
+async fn pace_deployment(
+    ctx: &Context,
+    mc: &Memcached,
+    desired: &mut Deployment,
+) -> Option<pacing::Warming> {
+    let (ns, name, uid) = (
+        mc.namespace().unwrap_or_default(),
+        mc.name_any(),
+        mc.uid().unwrap_or_default(),
+    );
+    let live = cache::get(&ctx.cache.deployments, &ns, &name)
+        .object
+        .filter(|l| is_controlled_by(l.as_ref(), &uid) && pacing::deployment_rolling(l));
+    let Some(live) = live else {
+        ctx.waits.done(&key(mc));
+        return None;
+    };
+    let items = (ctx.live_stats.last(&ns, &name))
+        .map(|s| s.items)
+        .unwrap_or_default();
+    let selector = crate::labels::selector_string(mc);
+    match generations::of(&ctx.client, &live, &selector, items).await {
+        Ok(generations) => pacing::pace_deployment(&ctx.waits, &key(mc), desired, generations),
+        Err(error) => {
+            tracing::warn!(%error, memcached = %key(mc), "cannot list the rollout's pods: not paced");
+            None
+        }
+    }
 }
 
 /// A stats client that speaks what the pods speak, with what the Secrets

@@ -265,18 +265,7 @@ fn controller_upgrade(env: &mut Env) -> Result<usize, String> {
             "memcached.c5c3.io/template-hash=00000000000000000000000000000000",
         ])?;
     }
-    if let Some(old) = env.operator.take() {
-        old.stop();
-    }
-    env.operator = Some(env.start_operator("memcached-operator-upgraded")?);
-    wait_for(
-        "the upgraded controller reconciling",
-        SETTLE,
-        || match env.operator()?.reconciles()? {
-            0 => Err("no reconcile yet".to_string()),
-            _ => Ok(()),
-        },
-    )?;
+    env.replace_operator("memcached-operator-upgraded")?;
     std::thread::sleep(AFTER_UPGRADE);
     let after = restarts(env)?;
     Ok(before

@@ -22,6 +22,7 @@ use e2e_tests::cluster::scenario::{
     ready_endpoints, run_each, wait_ready,
 };
 use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
+use memcached_controller::intent::TEMPLATE_ANNOTATION;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "real-node";
@@ -77,20 +78,34 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         config_rollout_and_scale,
     ),
     (
-        "13. pods that answer stats with garbage or reset the connection are named on their Memcached; \
+        "13. a Deployment rollout paced by the cache: one new pod at a time, the next only once \
+         the last is warm again, the old pod serving meanwhile",
+        paced_deployment_rollout,
+    ),
+    (
+        "14. a StatefulSet rollout paced by the cache: one pod at a time, the next only once the \
+         last is warm again, each under its name",
+        paced_stateful_rollout,
+    ),
+    (
+        "15. a controller upgrade that renders pods differently restarts none, in either workload mode",
+        controller_upgrade_restarts_none,
+    ),
+    (
+        "16. pods that answer stats with garbage or reset the connection are named on their Memcached; \
          none is replaced, the controller runs on, another Memcached scales meanwhile",
         faulty_pods,
     ),
     (
-        "14. helm install: the controller's image runs in its container on the node, \
+        "17. helm install: the controller's image runs in its container on the node, \
          reconciles there, and hands over its Lease on a rollout restart",
         chart_installed,
     ),
     (
-        "15. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
+        "18. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
         chart_watching_namespaces,
     ),
-    ("16. the node stack's memory", node_memory),
+    ("19. the node stack's memory", node_memory),
 ];
 
 fn main() {
@@ -117,7 +132,7 @@ fn main() {
     let mut failed = run_each(&mut env, SCENARIOS);
     let stopping = Instant::now();
     drop(env);
-    let name = "17. teardown leaves no process, cgroup, mount or changed sysctl";
+    let name = "20. teardown leaves no process, cgroup, mount or changed sysctl";
     match state.and_then(|state| teardown_clean(&state, &sysctls)) {
         Ok(()) => println!(
             "ok   {name} (stopped in {:.1}s)",
@@ -748,6 +763,199 @@ fn serving(pods: Vec<Value>) -> Vec<Value> {
         .collect()
 }
 
+fn paced_deployment_rollout(env: &mut Env) -> Result<(), String> {
+    paced_rollout(env, "paced-d", "Deployment")
+}
+
+fn paced_stateful_rollout(env: &mut Env) -> Result<(), String> {
+    paced_rollout(env, "paced-s", "StatefulSet")
+}
+
+/// A rollout paced by the cache: 3 pods of [`PACED_KEYS`] keys each, then
+/// a change that needs new pods. One new pod at a time: while it is empty
+/// no other is replaced (a Deployment keeps the old pod it replaces serving,
+/// paused; a StatefulSet holds its partition) and the Rollout column names
+/// it warming; once clients refill it (here the test) to half its peers'
+/// items, the next follows. A StatefulSet's pods keep their names.
+fn paced_rollout(env: &mut Env, name: &str, workload: &str) -> Result<(), String> {
+    const PACED_KEYS: usize = 400;
+    /// How long the rollout must hold while the new pod is empty.
+    const HELD: Duration = Duration::from_secs(10);
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(3);
+    spec["workload"] = json!(workload);
+    env.kubectl
+        .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+    wait_ready(env, NAMESPACE, name, 3)?;
+    let original = pods_of(env, name)?;
+    for pod in &original {
+        fill(&pod_ip(pod)?, PACED_KEYS)?;
+    }
+    let is_new = |pod: &Value| {
+        !original
+            .iter()
+            .any(|o| o["metadata"]["uid"] == pod["metadata"]["uid"])
+    };
+    // The new pods oldest first, and how many of the original pods are left.
+    let generations = |env: &Env| -> Result<(Vec<Value>, usize), String> {
+        let pods = pods_of(env, name)?;
+        let mut new: Vec<Value> = pods.iter().filter(|p| is_new(p)).cloned().collect();
+        new.sort_by_key(|p| p["metadata"]["creationTimestamp"].to_string());
+        Ok((new, pods.len() - pods.iter().filter(|p| is_new(p)).count()))
+    };
+    spec["memcached"] = json!({"verbosity": 1});
+    let changed = Instant::now();
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    let mut steps = Vec::new();
+    for step in 1..=3 {
+        let (newest, left) = wait_for(&format!("new pod {step} Ready"), SETTLE, || {
+            let (new, left) = generations(env)?;
+            match new.as_slice() {
+                [.., newest] if new.len() == step && ready(newest) => Ok((newest.clone(), left)),
+                _ => Err(format!(
+                    "new pods {:?}, {left} original left",
+                    summary(&new)
+                )),
+            }
+        })?;
+        let pod = pod_name(&newest).to_string();
+        let ready_after = changed.elapsed();
+        if step == 3 {
+            break;
+        }
+        std::thread::sleep(HELD);
+        let (new, left_now) = generations(env)?;
+        check(
+            new.len() == step && left_now == left,
+            format!(
+                "while {pod} was empty: new pods {:?}, {left_now} of {left} original left",
+                summary(&new)
+            ),
+        )?;
+        let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+        let column = mc["status"]["rollout"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        check(
+            column.ends_with(&format!("{pod} warming")),
+            format!("Rollout column {column:?} while {pod} is empty"),
+        )?;
+        // Clients refill it; then the next pod follows.
+        fill(&pod_ip(&newest)?, PACED_KEYS)?;
+        steps.push(format!(
+            "{pod} Ready {:.1}s after the apply, held while empty, {left} of the 3 original pods serving ({column:?})",
+            ready_after.as_secs_f64()
+        ));
+    }
+    wait_ready(env, NAMESPACE, name, 3)?;
+    let took = changed.elapsed();
+    wait_for("the rollout complete", SETTLE, || {
+        let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+        let (new, left) = generations(env)?;
+        (mc["status"]["rollout"].is_null() && new.len() == 3 && left == 0)
+            .then_some(())
+            .ok_or_else(|| {
+                format!(
+                    "status.rollout {}, {left} original left",
+                    mc["status"]["rollout"]
+                )
+            })
+    })?;
+    if workload == "StatefulSet" {
+        let names = |pods: &[Value]| {
+            pods.iter()
+                .map(pod_name)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let now = names(&pods_of(env, name)?);
+        check(now == names(&original), format!("pod names {now:?}"))?;
+    }
+    println!(
+        "     {workload}: {}; all 3 new pods Ready {:.1}s after the apply",
+        steps.join("; "),
+        took.as_secs_f64(),
+    );
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}
+
+/// A controller upgrade whose rendering differs (every workload's template
+/// stamp set to another digest, as an older controller version leaves it,
+/// then the controller restarted) restarts no pod of a Deployment or a
+/// StatefulSet Memcached: the template is held until the spec changes.
+fn controller_upgrade_restarts_none(env: &mut Env) -> Result<(), String> {
+    /// How long the pods are watched after the new controller's first reconcile.
+    const WATCHED: Duration = Duration::from_secs(20);
+    const OLDER_STAMP: &str = "00000000000000000000000000000000";
+    const MEMCACHEDS: [(&str, &str, &str); 2] = [
+        ("upgrade-d", "Deployment", "deployment"),
+        ("upgrade-s", "StatefulSet", "statefulset"),
+    ];
+    ensure_namespace(env, NAMESPACE)?;
+    for (name, workload, _) in MEMCACHEDS {
+        let mut spec = node::scheduling();
+        spec["replicas"] = json!(2);
+        spec["workload"] = json!(workload);
+        env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    }
+    let running = |env: &Env| -> Result<Vec<String>, String> {
+        let mut pods = Vec::new();
+        for (name, _, _) in MEMCACHEDS {
+            pods.extend(summary(&pods_of(env, name)?));
+        }
+        Ok(pods)
+    };
+    for (name, _, _) in MEMCACHEDS {
+        wait_ready(env, NAMESPACE, name, 2)?;
+    }
+    let before = wait_for("4 pods", SETTLE, || {
+        let pods = running(env)?;
+        (pods.len() == 4)
+            .then(|| pods.clone())
+            .ok_or_else(|| format!("pods {pods:?}"))
+    })?;
+    let stamp = format!("{TEMPLATE_ANNOTATION}={OLDER_STAMP}");
+    for (name, _, kind) in MEMCACHEDS {
+        env.kubectl.ok(&[
+            "annotate",
+            kind,
+            name,
+            "-n",
+            NAMESPACE,
+            "--overwrite",
+            &stamp,
+        ])?;
+    }
+    env.replace_operator("operator-upgraded")?;
+    std::thread::sleep(WATCHED);
+    let after = running(env)?;
+    check(
+        after == before,
+        format!("pods before {before:?}, after {after:?}"),
+    )?;
+    for (name, _, kind) in MEMCACHEDS {
+        let workload = env.kubectl.get(&[kind, name, "-n", NAMESPACE])?;
+        let held = &workload["metadata"]["annotations"][TEMPLATE_ANNOTATION];
+        check(
+            held == OLDER_STAMP,
+            format!("the {kind}'s template was replaced (stamp {held})"),
+        )?;
+    }
+    println!(
+        "     4 pods (Deployment and StatefulSet) kept for {}s after the upgraded controller's first reconcile",
+        WATCHED.as_secs()
+    );
+    for (name, _, _) in MEMCACHEDS {
+        env.kubectl
+            .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])?;
+    }
+    Ok(())
+}
+
 /// memcached pods that accept connections but answer `stats` with garbage
 /// or reset the connection (an image that is something else on port 11211,
 /// Ready through the rendered TCP probe): each is named on its Memcached
@@ -1263,6 +1471,15 @@ fn pod_of(env: &Env, name: &str) -> Result<Value, String> {
 /// The pods of Memcached `name`, by name.
 fn pods_of(env: &Env, name: &str) -> Result<Vec<Value>, String> {
     instance_objects(env, "pods", NAMESPACE, name)
+}
+
+/// The pod's memcached container is ready.
+fn ready(pod: &Value) -> bool {
+    pod["status"]["containerStatuses"][0]["ready"] == true
+}
+
+fn pod_name(pod: &Value) -> &str {
+    pod["metadata"]["name"].as_str().unwrap_or_default()
 }
 
 fn pod_ip(pod: &Value) -> Result<String, String> {

@@ -561,6 +561,23 @@ impl Env {
         )
     }
 
+    /// Stop the running controller and start `name` in its place, as an
+    /// upgrade does; return once the new one has reconciled.
+    pub fn replace_operator(&mut self, name: &str) -> Result<(), String> {
+        if let Some(old) = self.operator.take() {
+            old.stop();
+        }
+        self.operator = Some(self.start_operator(name)?);
+        wait_for(
+            &format!("{name} reconciling"),
+            Duration::from_secs(90),
+            || match self.operator()?.reconciles()? {
+                0 => Err("no reconcile yet".to_string()),
+                _ => Ok(()),
+            },
+        )
+    }
+
     /// The running controller.
     pub fn operator(&self) -> Result<&Operator, String> {
         self.operator

@@ -1,0 +1,75 @@
+//! What Deployment pacing reads of a rollout ([`crate::pacing`]): the
+//! Deployment's ReplicaSets and their pods, listed only while a rollout
+//! runs. The newest ReplicaSet is the one with the highest
+//! `deployment.kubernetes.io/revision`, as `kubectl rollout` reads it.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+
+use crate::apply::is_controlled_by;
+use crate::in_place::{owned_replica_sets, phase, ready};
+use crate::labels::MEMCACHED_PORT;
+use crate::pacing::Generations;
+
+/// The annotation a Deployment numbers its ReplicaSets with.
+const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
+
+/// The pods of `live`'s rollout that `selector` selects, by generation, with
+/// the `items` each address last held.
+pub async fn of(
+    client: &Client,
+    live: &Deployment,
+    selector: &str,
+    items: BTreeMap<SocketAddr, u64>,
+) -> Result<Generations, kube::Error> {
+    let ns = live.namespace().unwrap_or_default();
+    let sets = owned_replica_sets(&Api::namespaced(client.clone(), &ns), selector, live).await?;
+    let Some(newest) = sets.iter().max_by_key(|s| revision(s)) else {
+        return Ok(Generations::default());
+    };
+    let newest_uid = newest.uid().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let listed = pods.list(&ListParams::default().labels(selector)).await?;
+    let running: Vec<Pod> = (listed.items.into_iter())
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| !matches!(phase(p), Some("Failed" | "Succeeded")))
+        .collect();
+    let (new, old): (Vec<&Pod>, Vec<&Pod>) = (running.iter())
+        .filter(|p| {
+            sets.iter()
+                .any(|s| is_controlled_by(*p, &s.uid().unwrap_or_default()))
+        })
+        .partition(|p| is_controlled_by(*p, &newest_uid));
+    let newest = new
+        .iter()
+        .max_by_key(|p| p.creation_timestamp())
+        .map(|p| (p.name_any(), address(p).filter(|_| ready(p))));
+    Ok(Generations {
+        newest,
+        old: old
+            .iter()
+            .filter(|p| ready(p))
+            .filter_map(|p| address(p))
+            .collect(),
+        items,
+    })
+}
+
+/// The ReplicaSet's revision (0 without one).
+fn revision(set: &ReplicaSet) -> u64 {
+    set.annotations()
+        .get(REVISION_ANNOTATION)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Where the stats of the pod's memcached are read.
+fn address(pod: &Pod) -> Option<SocketAddr> {
+    let ip: IpAddr = pod.status.as_ref()?.pod_ip.as_ref()?.parse().ok()?;
+    Some(SocketAddr::new(ip, MEMCACHED_PORT as u16))
+}
