@@ -175,7 +175,7 @@ async fn converge_children(
                 in_place = converge_in_place(&mut applied, &uid, &mut d).await?;
             }
             if in_place.is_none() {
-                warming = pace_deployment(ctx, mc, &mut d).await;
+                warming = pace_deployment(ctx, mc, &mut d).await?;
             }
             let stores = (&cache.deployments, &cache.stateful_sets);
             converge_workload(&mut applied, spec, d, hold, stores).await?
@@ -185,7 +185,7 @@ async fn converge_children(
                 in_place = converge_stateful_in_place(&mut applied, &uid, &mut s).await?;
             }
             if in_place.is_none() {
-                warming = pace(ctx, mc, &mut s);
+                warming = pace(ctx, mc, &mut s).await?;
             }
             let stores = (&cache.stateful_sets, &cache.deployments);
             converge_workload(&mut applied, spec, s, hold, stores).await?
@@ -845,15 +845,14 @@ async fn converge_in_place(
     desired: &mut Deployment,
 ) -> Result<Option<in_place::Progress>, Error> {
     let (ctx, mc) = (applied.ctx, applied.mc);
-    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
-    let live = cache::get(&ctx.cache.deployments, &ns, &name).object;
+    let live = live_workload(ctx, &ctx.cache.deployments, mc).await?;
     let selector = crate::labels::selector_string(mc);
     let original = desired.clone();
-    let failed =
-        match in_place::converge(&ctx.client, uid, &selector, live.as_deref(), desired).await {
-            Ok(progress) => return Ok(stalled_in_place(applied, progress)),
-            Err(failed) => failed,
-        };
+    let failed = match in_place::converge(&ctx.client, uid, &selector, live.as_ref(), desired).await
+    {
+        Ok(progress) => return Ok(stalled_in_place(applied, progress)),
+        Err(failed) => failed,
+    };
     let message = refusal(failed.error)?;
     // Refused: the Deployment is resumed either way. Before the ReplicaSet
     // had the image, it rolls the change out with new pods; after, it
@@ -882,12 +881,11 @@ async fn converge_stateful_in_place(
     desired: &mut StatefulSet,
 ) -> Result<Option<in_place::Progress>, Error> {
     let (ctx, mc) = (applied.ctx, applied.mc);
-    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
-    let live = cache::get(&ctx.cache.stateful_sets, &ns, &name).object;
+    let live = live_workload(ctx, &ctx.cache.stateful_sets, mc).await?;
     let selector = crate::labels::selector_string(mc);
     let original = desired.clone();
     let converged =
-        stateful_in_place::converge(&ctx.client, uid, &selector, live.as_deref(), desired).await;
+        stateful_in_place::converge(&ctx.client, uid, &selector, live.as_ref(), desired).await;
     let failed = match converged {
         Ok(progress) => return Ok(stalled_in_place(applied, progress)),
         Err(failed) => failed,
@@ -1086,17 +1084,31 @@ fn ready_endpoints(
         .collect()
 }
 
-/// [`pacing::pace`] of `mc`'s StatefulSet `desired`, from the cache and
-/// the last stats collected.
-fn pace(ctx: &Context, mc: &Memcached, desired: &mut StatefulSet) -> Option<pacing::Warming> {
-    let (ns, name, uid) = (
-        mc.namespace().unwrap_or_default(),
-        mc.name_any(),
-        mc.uid().unwrap_or_default(),
-    );
-    let live = cache::get(&ctx.cache.stateful_sets, &ns, &name)
-        .object
-        .filter(|l| is_controlled_by(l.as_ref(), &uid));
+/// `mc`'s workload of kind `W` as the cache holds it, or read from the API
+/// server while its watch has not listed: absent from such a cache it may
+/// exist, and a change in place or a paced rollout on it must not be lost.
+async fn live_workload<W: Workload>(
+    ctx: &Context,
+    store: &Store<W>,
+    mc: &Memcached,
+) -> Result<Option<W>, Error> {
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    let api: Api<W> = scoped(&ctx.client, Some(&ns));
+    let live = cache::get(store, &ns, &name)
+        .or_fetch(false, api.get_opt(&name))
+        .await?;
+    Ok(live.filter(|l| is_controlled_by(l, &mc.uid().unwrap_or_default())))
+}
+
+/// [`pacing::pace`] of `mc`'s StatefulSet `desired`, from the live
+/// StatefulSet and the last stats collected.
+async fn pace(
+    ctx: &Context,
+    mc: &Memcached,
+    desired: &mut StatefulSet,
+) -> Result<Option<pacing::Warming>, Error> {
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    let live = live_workload(ctx, &ctx.cache.stateful_sets, mc).await?;
     let pods = || pacing::Pods {
         ready: ready_endpoints(&ctx.cache.endpoint_slices, &ns, &name)
             .into_iter()
@@ -1108,7 +1120,14 @@ fn pace(ctx: &Context, mc: &Memcached, desired: &mut StatefulSet) -> Option<paci
             .map(|s| s.items)
             .unwrap_or_default(),
     };
-    pacing::pace(&ctx.waits, &key(mc), &name, live.as_deref(), desired, pods)
+    Ok(pacing::pace(
+        &ctx.waits,
+        &key(mc),
+        &name,
+        live.as_ref(),
+        desired,
+        pods,
+    ))
 }
 
 /// [`pacing::pace_deployment`] of `mc`'s Deployment `desired`, from the
@@ -1118,30 +1137,26 @@ async fn pace_deployment(
     ctx: &Context,
     mc: &Memcached,
     desired: &mut Deployment,
-) -> Option<pacing::Warming> {
-    let (ns, name, uid) = (
-        mc.namespace().unwrap_or_default(),
-        mc.name_any(),
-        mc.uid().unwrap_or_default(),
-    );
-    let live = cache::get(&ctx.cache.deployments, &ns, &name)
-        .object
-        .filter(|l| is_controlled_by(l.as_ref(), &uid) && pacing::deployment_rolling(l));
-    let Some(live) = live else {
+) -> Result<Option<pacing::Warming>, Error> {
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    let live = live_workload(ctx, &ctx.cache.deployments, mc).await?;
+    let Some(live) = live.filter(pacing::deployment_rolling) else {
         ctx.waits.done(&key(mc));
-        return None;
+        return Ok(None);
     };
     let items = (ctx.live_stats.last(&ns, &name))
         .map(|s| s.items)
         .unwrap_or_default();
     let selector = crate::labels::selector_string(mc);
-    match generations::of(&ctx.client, &live, &selector, items).await {
-        Ok(generations) => pacing::pace_deployment(&ctx.waits, &key(mc), desired, generations),
-        Err(error) => {
-            tracing::warn!(%error, memcached = %key(mc), "cannot list the rollout's pods: not paced");
-            None
-        }
-    }
+    Ok(
+        match generations::of(&ctx.client, &live, &selector, items).await {
+            Ok(generations) => pacing::pace_deployment(&ctx.waits, &key(mc), desired, generations),
+            Err(error) => {
+                tracing::warn!(%error, memcached = %key(mc), "cannot list the rollout's pods: not paced");
+                None
+            }
+        },
+    )
 }
 
 /// A stats client that speaks what the pods speak, with what the Secrets

@@ -1333,6 +1333,34 @@ async fn a_new_image_with_warm_restarts_restarts_each_stateful_set_pod_in_place(
     assert_eq!(s.pointer(container).unwrap(), "memcached:1.6.39");
 }
 
+/// A controller that restarted mid-change and whose StatefulSet watch has
+/// not listed yet reads the StatefulSet from the API server: the change goes
+/// on in place, every pod still held (without the live object the partition
+/// would go, and the StatefulSet would replace every pod, cold).
+#[tokio::test]
+async fn a_change_in_place_goes_on_before_the_watch_has_listed() {
+    let api = Shared::default();
+    converge(&api, warm_stateful("memcached:1.6.38")).await;
+    let set = path("apps/v1", "statefulsets", "c");
+    stateful_set_status(&api, &set, 1, "c-old", 2);
+    let mc = store_cr(&api, warm_stateful("memcached:1.6.39"));
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    let partition = "/spec/updateStrategy/rollingUpdate/partition";
+    assert_eq!(image_of(&api, &set, partition), i32::MAX);
+
+    let (unsynced, _writers) = fake_api::context_and_writers(api.clone());
+    reconcile(mc, unsynced).await.unwrap();
+    assert_eq!(image_of(&api, &set, partition), i32::MAX, "still held");
+    assert_eq!(
+        image_of(
+            &api,
+            &set,
+            "/metadata/annotations/memcached.c5c3.io~1in-place-image"
+        ),
+        "memcached:1.6.39"
+    );
+}
+
 #[tokio::test]
 async fn a_stateful_set_template_moved_on_meanwhile_ends_the_change_in_place() {
     let api = Shared::default();
