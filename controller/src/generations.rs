@@ -12,9 +12,9 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use crate::apply::is_controlled_by;
-use crate::in_place::{owned_replica_sets, phase, ready};
+use crate::in_place::{failing, owned_replica_sets, phase, ready};
 use crate::labels::MEMCACHED_PORT;
-use crate::pacing::Generations;
+use crate::pacing::{Generations, Newest};
 
 /// The annotation a Deployment numbers its ReplicaSets with.
 const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
@@ -48,7 +48,11 @@ pub async fn of(
     let newest = new
         .iter()
         .max_by_key(|p| p.creation_timestamp())
-        .map(|p| (p.name_any(), address(p).filter(|_| ready(p))));
+        .map(|p| Newest {
+            pod: p.name_any(),
+            address: address(p).filter(|_| ready(p)),
+            failing: failing(p).is_some(),
+        });
     Ok(Generations {
         newest,
         old: old

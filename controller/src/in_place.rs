@@ -239,11 +239,12 @@ pub(crate) async fn running_pods(
 }
 
 /// One step of the change to `image` over the `running` pods, of which
-/// `lagging` (in the order they go) lack it: none while a pod that has it
-/// is still restarting (one at a time); else the next lagging pod gets
-/// `patch` and the restart count it has now. A lagging pod that is not
-/// settled goes first: it restarts or fails on an image an earlier change
-/// gave it, and waiting for it could wait for ever.
+/// `lagging` (in the order they go) lack it: none while a pod is not
+/// settled (one at a time); else the next lagging pod gets `patch` and the
+/// restart count it has now. A lagging pod whose container cannot run (on
+/// an image an earlier change gave it) does not hold the change: it goes
+/// first. One whose container does not exist yet is waited for, as its
+/// restart count would not tell its first start from a restart.
 pub(crate) async fn step(
     pods: &Api<Pod>,
     image: &str,
@@ -251,7 +252,8 @@ pub(crate) async fn step(
     lagging: &[&Pod],
     mut patch: Value,
 ) -> Result<Progress, Failed> {
-    let restarting = running.iter().find(|p| !settled(p) && !lags(p, image));
+    let broken = |p: &Pod| lags(p, image) && failing(p).is_some();
+    let restarting = running.iter().find(|p| !settled(p) && !broken(p));
     let mut progress = Progress {
         image: image.to_string(),
         pods: len(running),
@@ -260,7 +262,7 @@ pub(crate) async fn step(
         stalled: restarting.and_then(failing),
         started: false,
     };
-    let next = lagging.iter().find(|p| !settled(p)).or(lagging.first());
+    let next = lagging.iter().find(|p| broken(p)).or(lagging.first());
     let (None, Some(next)) = (restarting, next) else {
         return Ok(progress);
     };
@@ -449,12 +451,13 @@ pub(crate) fn memcached_status(pod: &Pod) -> Option<&k8s_openapi::api::core::v1:
 }
 
 /// Why the pod's memcached container cannot run, when it waits for a
-/// reason that does not pass by itself.
+/// reason that does not pass by itself. The kubelet alternates
+/// `ErrImagePull` with `ImagePullBackOff`: both read as the latter, so the
+/// status does not change with each pull.
 pub(crate) fn failing(pod: &Pod) -> Option<String> {
-    const FAILURES: [&str; 8] = [
+    const FAILURES: [&str; 7] = [
         "CrashLoopBackOff",
         "ImagePullBackOff",
-        "ErrImagePull",
         "ErrImageNeverPull",
         "InvalidImageName",
         "CreateContainerError",
@@ -462,7 +465,10 @@ pub(crate) fn failing(pod: &Pod) -> Option<String> {
         "RunContainerError",
     ];
     let waiting = memcached_status(pod)?.state.as_ref()?.waiting.as_ref()?;
-    let reason = waiting.reason.as_deref()?;
+    let reason = match waiting.reason.as_deref()? {
+        "ErrImagePull" => "ImagePullBackOff",
+        reason => reason,
+    };
     FAILURES.contains(&reason).then(|| reason.to_string())
 }
 
@@ -553,7 +559,7 @@ mod tests {
         );
         assert_eq!(
             failing(&waiting("ErrImagePull")).as_deref(),
-            Some("ErrImagePull")
+            Some("ImagePullBackOff")
         );
         assert_eq!(failing(&waiting("ContainerCreating")), None);
         assert_eq!(failing(&pod("a", "m:2", true, 0, None)), None);

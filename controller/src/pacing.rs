@@ -108,12 +108,7 @@ pub fn pace(
         .and_then(|l| l.spec.as_ref()?.replicas)
         .or_else(|| desired.spec.as_ref()?.replicas)
         .unwrap_or(1);
-    let changes = live.is_some_and(|l| {
-        let (new, running) = (TemplateStamp::of(desired), TemplateStamp::of(l));
-        new.zip(running).is_some_and(|(new, running)| {
-            new.template != running.template && !new.held_by(&running)
-        })
-    });
+    let changes = live.is_some_and(|l| retemplated(desired, l));
     let live_partition = live
         .and_then(|l| {
             l.spec
@@ -167,12 +162,30 @@ pub fn pace(
     waiting.filter(|_| partition > 0)
 }
 
+/// `desired` has another pod template than `live` (not a new rendering of
+/// the same intent, which is held): a new rollout starts.
+pub fn retemplated<W: Workload>(desired: &W, live: &W) -> bool {
+    let (new, running) = (TemplateStamp::of(desired), TemplateStamp::of(live));
+    new.zip(running)
+        .is_some_and(|(new, running)| new.template != running.template && !new.held_by(&running))
+}
+
+/// The newest pod of a Deployment's newest ReplicaSet.
+pub struct Newest {
+    /// Its name.
+    pub pod: String,
+    /// Its address, once it is Ready.
+    pub address: Option<SocketAddr>,
+    /// Its memcached container cannot run (a crash loop, an image that
+    /// cannot be pulled): nothing to wait for.
+    pub failing: bool,
+}
+
 /// The pods of a Deployment's rollout, as Deployment pacing reads them.
 #[derive(Default)]
 pub struct Generations {
-    /// The newest pod of the newest ReplicaSet: its name, and its address
-    /// once it is Ready.
-    pub newest: Option<(String, Option<SocketAddr>)>,
+    /// The newest pod of the newest ReplicaSet.
+    pub newest: Option<Newest>,
     /// The addresses of the Ready pods of the older ReplicaSets.
     pub old: Vec<SocketAddr>,
     /// `curr_items` by address.
@@ -188,7 +201,10 @@ pub fn deployment_rolling(live: &Deployment) -> bool {
 
 /// Pause `desired` (the Deployment of Memcached `key`) while the newest pod
 /// of the rollout `generations` is not warm; the pod waited for, if any.
-/// Resumed (no `paused`), the Deployment replaces the next pod.
+/// Resumed (no `paused`), the Deployment replaces the next pod. A pod is
+/// waited for at most [`WARM_TIMEOUT`] from when it is first seen, Ready or
+/// not, and not at all when it cannot run: a Deployment paused on it would
+/// never roll out a fix.
 pub fn pace_deployment(
     waits: &Waits,
     key: &str,
@@ -196,18 +212,18 @@ pub fn pace_deployment(
     generations: Generations,
 ) -> Option<Warming> {
     let Generations { newest, old, items } = generations;
-    let Some((pod, address)) = newest else {
+    let Some(newest) = newest.filter(|n| !n.failing) else {
         waits.done(key);
         return None;
     };
     let peers: Vec<u64> = old.iter().filter_map(|a| items.get(a)).copied().collect();
     let warming = Warming {
-        pod,
-        items: address.and_then(|a| items.get(&a)).copied(),
+        pod: newest.pod,
+        items: newest.address.and_then(|a| items.get(&a)).copied(),
         peers: median(peers),
     };
     // Nothing to warm: the Deployment goes at its own pace.
-    if warming.peers < MIN_ITEMS || warming.warm_or_waited(waits, key, address.is_some()) {
+    if warming.peers < MIN_ITEMS || warming.warm() || waits.waited_out(key, &warming.pod) {
         return None;
     }
     desired.spec.get_or_insert_default().paused = Some(true);
@@ -309,54 +325,71 @@ mod tests {
     fn a_deployment_waits_paused_for_its_newest_pod_to_warm() {
         let address = |i: u8| SocketAddr::from(([10, 0, 0, i], 11211));
         let generations =
-            |newest: Option<(&str, Option<SocketAddr>)>, items: &[(u8, u64)]| Generations {
-                newest: newest.map(|(pod, address)| (pod.to_string(), address)),
+            |pod: &str, ready: bool, failing: bool, items: &[(u8, u64)]| Generations {
+                newest: Some(Newest {
+                    pod: pod.to_string(),
+                    address: ready.then(|| address(3)),
+                    failing,
+                }),
                 old: vec![address(1), address(2)],
                 items: items.iter().map(|(i, n)| (address(*i), *n)).collect(),
             };
         let waits = Waits::default();
-        let mut desired = Deployment::default();
-        let paused = |d: &Deployment| d.spec.as_ref().and_then(|s| s.paused);
-
-        let cold = generations(Some(("c-new", None)), &[(1, 1000), (2, 1000)]);
-        let waiting = pace_deployment(&waits, "ns/c", &mut desired, cold);
-        assert_eq!(
-            waiting.map(|w| w.pod).as_deref(),
-            Some("c-new"),
+        let paused = |generations: Generations| {
+            let mut desired = Deployment::default();
+            let waiting = pace_deployment(&waits, "ns/c", &mut desired, generations);
+            let paused = desired.spec.as_ref().and_then(|s| s.paused);
+            assert_eq!(
+                paused.is_some(),
+                waiting.is_some(),
+                "paused exactly while waiting"
+            );
+            paused == Some(true)
+        };
+        let full = [(1, 1000), (2, 1000)];
+        assert!(
+            paused(generations("c-new", false, false, &full)),
             "not Ready yet"
         );
-        assert_eq!(paused(&desired), Some(true));
-
-        let mut desired = Deployment::default();
-        let warming = generations(
-            Some(("c-new", Some(address(3)))),
-            &[(1, 1000), (2, 1000), (3, 499)],
+        assert!(paused(generations(
+            "c-new",
+            true,
+            false,
+            &[(1, 1000), (2, 1000), (3, 499)]
+        )));
+        assert!(
+            !paused(generations(
+                "c-new",
+                true,
+                false,
+                &[(1, 1000), (2, 1000), (3, 500)]
+            )),
+            "warm: resumed for the next pod"
         );
-        assert!(pace_deployment(&waits, "ns/c", &mut desired, warming).is_some());
-        assert_eq!(paused(&desired), Some(true));
-
-        let mut desired = Deployment::default();
-        let warm = generations(
-            Some(("c-new", Some(address(3)))),
-            &[(1, 1000), (2, 1000), (3, 500)],
-        );
-        assert_eq!(pace_deployment(&waits, "ns/c", &mut desired, warm), None);
-        assert_eq!(paused(&desired), None, "resumed: the next pod");
-
-        let mut desired = Deployment::default();
-        let idle = generations(
-            Some(("c-new", Some(address(3)))),
-            &[(1, 10), (2, 10), (3, 0)],
-        );
-        assert_eq!(
-            pace_deployment(&waits, "ns/c", &mut desired, idle),
-            None,
+        assert!(
+            !paused(generations(
+                "c-new",
+                true,
+                false,
+                &[(1, 10), (2, 10), (3, 0)]
+            )),
             "nothing to warm"
         );
-        let mut desired = Deployment::default();
-        let none = generations(None, &[]);
-        assert_eq!(pace_deployment(&waits, "ns/c", &mut desired, none), None);
-        assert_eq!(paused(&desired), None);
+        assert!(!paused(Generations::default()), "no new pod");
+        assert!(
+            !paused(generations("c-bad", false, true, &full)),
+            "cannot run"
+        );
+
+        // Not Ready for WARM_TIMEOUT since first seen: waited for no longer.
+        assert!(paused(generations("c-slow", false, false, &full)));
+        let past = Instant::now() - WARM_TIMEOUT;
+        waits
+            .0
+            .lock()
+            .unwrap()
+            .insert("ns/c".into(), ("c-slow".into(), past));
+        assert!(!paused(generations("c-slow", false, false, &full)));
     }
 
     #[test]

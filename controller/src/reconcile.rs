@@ -1140,7 +1140,10 @@ async fn pace_deployment(
 ) -> Result<Option<pacing::Warming>, Error> {
     let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
     let live = live_workload(ctx, &ctx.cache.deployments, mc).await?;
-    let Some(live) = live.filter(pacing::deployment_rolling) else {
+    // A new template (the next change, or the fix of one that cannot run)
+    // goes to the Deployment unpaused: it starts the next rollout.
+    let live = live.filter(|l| pacing::deployment_rolling(l) && !pacing::retemplated(desired, l));
+    let Some(live) = live else {
         ctx.waits.done(&key(mc));
         return Ok(None);
     };
@@ -1148,15 +1151,21 @@ async fn pace_deployment(
         .map(|s| s.items)
         .unwrap_or_default();
     let selector = crate::labels::selector_string(mc);
-    Ok(
-        match generations::of(&ctx.client, &live, &selector, items).await {
-            Ok(generations) => pacing::pace_deployment(&ctx.waits, &key(mc), desired, generations),
-            Err(error) => {
-                tracing::warn!(%error, memcached = %key(mc), "cannot list the rollout's pods: not paced");
-                None
-            }
-        },
-    )
+    let generations = match generations::of(&ctx.client, &live, &selector, items).await {
+        Ok(generations) => generations,
+        Err(error) => {
+            // Held as it is: a failed list neither pauses nor resumes.
+            desired.spec.get_or_insert_default().paused = live.spec.as_ref().and_then(|s| s.paused);
+            tracing::warn!(%error, memcached = %key(mc), "cannot list the rollout's pods: the Deployment is held as it is");
+            return Ok(None);
+        }
+    };
+    Ok(pacing::pace_deployment(
+        &ctx.waits,
+        &key(mc),
+        desired,
+        generations,
+    ))
 }
 
 /// A stats client that speaks what the pods speak, with what the Secrets

@@ -278,9 +278,20 @@ impl StatsClient {
 const UNAUTHENTICATED: &str = "CLIENT_ERROR unauthenticated";
 
 async fn send<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> Result<(), StatsError> {
-    let io = |e: std::io::Error| StatsError::Closed(e.to_string());
-    stream.write_all(bytes).await.map_err(io)?;
-    stream.flush().await.map_err(io)
+    stream.write_all(bytes).await.map_err(io_error)?;
+    stream.flush().await.map_err(io_error)
+}
+
+/// A failed read or write: a TLS refusal that arrives after the handshake
+/// (TLS 1.3 servers refuse a client certificate with the first record) is
+/// TLS, anything else a connection reset or closed.
+fn io_error(error: std::io::Error) -> StatsError {
+    let tls = (error.get_ref()).is_some_and(|inner| inner.is::<tokio_rustls::rustls::Error>());
+    if tls {
+        StatsError::Tls(error.to_string())
+    } else {
+        StatsError::Closed(error.to_string())
+    }
 }
 
 /// The `STAT` lines up to `END`, `first` already read; at most
@@ -337,7 +348,7 @@ async fn read_line<S: AsyncRead + Unpin>(stream: &mut BufReader<S>) -> Result<St
         .take(MAX_LINE_BYTES as u64 + 1)
         .read_until(b'\n', &mut line)
         .await
-        .map_err(|e| StatsError::Closed(e.to_string()))?;
+        .map_err(io_error)?;
     if n == 0 {
         return Err(StatsError::Closed("connection closed".into()));
     }

@@ -1225,6 +1225,26 @@ async fn a_pod_that_cannot_run_the_new_image_stalls_the_change_until_the_next_im
     assert_resumed_without_change_in_place(&api, &deployment);
 }
 
+/// A lagging pod whose container has not started yet (recreated meanwhile,
+/// as a StatefulSet recreates from its current revision) is waited for: its
+/// first start would look like no restart, and the change would wait for
+/// ever.
+#[tokio::test]
+async fn a_lagging_pod_whose_container_has_not_started_is_waited_for() {
+    let api = Shared::default();
+    let (_, _, pods) = warm_and_running(&api).await;
+    let mc = store_cr(&api, warm("memcached:1.6.39"));
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    api.lock().unwrap().objects.get_mut(&pods[1]).unwrap()["status"] =
+        json!({"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]});
+    writes(&api);
+    reconcile(mc, context(api.clone())).await.unwrap();
+    assert!(
+        !writes(&api).iter().any(|w| w.contains("/pods/")),
+        "no pod changed while one has not started"
+    );
+}
+
 /// A warm Memcached in StatefulSet mode (`image`, 2 replicas).
 fn warm_stateful(image: &str) -> Value {
     json!({"replicas": 2, "workload": "StatefulSet", "image": image, "warmRestart": {"enabled": true}})
