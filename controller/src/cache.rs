@@ -302,11 +302,19 @@ pub fn watch(
             &owners,
             log_optional_watch_error,
         ),
-        // The EndpointSlice controller copies the Service's labels.
+        // The EndpointSlice controller copies the Service's labels. A pod
+        // turning ready or not is read at once, not at the next resync.
         reflect(
             watcher(scoped(client, namespace), managed).modify(keep_endpoints),
             writers.endpoint_slices,
-            |_| {},
+            {
+                let owners = owners.clone();
+                move |slice| {
+                    if let Some(served) = served_memcached(slice) {
+                        let _ = owners.unbounded_send(served);
+                    }
+                }
+            },
             log_watch_error,
         ),
         // Every Secret: the ones a Memcached mounts carry no label of ours.
@@ -432,6 +440,14 @@ fn error_code(error: &watcher::Error) -> Option<u16> {
 }
 
 /// The Memcached with a controller reference on `object`.
+/// The Memcached whose Service the EndpointSlice belongs to (the Service
+/// has the Memcached's name).
+fn served_memcached(slice: &EndpointSlice) -> Option<ObjectRef<Stored>> {
+    let labels = slice.metadata.labels.as_ref()?;
+    let service = labels.get("kubernetes.io/service-name")?;
+    Some(ObjectRef::new(service).within(slice.metadata.namespace.as_deref().unwrap_or_default()))
+}
+
 fn controlling_memcached(object: &ObjectMeta) -> Option<ObjectRef<Stored>> {
     let owner = object
         .owner_references
@@ -550,5 +566,20 @@ mod tests {
         let forbidden = watcher::Error::WatchStartFailed(kube::Error::Api(status(403)));
         assert_eq!(error_code(&forbidden), Some(403));
         assert_eq!(error_code(&watcher::Error::NoResourceVersion), None);
+    }
+
+    #[test]
+    fn an_endpoint_slice_reconciles_the_memcached_its_service_serves() {
+        let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cache-x7k2p", "namespace": "ns",
+                "labels": {"kubernetes.io/service-name": "cache"}},
+            "addressType": "IPv4", "endpoints": []
+        }))
+        .unwrap();
+        assert_eq!(
+            served_memcached(&slice),
+            Some(ObjectRef::new("cache").within("ns"))
+        );
+        assert_eq!(served_memcached(&EndpointSlice::default()), None);
     }
 }

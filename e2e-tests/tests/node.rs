@@ -967,6 +967,7 @@ fn faulty_pods(env: &mut Env) -> Result<(), String> {
         ("resets-connections", "connection reset or closed"),
     ];
     const BESIDE: &str = "beside-faults";
+    const NAMED_WITHIN: Duration = Duration::from_secs(30);
     ensure_namespace(env, NAMESPACE)?;
     let mut spec = node::scheduling();
     spec["replicas"] = json!(1);
@@ -988,7 +989,8 @@ fn faulty_pods(env: &mut Env) -> Result<(), String> {
                 .ok_or_else(|| format!("pod {:?}", summary(std::slice::from_ref(&pod))))
         })?;
         let named = format!("{}:11211 ({how})", pod_ip(&pod)?);
-        let message = wait_for(&format!("the {fault} pod named"), SETTLE, || {
+        // Read as soon as its address is ready, not at the 60 s resync.
+        let message = wait_for(&format!("the {fault} pod named"), NAMED_WITHIN, || {
             let mc = env.kubectl.get(&["memcached", fault, "-n", NAMESPACE])?;
             let degraded = condition(&mc, "Degraded").cloned().unwrap_or_default();
             let message = degraded["message"].as_str().unwrap_or_default();
