@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use crate::apply::is_controlled_by;
-use crate::in_place::{failing, owned_replica_sets, phase, ready};
+use crate::in_place::{failing, owned_replica_sets, ready, still_running};
 use crate::labels::MEMCACHED_PORT;
 use crate::pacing::{Generations, Newest};
 
@@ -35,10 +35,7 @@ pub async fn of(
     let newest_uid = newest.uid().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let listed = pods.list(&ListParams::default().labels(selector)).await?;
-    let running: Vec<Pod> = (listed.items.into_iter())
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| !matches!(phase(p), Some("Failed" | "Succeeded")))
-        .collect();
+    let running: Vec<Pod> = (listed.items.into_iter()).filter(still_running).collect();
     let (new, old): (Vec<&Pod>, Vec<&Pod>) = (running.iter())
         .filter(|p| {
             sets.iter()

@@ -211,7 +211,7 @@ pub async fn converge(
 /// is complete, or an image change in place is under way (a newer image, or
 /// one that runs where the last does not, takes it over), and it is not
 /// being deleted.
-pub(crate) fn may_start<W: Workload + Resource>(live: &W, replicas: i32) -> bool {
+pub(crate) fn may_start<W: Workload>(live: &W, replicas: i32) -> bool {
     (live.rollout().complete(replicas) || annotation(live, IN_PLACE_ANNOTATION).is_some())
         && live.meta().deletion_timestamp.is_none()
 }
@@ -233,8 +233,7 @@ pub(crate) async fn running_pods(
     Ok(listed
         .items
         .into_iter()
-        .filter(|p| is_controlled_by(p, owner) && p.metadata.deletion_timestamp.is_none())
-        .filter(|p| !matches!(phase(p), Some("Failed" | "Succeeded")))
+        .filter(|p| is_controlled_by(p, owner) && still_running(p))
         .collect())
 }
 
@@ -395,8 +394,10 @@ fn has_image(set: &ReplicaSet, image: &str) -> bool {
     template.and_then(memcached_image).as_deref() == Some(image)
 }
 
-pub(crate) fn phase(pod: &Pod) -> Option<&str> {
-    pod.status.as_ref()?.phase.as_deref()
+/// The pod is neither being deleted nor finished.
+pub(crate) fn still_running(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Failed" | "Succeeded"))
 }
 
 pub(crate) fn manager() -> PatchParams {

@@ -17,8 +17,9 @@
 //!
 //! Warm: Ready, with at least half the items of the median pod not yet
 //! replaced (or those hold fewer than [`MIN_ITEMS`]: nothing to warm), or
-//! [`WARM_TIMEOUT`] after this controller first saw it Ready (no stats read
-//! yet, after a restart, counts as not warm until then).
+//! [`WARM_TIMEOUT`] after this controller first saw it (a StatefulSet's pod
+//! Ready; a Deployment's in any state, and none that cannot run is waited
+//! for). No stats read yet, after a restart, counts as not warm until then.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
