@@ -29,7 +29,7 @@ export KWCTL POLICY_SERVER
 # Debian packages the tests and the demo need, by the command that shows each is there.
 DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus \
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
-	busybox:busybox-static faketime:faketime
+	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip
 
 .PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-rollout push image push-image lint fmt fixtures crd clean
 
@@ -111,6 +111,10 @@ $(E2E_BIN)/cluster: $(CLUSTER_SOURCES)
 $(E2E_BIN)/kubelet: e2e-tests/cluster/cmd/kubelet/main.go e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
 	cd e2e-tests/cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o ../../$@ ./cmd/kubelet
 
+## target/e2e/kube-proxy: kube-proxy of the same release and module: Services' ClusterIPs on the real node.
+$(E2E_BIN)/kube-proxy: e2e-tests/cluster/cmd/kube-proxy/main.go e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
+	cd e2e-tests/cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o ../../$@ ./cmd/kube-proxy
+
 ## target/e2e/{containerd,containerd-shim-runc-v2,coredns}: the real node's runtime and the cluster DNS, from their Go
 ## modules pinned in e2e-tests/cluster/runtime/go.mod (static: no cgo; no devmapper or ZFS snapshotters).
 NODE_RUNTIME := e2e-tests/cluster/runtime
@@ -134,7 +138,14 @@ $(E2E_BIN)/memcached_exporter: $(EXPORTER_MODULE)/go.mod $(EXPORTER_MODULE)/go.s
 $(E2E_BIN)/images/index.json: e2e-tests/cluster/images.sh $(E2E_BIN)/memcached_exporter
 	e2e-tests/cluster/images.sh $(E2E_BIN)/images $(E2E_BIN)/memcached_exporter
 
-NODE_PIECES := $(E2E_BIN)/kubelet $(E2E_BIN)/containerd $(E2E_BIN)/coredns $(E2E_BIN)/images/index.json
+## target/e2e/kubewarden/images: Kubewarden's own images of its release 1.35.0, as its charts run them
+## (kubewarden-controller and audit-scanner from its Go module, policy-server from $(POLICY_SERVER)).
+$(E2E_BIN)/kubewarden/images/index.json: e2e-tests/cluster/kubewarden.sh
+	@test -n "$(POLICY_SERVER)" || { echo "policy-server not found: put it on PATH or set POLICY_SERVER"; exit 1; }
+	e2e-tests/cluster/kubewarden.sh $(E2E_BIN)/kubewarden "$(POLICY_SERVER)"
+
+NODE_PIECES := $(E2E_BIN)/kubelet $(E2E_BIN)/kube-proxy $(E2E_BIN)/containerd $(E2E_BIN)/coredns \
+	$(E2E_BIN)/images/index.json $(E2E_BIN)/kubewarden/images/index.json
 
 ## target/e2e/registry: CNCF Distribution's OCI registry, from its Go module (Go caches the build).
 $(E2E_BIN)/registry: $(REGISTRY_SOURCES)

@@ -40,8 +40,9 @@ import (
 const kcmControllers = "deployment,replicaset,statefulset,garbagecollector,disruption,endpointslice,serviceaccount,namespace,clusterrole-aggregation"
 
 // realNodeControllers are added for a real node: every namespace gets the
-// kube-root-ca.crt ConfigMap its pods' service account volumes project.
-const realNodeControllers = ",root-ca-cert-publisher"
+// kube-root-ca.crt ConfigMap its pods' service account volumes project, and
+// Jobs and CronJobs run (Kubewarden's audit scanner is a CronJob).
+const realNodeControllers = ",root-ca-cert-publisher,job,cronjob"
 
 // controlPlane is the running etcd, API server, controller manager and scheduler.
 type controlPlane struct {
@@ -127,7 +128,7 @@ func startControlPlane(parent context.Context, workdir string, realNode bool) (*
 		"--service-account-key-file=" + saPublic,
 		"--service-account-signing-key-file=" + saPrivate,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=" + serviceClusterIPRange,
 		"--authorization-mode=" + access.authorization,
 		"--allow-privileged=true",
 		// New nodes would be tainted not-ready until the node lifecycle

@@ -40,9 +40,12 @@ const (
 	// server listens on every address at 443 and CoreDNS on dnsServiceIP,
 	// so pods reach both without kube-proxy.
 	kubernetesServiceIP = "10.96.0.1"
-	dnsServiceIP        = "10.96.0.10"
-	clusterDomain       = "cluster.local"
-	apiServerPort       = 443
+	// serviceClusterIPRange holds the Services' ClusterIPs; the node routes
+	// it to the bridge, so kube-proxy's rules see connections to them.
+	serviceClusterIPRange = "10.96.0.0/16"
+	dnsServiceIP          = "10.96.0.10"
+	clusterDomain         = "cluster.local"
+	apiServerPort         = 443
 )
 
 //go:embed node.sh
@@ -93,6 +96,9 @@ func startRealNode(ctx context.Context, cp *controlPlane, config realNodeConfig)
 		return node, err
 	}
 	if err := createDNSService(ctx, cp.client); err != nil {
+		return node, err
+	}
+	if err := createRegistryMirror(ctx, cp.client, config.registry); err != nil {
 		return node, err
 	}
 	if err := node.start(config); err != nil {

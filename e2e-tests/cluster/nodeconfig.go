@@ -28,7 +28,9 @@ const sandboxImage = "registry.k8s.io/pause:catatonit"
 
 // mirroredRegistries are the registries whose images the node pulls from the
 // local registry instead: the CRD's default images (memcached:1.6 on
-// docker.io, the exporter), the pause image, the operator's image.
+// docker.io, the exporter), the pause image, the operator's and Kubewarden's
+// images. Pods resolve them to the registry mirror Service (nodedns.go), so
+// policy-server pulls ghcr.io's policies from the local registry too.
 var mirroredRegistries = []string{"docker.io", "registry.k8s.io", "ghcr.io"}
 
 // writeNodeConfig writes the kubelet's, containerd's, CNI's and CoreDNS's
@@ -54,7 +56,35 @@ func writeNodeConfig(cp *controlPlane, config realNodeConfig, cgroupRoot string)
 	if err := writeCNIConfig(filepath.Join(dir, "cni")); err != nil {
 		return err
 	}
+	if err := writeKubeProxyConfig(filepath.Join(dir, "kube-proxy.yaml"), cp.kubeconfig); err != nil {
+		return err
+	}
 	return writeCorefile(filepath.Join(dir, "Corefile"), cp.kubeconfig)
+}
+
+// writeKubeProxyConfig: kube-proxy in iptables mode, in the suite's network
+// namespace, for the real node. Every Service connection is masqueraded, so
+// a pod reaching another pod on the bridge through a ClusterIP gets its
+// answer back through the node (the bridge would deliver it directly, past
+// the translation). Conntrack's host-wide limits are left as they are.
+func writeKubeProxyConfig(path, kubeconfig string) error {
+	config := map[string]any{
+		"apiVersion":       "kubeproxy.config.k8s.io/v1alpha1",
+		"kind":             "KubeProxyConfiguration",
+		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
+		"hostnameOverride": realNodeName,
+		"mode":             "iptables",
+		"clusterCIDR":      realPodCIDR,
+		"iptables":         map[string]any{"masqueradeAll": true},
+		"conntrack": map[string]any{
+			"maxPerCore": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s",
+		},
+	}
+	out, err := yaml.Marshal(config)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o644)
 }
 
 // writeKubeletKubeconfig: the kubelet authenticates as system:node:<name> in
@@ -154,12 +184,18 @@ func writeCNIConfig(dir string) error {
 
 // writeCorefile: CoreDNS on the kube-dns Service's address answers
 // cluster.local (Services, and pods by the hostname and subdomain the
-// EndpointSlices carry) and the reverse zones from the API server.
+// EndpointSlices carry) and the reverse zones from the API server, and
+// each mirrored registry's name with the registry mirror's ClusterIP.
 func writeCorefile(path, kubeconfig string) error {
+	hosts := ""
+	for _, registry := range mirroredRegistries {
+		hosts += "        " + registryMirrorIP + " " + registry + "\n"
+	}
 	corefile := ".:53 {\n" +
 		"    bind " + dnsServiceIP + "\n" +
 		"    errors\n" +
 		"    log\n" +
+		"    hosts {\n" + hosts + "        fallthrough\n    }\n" +
 		"    kubernetes " + clusterDomain + " in-addr.arpa ip6.arpa {\n" +
 		"        kubeconfig " + kubeconfig + " e2e\n" +
 		"        pods verified\n" +

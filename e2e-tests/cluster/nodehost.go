@@ -56,7 +56,9 @@ func prepareHost(dir string) (*hostState, error) {
 }
 
 // addNetwork: the bridge with the node's IP (the pods' gateway; the kernel
-// here has no dummy links), and the Service addresses pods reach directly.
+// here has no dummy links), the Service addresses pods reach directly, the
+// Services' range routed to the bridge (kube-proxy translates what is
+// served), and forwarding on.
 func (h *hostState) addNetwork() error {
 	if err := ip("link", "add", nodeBridge, "type", "bridge"); err != nil {
 		return err
@@ -68,15 +70,18 @@ func (h *hostState) addNetwork() error {
 		{"link", "set", nodeBridge, "up"},
 		{"addr", "add", kubernetesServiceIP + "/32", "dev", "lo"},
 		{"addr", "add", dnsServiceIP + "/32", "dev", "lo"},
+		{"route", "add", serviceClusterIPRange, "dev", nodeBridge},
 	} {
 		if err := ip(command...); err != nil {
 			return err
 		}
 		if command[1] == "add" {
-			h.addresses = append(h.addresses, []string{"addr", "del", command[2], "dev", command[4]})
+			h.addresses = append(h.addresses, []string{command[0], "del", command[2], "dev", command[4]})
 		}
 	}
-	return nil
+	// kube-proxy forwards ClusterIP traffic between pods on the bridge; the
+	// setting belongs to the suite's network namespace, gone with it.
+	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
 }
 
 func ip(args ...string) error {

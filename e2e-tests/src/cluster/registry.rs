@@ -27,11 +27,14 @@ impl Registry {
         let address = free_address()?;
         let config = workdir.join("registry.yml");
         // Distribution's configuration format (docs/content/about/configuration.md).
+        // It listens on every address of the suite's network namespace: the
+        // real node's pods reach it at the node's IP (its mirror Service).
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
-                workdir.join("registry").display()
+                "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: :{}\n",
+                workdir.join("registry").display(),
+                address.port()
             ),
         )
         .map_err(|e| e.to_string())?;
