@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::helm::Helm;
 use e2e_tests::cluster::http;
+use e2e_tests::cluster::kubewarden::KUBEWARDEN_NAMESPACE;
+use e2e_tests::cluster::kubewarden_charts;
 use e2e_tests::cluster::memcache::Memcache;
 use e2e_tests::cluster::node::{self, NodeState};
 use e2e_tests::cluster::pki;
@@ -34,78 +36,84 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         node_ready,
     ),
     (
-        "2. a Memcached's pod runs in a real container on the real node, Ready through its tcpSocket probe",
+        "2. Kubewarden from its own charts on the node: deploy/policy.yaml turns active and judges \
+         every Memcached from here on through the webhook kubewarden-controller registered; \
+         its audit scanner reports the invalid ones created before",
+        kubewarden_from_its_charts,
+    ),
+    (
+        "3. a Memcached's pod runs in a real container on the real node, Ready through its tcpSocket probe",
         pod_in_container,
     ),
     (
-        "3. memcached answers stats over the pod IP, and kubectl logs shows its output",
+        "4. memcached answers stats over the pod IP, and kubectl logs shows its output",
         stats_and_logs,
     ),
     (
-        "4. the pod resolves kubernetes.default.svc and its own Service through CoreDNS",
+        "5. the pod resolves kubernetes.default.svc and its own Service through CoreDNS",
         cluster_dns,
     ),
     (
-        "5. warm restart: a new spec.image is applied to each pod in place, every key kept",
+        "6. warm restart: a new spec.image is applied to each pod in place, every key kept",
         warm_image_change,
     ),
     (
-        "6. warm restart in StatefulSet mode: the new image in place, every key kept, the new revision current",
+        "7. warm restart in StatefulSet mode: the new image in place, every key kept, the new revision current",
         warm_image_change_stateful,
     ),
     (
-        "7. the exporter sidecar serves memcached's numbers on the pod IP",
+        "8. the exporter sidecar serves memcached's numbers on the pod IP",
         exporter_scraped,
     ),
     (
-        "8. TLS and authentication from the Secret files the kubelet mounts; a rotated password rolls the pod",
+        "9. TLS and authentication from the Secret files the kubelet mounts; a rotated password rolls the pod",
         tls_and_auth,
     ),
     (
-        "9. StatefulSet: each server of status.serverList resolves to its pod through CoreDNS; a deleted pod returns under its name",
+        "10. StatefulSet: each server of status.serverList resolves to its pod through CoreDNS; a deleted pod returns under its name",
         stateful_set_names,
     ),
     (
-        "10. memcached killed in its container: the kubelet restarts it in the same pod",
+        "11. memcached killed in its container: the kubelet restarts it in the same pod",
         killed_memcached_restarted,
     ),
     (
-        "11. a deleted pod leaves its Service at once, serves through its preStop delay, then stops on SIGTERM",
+        "12. a deleted pod leaves its Service at once, serves through its preStop delay, then stops on SIGTERM",
         graceful_deletion,
     ),
     (
-        "12. 3 replicas Ready; a config change rolls 3 new pods that run the new -m; scale 3 -> 1 -> 2",
+        "13. 3 replicas Ready; a config change rolls 3 new pods that run the new -m; scale 3 -> 1 -> 2",
         config_rollout_and_scale,
     ),
     (
-        "13. a Deployment rollout paced by the cache: one new pod at a time, the next only once \
+        "14. a Deployment rollout paced by the cache: one new pod at a time, the next only once \
          the last is warm again, the old pod serving meanwhile",
         paced_deployment_rollout,
     ),
     (
-        "14. a StatefulSet rollout paced by the cache: one pod at a time, the next only once the \
+        "15. a StatefulSet rollout paced by the cache: one pod at a time, the next only once the \
          last is warm again, each under its name",
         paced_stateful_rollout,
     ),
     (
-        "15. a controller upgrade that renders pods differently restarts none, in either workload mode",
+        "16. a controller upgrade that renders pods differently restarts none, in either workload mode",
         controller_upgrade_restarts_none,
     ),
     (
-        "16. pods that answer stats with garbage or reset the connection are named on their Memcached; \
+        "17. pods that answer stats with garbage or reset the connection are named on their Memcached; \
          none is replaced, the controller runs on, another Memcached scales meanwhile",
         faulty_pods,
     ),
     (
-        "17. helm install: the controller's image runs in its container on the node, \
+        "18. helm install: the controller's image runs in its container on the node, \
          reconciles there, and hands over its Lease on a rollout restart",
         chart_installed,
     ),
     (
-        "18. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
+        "19. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
         chart_watching_namespaces,
     ),
-    ("19. the node stack's memory", node_memory),
+    ("20. the node stack's memory", node_memory),
 ];
 
 fn main() {
@@ -132,7 +140,7 @@ fn main() {
     let mut failed = run_each(&mut env, SCENARIOS);
     let stopping = Instant::now();
     drop(env);
-    let name = "20. teardown leaves no process, cgroup, mount or changed sysctl";
+    let name = "21. teardown leaves no process, cgroup, mount or changed sysctl";
     match state.and_then(|state| teardown_clean(&state, &sysctls)) {
         Ok(()) => println!(
             "ok   {name} (stopped in {:.1}s)",
@@ -153,6 +161,81 @@ fn main() {
 }
 
 // ---------------------------------------------------------------- scenarios
+
+/// Kubewarden installed as its users install it. The suite's own
+/// policy-server webhook goes first, so the scenarios after this one are
+/// judged by the PolicyServer pod; Memcacheds created meanwhile, judged by
+/// nothing, are what the audit scanner must report.
+fn kubewarden_from_its_charts(env: &mut Env) -> Result<(), String> {
+    let audited = "audited";
+    let protect = env.protect.clone();
+    env.unregister(&protect)?;
+    ensure_namespace(env, audited)?;
+    // Admitted by the CRD's schema, refused by the policy.
+    let invalid = [
+        ("capitals-in-image", "Memcached:1.6"),
+        ("space-in-image", "memcached :1.6"),
+    ];
+    for (name, image) in invalid {
+        env.kubectl
+            .apply(&memcached(audited, name, json!({"image": image})))?;
+    }
+    env.kubectl
+        .apply(&memcached(audited, "valid", json!({"replicas": 1})))?;
+
+    let took = kubewarden_charts::take_over(env)?;
+
+    let webhook = env
+        .kubectl
+        .get(&["mutatingwebhookconfiguration", &protect.id()])?;
+    let service = &webhook["webhooks"][0]["clientConfig"]["service"];
+    check(
+        service["namespace"] == KUBEWARDEN_NAMESPACE
+            && service["name"] == format!("policy-server-{}", kubewarden_charts::POLICY_SERVER),
+        format!("{} calls {service}", protect.id()),
+    )?;
+    env.wait_for_protection()?;
+    let created = env.kubectl.run(
+        &["create", "--dry-run=server", "-o", "json", "-f", "-"],
+        Some(&memcached(audited, "defaulted", json!({}))),
+    );
+    let defaulted: Value =
+        serde_json::from_str(&created.stdout).map_err(|e| format!("{e}: {}", created.stderr))?;
+    check(
+        defaulted["spec"]["image"] == "memcached:1.6",
+        format!(
+            "not defaulted through the PolicyServer: {}",
+            defaulted["spec"]
+        ),
+    )?;
+
+    let scanned = kubewarden_charts::audit(&env.kubectl, "audit-now")?;
+    let reports = kubewarden_charts::reports(&env.kubectl, audited)?;
+    for (name, _) in invalid {
+        let results = reports.get(name).cloned().unwrap_or_default();
+        check(
+            results
+                .iter()
+                .any(|r| r.policy == env.audit.id() && r.result == "fail"),
+            format!("{name}'s report: {results:?}"),
+        )?;
+    }
+    let valid = reports.get("valid").cloned().unwrap_or_default();
+    check(
+        !valid.is_empty() && valid.iter().all(|r| r.result == "pass"),
+        format!("valid's report: {valid:?}"),
+    )?;
+    println!(
+        "     Kubewarden {} installed and its PolicyServer Ready in {:.1}s; both policies active \
+         {:.1}s after kubectl apply; audit of {} Memcacheds in {:.1}s",
+        kubewarden_charts::VERSION,
+        took.installed.as_secs_f64(),
+        took.active.as_secs_f64(),
+        reports.len(),
+        scanned.as_secs_f64()
+    );
+    Ok(())
+}
 
 fn node_ready(env: &mut Env) -> Result<(), String> {
     let real = env.kubectl.get(&["node", node::NAME])?;

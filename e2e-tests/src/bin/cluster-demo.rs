@@ -1,15 +1,18 @@
 //! `make demo`, second half: the whole product on a local control plane.
-//! Every seed example goes through `kubectl apply` and Kubewarden's
-//! policy-server, which loads the policy's OCI artifact from a local registry;
-//! the accepted ones are reconciled by the controller into real objects with
-//! a real memcached behind every pod of the kwok nodes; last, a Memcached on
-//! the real node (kubelet and containerd) runs in real containers. Set
-//! `DEMO_KEEP=1` to keep the cluster running afterwards (Ctrl-C stops it).
+//! Kubewarden 1.35 is installed from its own charts on the real node and
+//! `kubectl apply -f deploy/policy.yaml` makes the policy `active` there,
+//! loaded from the OCI artifact in a local registry. Every seed example goes
+//! through `kubectl apply` and that PolicyServer; the accepted ones are
+//! reconciled by the controller into real objects with a real memcached
+//! behind every pod of the kwok nodes; a Memcached on the real node
+//! (kubelet and containerd) runs in real containers; last, the audit
+//! scanner reports on what exists. Set `DEMO_KEEP=1` to keep the cluster
+//! running afterwards (Ctrl-C stops it).
 
 use std::time::Duration;
 
 use e2e_tests::cluster::{
-    Env, Kubectl, condition, condition_status, node, pki, scenario, wait_for,
+    Env, Kubectl, condition, condition_status, kubewarden_charts, node, pki, scenario, wait_for,
 };
 use e2e_tests::fixtures;
 use serde_json::json;
@@ -53,19 +56,12 @@ fn demo() -> Result<(), String> {
         env.cluster.start_time.as_secs_f64(),
         env.cluster.kubeconfig.display()
     );
-    println!(
-        "== policy: kwctl push + pull {}@{}; policy-server {} serves it as {} (webhook {})",
-        env.artifact.reference,
-        env.artifact.digest,
-        env.policy_server.url,
-        env.protect.id(),
-        env.protect.webhook_name()
-    );
     let kubectl = &env.kubectl;
     kubectl.apply(
         &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
             .to_string(),
     )?;
+    kubewarden(&env)?;
     // prod-cache selects dedicated cache nodes, one per replica: label five of the six.
     show(
         kubectl,
@@ -176,6 +172,7 @@ fn demo() -> Result<(), String> {
     )?;
 
     real_node(&env)?;
+    audit(&env)?;
 
     if std::env::var_os("DEMO_KEEP").is_some() {
         println!(
@@ -188,6 +185,59 @@ fn demo() -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Kubewarden from its own charts takes over admission from the suite's
+/// policy-server; a Memcached the policy refuses is created just before,
+/// for the audit to find.
+fn kubewarden(env: &Env) -> Result<(), String> {
+    let kubectl = &env.kubectl;
+    env.unregister(&env.protect)?;
+    println!("\n== before any policy: a Memcached the policy would refuse (capitals in its image)");
+    print!(
+        "{}",
+        kubectl.apply(&scenario::memcached(
+            NAMESPACE,
+            "legacy-cache",
+            json!({"image": "Memcached:1.6", "replicas": 0})
+        ))?
+    );
+    println!(
+        "\n== Kubewarden {} from its own charts (kubewarden-crds, kubewarden-controller, \
+         kubewarden-defaults) on the real node; kubectl apply -f deploy/policy.yaml \
+         deploy/policy-audit.yaml",
+        kubewarden_charts::VERSION
+    );
+    let took = kubewarden_charts::take_over(env)?;
+    println!(
+        "   installed in {:.1}s; both policies active {:.1}s after kubectl apply",
+        took.installed.as_secs_f64(),
+        took.active.as_secs_f64()
+    );
+    show(kubectl, &["get", "clusteradmissionpolicies"])?;
+    show(kubectl, &["get", "pods", "-n", "kubewarden", "-o", "wide"])
+}
+
+/// The audit scanner, run now as its CronJob would, and its reports.
+fn audit(env: &Env) -> Result<(), String> {
+    println!("\n== the audit scanner (a Job from its CronJob) reports on every Memcached");
+    let took = kubewarden_charts::audit(&env.kubectl, "audit-demo")?;
+    println!("   audit done in {:.1}s", took.as_secs_f64());
+    show(
+        &env.kubectl,
+        &["get", "reports.openreports.io", "-n", NAMESPACE],
+    )?;
+    show(
+        &env.kubectl,
+        &[
+            "get",
+            "reports.openreports.io",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "jsonpath={range .items[?(@.summary.fail>0)]}{.scope.name}: {.results[*].message}{\"\\n\"}{end}",
+        ],
+    )
 }
 
 /// A Memcached steered to the real node: its pods in real containers, and

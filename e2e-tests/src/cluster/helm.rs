@@ -1,6 +1,6 @@
 //! Real helm (`$HELM`, default `target/tools/helm`, built by `make
-//! target/tools/helm`) with the chart of `deploy/helm/memcached-operator`,
-//! against the e2e API server.
+//! target/tools/helm`) with the chart of `deploy/helm/memcached-operator`
+//! (or Kubewarden's), against the e2e API server.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,11 +57,21 @@ impl Helm {
     /// `helm install` into `namespace` (created), waiting until every
     /// Deployment's pods are Ready (their readiness probes pass).
     pub fn install(&self, release: &str, namespace: &str, args: &[&str]) -> Result<String, String> {
-        let chart = Self::chart();
+        self.install_chart(&Self::chart(), release, namespace, args)
+    }
+
+    /// [`Helm::install`] of another chart (a directory).
+    pub fn install_chart(
+        &self,
+        chart: &Path,
+        release: &str,
+        namespace: &str,
+        args: &[&str],
+    ) -> Result<String, String> {
         let mut all = vec![
             "install",
             release,
-            path(&chart),
+            path(chart),
             "--namespace",
             namespace,
             "--create-namespace",

@@ -16,6 +16,7 @@ pub mod helm;
 pub mod http;
 mod kubectl;
 pub mod kubewarden;
+pub mod kubewarden_charts;
 pub mod leadership;
 pub mod memcache;
 pub mod node;
@@ -43,6 +44,7 @@ use helm::Helm;
 use kubewarden::{ClusterAdmissionPolicy, KUBEWARDEN_NAMESPACE};
 use policy_server::PolicyServer;
 use registry::Registry;
+use scenario::check;
 
 /// Namespace of the controller, its ServiceAccount and its Lease (`deploy/rbac.yaml`).
 pub const OPERATOR_NAMESPACE: &str = "memcached-operator-system";
@@ -395,7 +397,9 @@ impl Env {
     /// Start the control plane and install the CRD; start the registry, push
     /// the annotated policy and pull it back; start policy-server with both
     /// ClusterAdmissionPolicies loading it from the registry; register the
-    /// protect policy's webhook, the controller's RBAC, and one controller.
+    /// protect policy's webhook; apply the controller's RBAC and the user
+    /// roles (which let Kubewarden's audit scanner read Memcacheds); start
+    /// one controller.
     /// `Ok(None)`: Kubewarden's engines are not installed (see [`Binaries::from_env`]).
     pub fn start(workdir: &Path) -> Result<Option<Self>, String> {
         Self::start_with(workdir, false)
@@ -490,7 +494,11 @@ impl Env {
         env.wait_for_protection()?;
         env.kubectl
             .ok(&["create", "namespace", OPERATOR_NAMESPACE])?;
-        for manifest in ["deploy/rbac.yaml", "deploy/rbac-writes-guard.yaml"] {
+        for manifest in [
+            "deploy/rbac.yaml",
+            "deploy/rbac-writes-guard.yaml",
+            "deploy/rbac-user-roles.yaml",
+        ] {
             env.kubectl
                 .ok(&["apply", "-f", &root.join(manifest).to_string_lossy()])?;
         }
@@ -509,6 +517,22 @@ impl Env {
         let config =
             policy.webhook_configuration(&self.policy_server.url, &self.policy_server.ca_pem);
         self.kubectl.apply(&config.to_string()).map(drop)
+    }
+
+    /// Delete the RBAC [`Env::start`] gave the suite's policy-server, which
+    /// is `kubewarden-defaults`' own: before that chart is installed.
+    pub fn remove_policy_server_rbac(&self) -> Result<(), String> {
+        let outcome = self.kubectl.run(
+            &["delete", "-f", "-", "--wait=true"],
+            Some(&policy_server_rbac(&self.cluster)?),
+        );
+        check(
+            outcome.success,
+            format!(
+                "deleting the suite's policy-server RBAC: {}",
+                outcome.stderr
+            ),
+        )
     }
 
     /// Delete `policy`'s webhook configuration.
@@ -620,16 +644,19 @@ fn install_policy_server_rbac(
     cluster: &Cluster,
     path: &Path,
 ) -> Result<(), String> {
-    let chart = workspace_root().join("../shared/kubewarden/kubewarden-defaults");
-    let rbac = Helm::new(&cluster.kubeconfig, &cluster.workdir).template_chart(
-        &chart,
+    kubectl.ok(&["create", "namespace", KUBEWARDEN_NAMESPACE])?;
+    kubectl.apply(&policy_server_rbac(cluster)?)?;
+    write_service_account_kubeconfig(kubectl, KUBEWARDEN_NAMESPACE, "policy-server", path)
+}
+
+/// `kubewarden-defaults`' `policy-server-rbac.yaml`, rendered.
+fn policy_server_rbac(cluster: &Cluster) -> Result<String, String> {
+    Helm::new(&cluster.kubeconfig, &cluster.workdir).template_chart(
+        &kubewarden_charts::charts().join("kubewarden-defaults"),
         "kubewarden-defaults",
         KUBEWARDEN_NAMESPACE,
         &["--show-only", "templates/policy-server-rbac.yaml"],
-    )?;
-    kubectl.ok(&["create", "namespace", KUBEWARDEN_NAMESPACE])?;
-    kubectl.apply(&rbac)?;
-    write_service_account_kubeconfig(kubectl, KUBEWARDEN_NAMESPACE, "policy-server", path)
+    )
 }
 
 /// A kubeconfig authenticating as ServiceAccount `name` of `namespace`, so

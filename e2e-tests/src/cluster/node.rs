@@ -13,6 +13,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use super::Binaries;
+use super::kubewarden_charts;
 use super::registry::Registry;
 use crate::workspace_root;
 
@@ -67,7 +68,7 @@ pub fn faulty_memcached_image(fault: &str) -> String {
 
 /// Start the registry in `<workdir>-registry` (`workdir` itself is the
 /// cluster's, emptied when it starts) and push the node's images to it: the
-/// built ones, and the controller's image packed by `deploy/image.sh` (as
+/// built ones, Kubewarden's, and the controller's image packed by `deploy/image.sh` (as
 /// `make image` packs the release build) from the suite's controller binary,
 /// tagged with the chart's appVersion.
 pub fn start_registry(binaries: &Binaries, workdir: &Path) -> Result<Registry, String> {
@@ -79,6 +80,13 @@ pub fn start_registry(binaries: &Binaries, workdir: &Path) -> Result<Registry, S
     for (tag, name) in IMAGES {
         push(&layout, tag, &registry, name).map_err(|e| {
             format!("{e} (build the images with `make target/e2e/images/index.json`)")
+        })?;
+    }
+    let kubewarden = binaries.node.join("kubewarden/images");
+    for (tag, repository) in kubewarden_charts::IMAGES {
+        let name = format!("{repository}:{}", kubewarden_charts::VERSION);
+        push(&kubewarden, tag, &registry, &name).map_err(|e| {
+            format!("{e} (build them with `make target/e2e/kubewarden/images/index.json`)")
         })?;
     }
     let tag = chart_app_version()?;

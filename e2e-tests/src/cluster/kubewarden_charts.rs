@@ -1,0 +1,236 @@
+//! Kubewarden the way its users install it: `helm install` of its own
+//! charts of release 1.35.0 (`kubewarden-crds`, `kubewarden-controller`,
+//! `kubewarden-defaults`, from `../shared/kubewarden` or
+//! `$KUBEWARDEN_CHARTS`) into `kubewarden`, on the real node, from the
+//! images `e2e-tests/cluster/kubewarden.sh` builds under the names the charts
+//! pull (the node mirrors ghcr.io from the suite's registry). Then
+//! kubewarden-controller, not the suite, runs the default PolicyServer and
+//! registers each policy's webhook, and its audit scanner writes reports.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::helm::Helm;
+use super::kubectl::Kubectl;
+use super::kubewarden::KUBEWARDEN_NAMESPACE;
+use super::registry::push_and_pull;
+use super::{Env, wait_for};
+use crate::workspace_root;
+
+/// The release the charts, the images and `../shared/bin` are of.
+pub const VERSION: &str = "v1.35.0";
+
+/// The images (tag in `target/e2e/kubewarden/images`, repository in the
+/// registry), as the charts name them below `ghcr.io/`.
+pub const IMAGES: [(&str, &str); 3] = [
+    ("kubewarden-controller", "kubewarden/kubewarden-controller"),
+    ("audit-scanner", "kubewarden/audit-scanner"),
+    ("policy-server", "kubewarden/policy-server"),
+];
+
+/// The PolicyServer `kubewarden-defaults` creates, and its Deployment.
+pub const POLICY_SERVER: &str = "default";
+const POLICY_SERVER_DEPLOYMENT: &str = "policy-server-default";
+
+/// The charts' directory.
+pub fn charts() -> PathBuf {
+    std::env::var_os("KUBEWARDEN_CHARTS")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(
+            || workspace_root().join("../shared/kubewarden"),
+            PathBuf::from,
+        )
+}
+
+/// `helm install` of the three charts in their order, with
+/// `e2e-tests/kubewarden-values.yaml`; the default PolicyServer fetches
+/// policies from `insecure_source` over plain HTTP. Waits until its
+/// Deployment's pods are Ready.
+pub fn install(helm: &Helm, kubectl: &Kubectl, insecure_source: &str) -> Result<(), String> {
+    let values = workspace_root().join("e2e-tests/kubewarden-values.yaml");
+    let values = values.to_string_lossy();
+    let insecure = format!("policyServer.insecureSources[0]={insecure_source}");
+    for (chart, extra) in [
+        ("kubewarden-crds", Vec::new()),
+        ("kubewarden-controller", vec!["--values", &values]),
+        (
+            "kubewarden-defaults",
+            vec!["--values", &values, "--set", &insecure],
+        ),
+    ] {
+        helm.install_chart(&charts().join(chart), chart, KUBEWARDEN_NAMESPACE, &extra)?;
+    }
+    wait_for(
+        "the default PolicyServer's pods Ready",
+        Duration::from_secs(180),
+        || {
+            let deployment = kubectl.get(&[
+                "deployment",
+                POLICY_SERVER_DEPLOYMENT,
+                "-n",
+                KUBEWARDEN_NAMESPACE,
+            ])?;
+            let status = &deployment["status"];
+            let wanted = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
+            if status["readyReplicas"].as_i64() == Some(wanted)
+                && status["updatedReplicas"].as_i64() == Some(wanted)
+            {
+                Ok(())
+            } else {
+                Err(format!("status {status}"))
+            }
+        },
+    )
+}
+
+/// How long [`take_over`] took.
+#[derive(Clone, Copy, Debug)]
+pub struct TakeOver {
+    /// From `helm install` to the default PolicyServer's pods Ready.
+    pub installed: Duration,
+    /// From `kubectl apply` of the policies to both `active`.
+    pub active: Duration,
+}
+
+/// Kubewarden takes over from the suite's policy-server (whose webhook the
+/// caller unregistered): its charts installed ([`install`]), the artifact
+/// pushed where `deploy/policy.yaml`'s module names it (in the registry the
+/// node's pods reach for that host), then `kubectl apply -f` of
+/// `deploy/policy.yaml` and `deploy/policy-audit.yaml` as they are, until
+/// both are `active`.
+pub fn take_over(env: &Env) -> Result<TakeOver, String> {
+    env.remove_policy_server_rbac()?;
+    let helm = Helm::new(&env.cluster.kubeconfig, &env.cluster.workdir);
+    let started = Instant::now();
+    let module = env.protect.module();
+    let host = module_host(module)?;
+    install(&helm, &env.kubectl, host)?;
+    let installed = started.elapsed();
+    push_and_pull(
+        &env.binaries.kwctl,
+        &env.registry,
+        &workspace_root().join("annotated-policy.wasm"),
+        &env.registry.url(module_repository(module)?),
+        &env.cluster.workdir.join("mirrored-policy.wasm"),
+    )?;
+    let applied = Instant::now();
+    for manifest in ["deploy/policy.yaml", "deploy/policy-audit.yaml"] {
+        let path = workspace_root().join(manifest);
+        env.kubectl.ok(&["apply", "-f", &path.to_string_lossy()])?;
+    }
+    for policy in [&env.protect.name, &env.audit.name] {
+        wait_active(&env.kubectl, policy, Duration::from_secs(180))?;
+    }
+    Ok(TakeOver {
+        installed,
+        active: applied.elapsed(),
+    })
+}
+
+/// Wait until ClusterAdmissionPolicy `name` is `active`; how long it took.
+pub fn wait_active(kubectl: &Kubectl, name: &str, timeout: Duration) -> Result<Duration, String> {
+    let started = Instant::now();
+    wait_for(
+        &format!("ClusterAdmissionPolicy {name} active"),
+        timeout,
+        || {
+            let policy = kubectl.get(&["clusteradmissionpolicy", name])?;
+            match policy["status"]["policyStatus"].as_str() {
+                Some("active") => Ok(()),
+                _ => Err(format!("status {}", policy["status"])),
+            }
+        },
+    )?;
+    Ok(started.elapsed())
+}
+
+/// Run the audit scanner now, as its CronJob would (a Job from it), and
+/// wait until it completed; how long it ran.
+pub fn audit(kubectl: &Kubectl, job: &str) -> Result<Duration, String> {
+    let started = Instant::now();
+    kubectl.ok(&[
+        "create",
+        "job",
+        job,
+        "--from=cronjob/audit-scanner",
+        "-n",
+        KUBEWARDEN_NAMESPACE,
+    ])?;
+    wait_for(
+        "the audit scanner's Job complete",
+        Duration::from_secs(180),
+        || {
+            let job = kubectl.get(&["job", job, "-n", KUBEWARDEN_NAMESPACE])?;
+            if job["status"]["failed"].as_i64().unwrap_or(0) > 0 {
+                return Ok(Err(format!("the audit scanner failed: {}", job["status"])));
+            }
+            if job["status"]["succeeded"].as_i64() == Some(1) {
+                Ok(Ok(()))
+            } else {
+                Err(format!("status {}", job["status"]))
+            }
+        },
+    )??;
+    Ok(started.elapsed())
+}
+
+/// One policy's result on one object in a report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditResult {
+    /// The policy's unique name (`clusterwide-<name>` for a
+    /// ClusterAdmissionPolicy).
+    pub policy: String,
+    /// `pass`, `fail`, ...
+    pub result: String,
+    /// Why, for a `fail`.
+    pub message: String,
+}
+
+/// The audit scanner's reports (`reports.openreports.io`, the kind 1.35
+/// writes by default) in `namespace`: each object's name with its results.
+pub fn reports(
+    kubectl: &Kubectl,
+    namespace: &str,
+) -> Result<BTreeMap<String, Vec<AuditResult>>, String> {
+    let list = kubectl.get(&["reports.openreports.io", "-n", namespace])?;
+    let mut by_object = BTreeMap::new();
+    for report in list["items"].as_array().into_iter().flatten() {
+        let object = report["scope"]["name"].as_str().unwrap_or_default();
+        let results = report["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|result| AuditResult {
+                policy: text(&result["policy"]),
+                result: text(&result["result"]),
+                message: text(&result["message"]),
+            })
+            .collect();
+        by_object.insert(object.to_string(), results);
+    }
+    Ok(by_object)
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_string()
+}
+
+/// The host and the repository with its tag of a
+/// `registry://<host>/<repository>:<tag>` module.
+fn module_parts(module: &str) -> Result<(&str, &str), String> {
+    module
+        .strip_prefix("registry://")
+        .and_then(|rest| rest.split_once('/'))
+        .ok_or_else(|| format!("{module} is no registry:// module"))
+}
+
+fn module_host(module: &str) -> Result<&str, String> {
+    module_parts(module).map(|(host, _)| host)
+}
+
+fn module_repository(module: &str) -> Result<&str, String> {
+    module_parts(module).map(|(_, repository)| repository)
+}
