@@ -27,9 +27,17 @@ checks = {
     "artifacthub rules are metadata.yml's": yaml.safe_load(artifacthub["annotations"]["kubewarden/rules"]) == metadata["rules"],
     "artifacthub mutation flag is metadata.yml's": artifacthub["annotations"]["kubewarden/mutation"] == str(metadata["mutating"]).lower(),
     "artifacthub questions are questions-ui.yml": yaml.safe_load(artifacthub["annotations"]["kubewarden/questions-ui"]) == questions,
-    "metadata is wapc, audited, reads Namespaces only": metadata["executionMode"] == "kubewarden-wapc"
+    "artifacthub context-aware resources are metadata.yml's":
+        yaml.safe_load(artifacthub["annotations"]["kubewarden/contextAwareResources"]) == metadata["contextAwareResources"],
+    "artifacthub resources are metadata.yml's": artifacthub["annotations"]["kubewarden/resources"]
+        == metadata["annotations"]["io.artifacthub.resources"],
+    "metadata is a wapc Kubernetes policy, audited, reads Namespaces only": metadata["executionMode"] == "kubewarden-wapc"
+        and metadata["policyType"] == "kubernetes"
         and metadata["backgroundAudit"] is True
-        and metadata.get("contextAwareResources") == [{"apiVersion": "v1", "kind": "Namespace"}],
+        and metadata.get("contextAwareResources") == [{"apiVersion": "v1", "kind": "Namespace"}]
+        and metadata.get("hostCapabilities") == ["kubernetes/get_resource"],
+    # kwctl and policy-server parse it as semver and refuse the policy on an older release.
+    "minimum Kubewarden version is a release": re.fullmatch(r"\d+\.\d+\.\d+", str(metadata.get("minimumKubewardenVersion"))) is not None,
     "rules cover the object and its scale subresource, never status": sorted(r for rule in metadata["rules"] for r in rule["resources"])
         == ["memcacheds", "memcacheds/scale"],
 }
