@@ -23,7 +23,11 @@ oci = metadata["annotations"]["io.kubewarden.policy.ociUrl"]
 checks = {
     "policy version is the crate version": version == crate_version,
     "artifacthub version is the policy version": artifacthub["version"] == version,
-    "artifacthub image is the policy OCI artifact": artifacthub["containersImages"][0]["image"] == f"{oci}:v{version}",
+    # Artifact Hub requires an image named "policy" and shows a Kubewarden package as signed when
+    # every containersImages entry has a cosign signature: only the artifact `make push` pushes
+    # (and cosign signs) may be listed.
+    "artifacthub image is the policy OCI artifact, alone": artifacthub["containersImages"]
+        == [{"name": "policy", "image": f"{oci}:v{version}"}],
     "artifacthub rules are metadata.yml's": yaml.safe_load(artifacthub["annotations"]["kubewarden/rules"]) == metadata["rules"],
     "artifacthub mutation flag is metadata.yml's": artifacthub["annotations"]["kubewarden/mutation"] == str(metadata["mutating"]).lower(),
     "artifacthub questions are questions-ui.yml": yaml.safe_load(artifacthub["annotations"]["kubewarden/questions-ui"]) == questions,
