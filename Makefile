@@ -151,6 +151,15 @@ NODE_PIECES := $(E2E_BIN)/kubelet $(E2E_BIN)/kube-proxy $(E2E_BIN)/containerd $(
 $(E2E_BIN)/registry: $(REGISTRY_SOURCES)
 	cd e2e-tests/registry && go build -trimpath -ldflags=-s -o ../../$@ .
 
+## target/tools/cosign: cosign v2 from its Go module, version pinned by e2e-tests/tools/go.mod (Go caches the build):
+## `make push` signs with it. v2, not v3: v3's signing defaults to Sigstore's
+## signing config and trust root fetched online through TUF.
+COSIGN := target/tools/cosign
+$(COSIGN): e2e-tests/tools/go.mod e2e-tests/tools/go.sum
+	cd e2e-tests/tools && go build -trimpath -o ../../$@ \
+		-ldflags="-s -X sigs.k8s.io/release-utils/version.gitVersion=$$(go list -m -f '{{.Version}}' github.com/sigstore/cosign/v2)" \
+		github.com/sigstore/cosign/v2/cmd/cosign
+
 ## push: kwctl push of annotated-policy.wasm as registry://$(REGISTRY)/policies/memcached:v<version>
 ## (`make push REGISTRY=ghcr.io/c5c3`; version from metadata.yml; credentials from ~/.docker/config.json, as
 ## `docker login` writes them).
