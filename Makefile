@@ -160,15 +160,17 @@ $(COSIGN): e2e-tests/tools/go.mod e2e-tests/tools/go.sum
 		-ldflags="-s -X sigs.k8s.io/release-utils/version.gitVersion=$$(go list -m -f '{{.Version}}' github.com/sigstore/cosign/v2)" \
 		github.com/sigstore/cosign/v2/cmd/cosign
 
-## push: kwctl push of annotated-policy.wasm as registry://$(REGISTRY)/policies/memcached:v<version>
-## (`make push REGISTRY=ghcr.io/c5c3`; version from metadata.yml; credentials from ~/.docker/config.json, as
-## `docker login` writes them).
+## push: kwctl push of annotated-policy.wasm as registry://$(REGISTRY)/policies/memcached:v<version>, then cosign
+## (v2, target/tools/cosign) signs the digest kwctl reports with COSIGN_KEY, offline: no transparency log upload
+## (`make push REGISTRY=ghcr.io/c5c3 COSIGN_KEY=cosign.key`; the key's password in COSIGN_PASSWORD; version from
+## metadata.yml; credentials from ~/.docker/config.json, as `docker login` writes them). Without COSIGN_KEY it
+## refuses unless SIGN=no; SOURCES_PATH passes kwctl's sources.yml (insecure registries). deploy/push-policy.sh.
 POLICY_VERSION = $(shell sed -n 's/^ *io.kubewarden.policy.version: *//p' metadata.yml)
-push: annotated-policy.wasm
-	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=<host>[/<namespace>] (e.g. ghcr.io/c5c3)"; exit 1; }
+push: annotated-policy.wasm $(if $(COSIGN_KEY),$(COSIGN))
+	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=<host>[/<namespace>] COSIGN_KEY=<cosign.key> (e.g. ghcr.io/c5c3)"; exit 1; }
 	@test -n "$(POLICY_VERSION)" || { echo "metadata.yml has no io.kubewarden.policy.version"; exit 1; }
-	"$(KWCTL)" push -o json annotated-policy.wasm registry://$(REGISTRY)/policies/memcached:v$(POLICY_VERSION)
-	@echo
+	KWCTL="$(KWCTL)" COSIGN="$(abspath $(COSIGN))" COSIGN_KEY="$(COSIGN_KEY)" SIGN="$(SIGN)" SOURCES_PATH="$(SOURCES_PATH)" \
+		deploy/push-policy.sh annotated-policy.wasm registry://$(REGISTRY)/policies/memcached:v$(POLICY_VERSION)
 
 ## image: the controller's OCI image from the release build, without a Docker daemon (deploy/image.sh, umoci):
 ## non-root (65532), no shell, runs on a read-only root filesystem; the layout is target/image, tag v<version>.
