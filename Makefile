@@ -228,7 +228,7 @@ unit-tests: deps policy.wasm
 
 ## kwctl-tests: the policy on Kubewarden's kwctl (e2e-tests/e2e.bats): fixtures, settings, deploy/ manifests, packaging.
 kwctl-tests: annotated-policy.wasm
-	bats e2e-tests/e2e.bats
+	bats e2e-tests/e2e.bats e2e-tests/signing.bats
 
 ## e2e: the end-to-end suites alone: tests/cluster.rs (the product), tests/controller.rs (the controller on the API
 ## server's semantics), tests/manifests.rs (deploy/ and the chart, server-side dry-run), same build as `make test`.
