@@ -213,11 +213,11 @@ prometheus-test:
 ## then `make toolchain` against the rustup states users have, the policy on kwctl, the Helm chart with helm and
 ## the alerts with promtool. No incremental state for the one big build (CARGO_INCREMENTAL=1 to keep it): it
 ## only costs disk on a cold run.
-test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
+test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(COSIGN) $(NODE_PIECES)
 	$(MAKE) --no-print-directory lint
 	CARGO_INCREMENTAL=$(or $(CARGO_INCREMENTAL),0) $(CARGO) test --locked --workspace --features $(FEATURES)
 	python3 e2e-tests/check_metadata.py
-	bats e2e-tests/toolchain.bats e2e-tests/e2e.bats e2e-tests/image.bats
+	bats e2e-tests/toolchain.bats e2e-tests/e2e.bats e2e-tests/signing.bats e2e-tests/image.bats
 	$(MAKE) --no-print-directory helm-test prometheus-test
 
 ## unit-tests: the tests that need no control plane (policy.wasm and memcached are still used; a plain
@@ -226,8 +226,9 @@ unit-tests: deps policy.wasm
 	$(CARGO) test --locked --workspace --features e2e-tests/external-tools,memcached-controller/external-tools
 	python3 e2e-tests/check_metadata.py
 
-## kwctl-tests: the policy on Kubewarden's kwctl (e2e-tests/e2e.bats): fixtures, settings, deploy/ manifests, packaging.
-kwctl-tests: annotated-policy.wasm
+## kwctl-tests: the policy on Kubewarden's kwctl (e2e-tests/e2e.bats): fixtures, settings, deploy/ manifests, packaging;
+## and the signed artifact (e2e-tests/signing.bats): kwctl verify and policy-server accept the release key only.
+kwctl-tests: annotated-policy.wasm $(E2E_BIN)/registry $(COSIGN)
 	bats e2e-tests/e2e.bats e2e-tests/signing.bats
 
 ## e2e: the end-to-end suites alone: tests/cluster.rs (the product), tests/controller.rs (the controller on the API
@@ -239,7 +240,7 @@ e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(
 
 ## e2e-node: the real node alone (tests/node.rs, part of `make test`): kubelet, containerd and CoreDNS beside the
 ## control plane; Memcacheds' pods and the chart's controller in real containers pulled from the local registry.
-e2e-node: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
+e2e-node: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(COSIGN) $(NODE_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test node
 

@@ -23,6 +23,7 @@ use e2e_tests::cluster::scenario::{
     SETTLE, Scenario, check, ensure_namespace, instance_objects, lease_holder_in, memcached,
     ready_endpoints, run_each, wait_ready,
 };
+use e2e_tests::cluster::signing;
 use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
 use memcached_controller::intent::TEMPLATE_ANNOTATION;
 use serde_json::{Value, json};
@@ -42,78 +43,83 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         kubewarden_from_its_charts,
     ),
     (
-        "3. a Memcached's pod runs in a real container on the real node, Ready through its tcpSocket probe",
+        "3. Kubewarden requiring the release key: a PolicyServer serves the artifact make push \
+         signed, and refuses to load an unsigned one, saying why",
+        signature_required,
+    ),
+    (
+        "4. a Memcached's pod runs in a real container on the real node, Ready through its tcpSocket probe",
         pod_in_container,
     ),
     (
-        "4. memcached answers stats over the pod IP, and kubectl logs shows its output",
+        "5. memcached answers stats over the pod IP, and kubectl logs shows its output",
         stats_and_logs,
     ),
     (
-        "5. the pod resolves kubernetes.default.svc and its own Service through CoreDNS",
+        "6. the pod resolves kubernetes.default.svc and its own Service through CoreDNS",
         cluster_dns,
     ),
     (
-        "6. warm restart: a new spec.image is applied to each pod in place, every key kept",
+        "7. warm restart: a new spec.image is applied to each pod in place, every key kept",
         warm_image_change,
     ),
     (
-        "7. warm restart in StatefulSet mode: the new image in place, every key kept, the new revision current",
+        "8. warm restart in StatefulSet mode: the new image in place, every key kept, the new revision current",
         warm_image_change_stateful,
     ),
     (
-        "8. the exporter sidecar serves memcached's numbers on the pod IP",
+        "9. the exporter sidecar serves memcached's numbers on the pod IP",
         exporter_scraped,
     ),
     (
-        "9. TLS and authentication from the Secret files the kubelet mounts; a rotated password rolls the pod",
+        "10. TLS and authentication from the Secret files the kubelet mounts; a rotated password rolls the pod",
         tls_and_auth,
     ),
     (
-        "10. StatefulSet: each server of status.serverList resolves to its pod through CoreDNS; a deleted pod returns under its name",
+        "11. StatefulSet: each server of status.serverList resolves to its pod through CoreDNS; a deleted pod returns under its name",
         stateful_set_names,
     ),
     (
-        "11. memcached killed in its container: the kubelet restarts it in the same pod",
+        "12. memcached killed in its container: the kubelet restarts it in the same pod",
         killed_memcached_restarted,
     ),
     (
-        "12. a deleted pod leaves its Service at once, serves through its preStop delay, then stops on SIGTERM",
+        "13. a deleted pod leaves its Service at once, serves through its preStop delay, then stops on SIGTERM",
         graceful_deletion,
     ),
     (
-        "13. 3 replicas Ready; a config change rolls 3 new pods that run the new -m; scale 3 -> 1 -> 2",
+        "14. 3 replicas Ready; a config change rolls 3 new pods that run the new -m; scale 3 -> 1 -> 2",
         config_rollout_and_scale,
     ),
     (
-        "14. a Deployment rollout paced by the cache: one new pod at a time, the next only once \
+        "15. a Deployment rollout paced by the cache: one new pod at a time, the next only once \
          the last is warm again, the old pod serving meanwhile",
         paced_deployment_rollout,
     ),
     (
-        "15. a StatefulSet rollout paced by the cache: one pod at a time, the next only once the \
+        "16. a StatefulSet rollout paced by the cache: one pod at a time, the next only once the \
          last is warm again, each under its name",
         paced_stateful_rollout,
     ),
     (
-        "16. a controller upgrade that renders pods differently restarts none, in either workload mode",
+        "17. a controller upgrade that renders pods differently restarts none, in either workload mode",
         controller_upgrade_restarts_none,
     ),
     (
-        "17. pods that answer stats with garbage or reset the connection are named on their Memcached; \
+        "18. pods that answer stats with garbage or reset the connection are named on their Memcached; \
          none is replaced, the controller runs on, another Memcached scales meanwhile",
         faulty_pods,
     ),
     (
-        "18. helm install: the controller's image runs in its container on the node, \
+        "19. helm install: the controller's image runs in its container on the node, \
          reconciles there, and hands over its Lease on a rollout restart",
         chart_installed,
     ),
     (
-        "19. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
+        "20. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
         chart_watching_namespaces,
     ),
-    ("20. the node stack's memory", node_memory),
+    ("21. the node stack's memory", node_memory),
 ];
 
 fn main() {
@@ -140,7 +146,7 @@ fn main() {
     let mut failed = run_each(&mut env, SCENARIOS);
     let stopping = Instant::now();
     drop(env);
-    let name = "21. teardown leaves no process, cgroup, mount or changed sysctl";
+    let name = "22. teardown leaves no process, cgroup, mount or changed sysctl";
     match state.and_then(|state| teardown_clean(&state, &sysctls)) {
         Ok(()) => println!(
             "ok   {name} (stopped in {:.1}s)",
@@ -161,6 +167,111 @@ fn main() {
 }
 
 // ---------------------------------------------------------------- scenarios
+
+/// The release key required: a second PolicyServer verifies signatures
+/// offline (`verificationConfig`, `sigstoreTrustConfig`). It loads the
+/// artifact `deploy/push-policy.sh` signed (the one `deploy/policy.yaml`
+/// names, signed where it lies); an unsigned copy added to it keeps its new
+/// pods from starting, with policy-server's reason in their log, while the
+/// signed policy stays active. Everything it created goes again.
+fn signature_required(env: &mut Env) -> Result<(), String> {
+    let (server, key_map, trust_map) = ("verified", "memcached-release-key", "sigstore-trust");
+    let release = signing::key_pair(&env.cluster.workdir.join("signing"), "release")?;
+    let module = env.protect.module().to_string();
+    let repository = kubewarden_charts::module_repository(&module)?;
+    signing::push(env, &env.registry.url(repository), Some(&release))?;
+    let unsigned_repository = repository.replacen(":", "-unsigned:", 1);
+    signing::push(env, &env.registry.url(&unsigned_repository), None)?;
+    let unsigned_module = module.replacen(repository, &unsigned_repository, 1);
+    env.kubectl
+        .apply(&signing::verification_config_map(key_map, &release.public)?)?;
+    env.kubectl
+        .apply(&signing::sigstore_trust_config_map(trust_map)?)?;
+    let policy_server = kubewarden_charts::verifying_policy_server(server, key_map, trust_map)?;
+    // kubewarden-controller's webhook reads the ConfigMaps from its cache.
+    wait_for("the PolicyServer admitted", SETTLE, || {
+        env.kubectl.apply(&policy_server.to_string())
+    })?;
+
+    let signed = kubewarden_charts::protect_policy("memcached-signed", server, &module)?;
+    env.kubectl.apply(&signed.to_string())?;
+    let active =
+        kubewarden_charts::wait_active(&env.kubectl, "memcached-signed", Duration::from_secs(180))?;
+    let deployment = format!("deployment/policy-server-{server}");
+    let log = env
+        .kubectl
+        .ok(&["logs", &deployment, "-n", KUBEWARDEN_NAMESPACE])?;
+    check(
+        log.contains("verified-signatures"),
+        format!("policy-server-{server} loaded the policy without verifying it:\n{log}"),
+    )?;
+
+    let unsigned =
+        kubewarden_charts::protect_policy("memcached-unsigned", server, &unsigned_module)?;
+    env.kubectl.apply(&unsigned.to_string())?;
+    let selector = format!("kubewarden/policy-server={server}");
+    let refusal = wait_for(
+        "a policy-server pod refusing the unsigned policy",
+        Duration::from_secs(120),
+        || {
+            let pods = env
+                .kubectl
+                .get(&["pods", "-n", KUBEWARDEN_NAMESPACE, "-l", &selector])?;
+            for pod in pods["items"].as_array().into_iter().flatten() {
+                let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+                for previous in ["--previous=false", "--previous=true"] {
+                    let outcome = env
+                        .kubectl
+                        .run(&["logs", name, "-n", KUBEWARDEN_NAMESPACE, previous], None);
+                    if let Some(line) = outcome
+                        .stdout
+                        .lines()
+                        .find(|line| line.contains("cannot be verified"))
+                    {
+                        return Ok(line.to_string());
+                    }
+                }
+            }
+            Err("no pod has said so yet".into())
+        },
+    )?;
+    let status = |name: &str| -> Result<Value, String> {
+        Ok(env.kubectl.get(&["clusteradmissionpolicy", name])?["status"].clone())
+    };
+    let unsigned_status = status("memcached-unsigned")?;
+    check(
+        unsigned_status["policyStatus"] != "active",
+        format!("the unsigned policy is active: {unsigned_status}"),
+    )?;
+    let signed_status = status("memcached-signed")?;
+    check(
+        signed_status["policyStatus"] == "active",
+        format!("the signed policy left active: {signed_status}"),
+    )?;
+    println!(
+        "     signed policy active {:.1}s after kubectl apply; the unsigned one {}: {}",
+        active.as_secs_f64(),
+        unsigned_status["policyStatus"],
+        refusal.chars().take(300).collect::<String>()
+    );
+
+    for object in [
+        "clusteradmissionpolicy/memcached-unsigned",
+        "clusteradmissionpolicy/memcached-signed",
+        &format!("policyserver/{server}"),
+    ] {
+        env.kubectl.ok(&["delete", object, "--wait=true"])?;
+    }
+    env.kubectl.ok(&[
+        "delete",
+        "configmap",
+        key_map,
+        trust_map,
+        "-n",
+        KUBEWARDEN_NAMESPACE,
+    ])?;
+    Ok(())
+}
 
 /// Kubewarden installed as its users install it. The suite's own
 /// policy-server webhook goes first, so the scenarios after this one are

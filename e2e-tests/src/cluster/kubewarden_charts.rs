@@ -8,10 +8,10 @@
 //! registers each policy's webhook, and its audit scanner writes reports.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::helm::Helm;
 use super::kubectl::Kubectl;
@@ -218,6 +218,53 @@ fn text(value: &Value) -> String {
     value.as_str().unwrap_or_default().to_string()
 }
 
+/// A PolicyServer `name` like the default one (its image, ServiceAccount,
+/// placement on the real node and insecure source), requiring the signature
+/// the ConfigMap `verification` describes, verified offline with the trust
+/// config in the ConfigMap `trust` (see [`super::signing`]).
+pub fn verifying_policy_server(
+    name: &str,
+    verification: &str,
+    trust: &str,
+) -> Result<Value, String> {
+    let values = read_yaml(&workspace_root().join("e2e-tests/kubewarden-values.yaml"))?;
+    let policy_server = IMAGES
+        .iter()
+        .find(|(tag, _)| *tag == "policy-server")
+        .map(|(_, repository)| format!("ghcr.io/{repository}:{VERSION}"))
+        .unwrap_or_default();
+    Ok(json!({
+        "apiVersion": "policies.kubewarden.io/v1",
+        "kind": "PolicyServer",
+        "metadata": {"name": name},
+        "spec": {
+            "image": policy_server,
+            "replicas": 1,
+            "serviceAccountName": "policy-server",
+            "affinity": values["global"]["affinity"],
+            "tolerations": values["global"]["tolerations"],
+            "insecureSources": ["ghcr.io"],
+            "verificationConfig": verification,
+            "sigstoreTrustConfig": trust,
+        },
+    }))
+}
+
+/// The ClusterAdmissionPolicy of `deploy/policy.yaml` as `name`, served by
+/// `policy_server`, loading `module`.
+pub fn protect_policy(name: &str, policy_server: &str, module: &str) -> Result<Value, String> {
+    let mut policy = read_yaml(&workspace_root().join("deploy/policy.yaml"))?;
+    policy["metadata"]["name"] = json!(name);
+    policy["spec"]["policyServer"] = json!(policy_server);
+    policy["spec"]["module"] = json!(module);
+    Ok(policy)
+}
+
+fn read_yaml(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// The host and the repository with its tag of a
 /// `registry://<host>/<repository>:<tag>` module.
 fn module_parts(module: &str) -> Result<(&str, &str), String> {
@@ -231,6 +278,8 @@ fn module_host(module: &str) -> Result<&str, String> {
     module_parts(module).map(|(host, _)| host)
 }
 
-fn module_repository(module: &str) -> Result<&str, String> {
+/// The repository with its tag of a `registry://<host>/<repository>:<tag>`
+/// module: where the artifact goes in the registry that mirrors `<host>`.
+pub fn module_repository(module: &str) -> Result<&str, String> {
     module_parts(module).map(|(_, repository)| repository)
 }

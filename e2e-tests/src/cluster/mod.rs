@@ -27,6 +27,7 @@ pub mod pods;
 pub mod policy_server;
 pub mod registry;
 pub mod scenario;
+pub mod signing;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
