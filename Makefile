@@ -29,9 +29,9 @@ export KWCTL POLICY_SERVER
 # Debian packages the tests and the demo need, by the command that shows each is there.
 DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus \
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
-	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip
+	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip openssl:openssl
 
-.PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-rollout push image push-image lint fmt fixtures crd clean
+.PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-rollout bench-kubewarden push image push-image lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -89,10 +89,11 @@ deps:
 	fi
 	@python3 -c 'import yaml, pymemcache' 2>/dev/null || python3 -m pip install --quiet pyyaml pymemcache
 
-## demo: the policy judging every seed example, then the whole product on a local control plane
-## (kubectl apply through policy-server, which pulls the policy from a local OCI registry; the controller,
-## live status), last a Memcached in real containers on the real node; DEMO_KEEP=1 keeps the cluster.
-demo: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(NODE_PIECES)
+## demo: the policy judging every seed example, then the whole product on a local control plane with a real
+## node (Kubewarden 1.35 from its own charts, deploy/policy.yaml active, kubectl apply through its PolicyServer,
+## which pulls the policy from a local OCI registry; the controller, live status; a Memcached in real containers
+## on the real node; the audit scanner's reports); DEMO_KEEP=1 keeps the cluster.
+demo: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(TARGET_DIR)/debug/demo
 	$(NETNS) $(TARGET_DIR)/debug/cluster-demo
@@ -140,7 +141,7 @@ $(E2E_BIN)/images/index.json: e2e-tests/cluster/images.sh $(E2E_BIN)/memcached_e
 
 ## target/e2e/kubewarden/images: Kubewarden's own images of its release 1.35.0, as its charts run them
 ## (kubewarden-controller and audit-scanner from its Go module, policy-server from $(POLICY_SERVER)).
-$(E2E_BIN)/kubewarden/images/index.json: e2e-tests/cluster/kubewarden.sh
+$(E2E_BIN)/kubewarden/images/index.json: e2e-tests/cluster/kubewarden.sh $(POLICY_SERVER)
 	@test -n "$(POLICY_SERVER)" || { echo "policy-server not found: put it on PATH or set POLICY_SERVER"; exit 1; }
 	e2e-tests/cluster/kubewarden.sh $(E2E_BIN)/kubewarden "$(POLICY_SERVER)"
 
@@ -238,8 +239,10 @@ e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test cluster --test controller --test manifests
 
-## e2e-node: the real node alone (tests/node.rs, part of `make test`): kubelet, containerd and CoreDNS beside the
-## control plane; Memcacheds' pods and the chart's controller in real containers pulled from the local registry.
+## e2e-node: the real node alone (tests/node.rs, part of `make test`): kubelet, containerd, kube-proxy and CoreDNS
+## beside the control plane; Kubewarden from its own charts judging the suite's Memcacheds, its audit scanner, a
+## PolicyServer requiring the release key; Memcacheds' pods and the chart's controller in real containers pulled
+## from the local registry.
 e2e-node: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(COSIGN) $(NODE_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test node
@@ -275,17 +278,24 @@ bench-rollout: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_B
 	$(CARGO) build --locked -q -p memcached-controller
 	$(CARGO) test --locked -q -p e2e-tests --features cluster,real-node --bench rollout
 
+## bench-kubewarden: on the real node (as e2e-node), Kubewarden from its own charts: kubectl apply -> active,
+## admission latency seen by kube-apiserver through the suite's policy-server process and through the PolicyServer
+## pod (idle, and 200 CRs at once), and the audit scanner over them (benches/kubewarden.rs).
+bench-kubewarden: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
+	$(CARGO) build --locked -q -p memcached-controller
+	$(CARGO) test --locked -q -p e2e-tests --features cluster,real-node --bench kubewarden
+
 ## bench-e2e: control-plane start, apply -> Ready, admission latency through policy-server seen by kube-apiserver,
 ## 200 CRs at once; then the keys pymemcache's HashClient still finds after scaling, a pod deletion and a rollout,
 ## Deployment against StatefulSet mode; API requests per converged reconcile and controller RSS at 200 and
-## 1,000 Memcacheds (release controller); then bench-rollout on the real node.
+## 1,000 Memcacheds (release controller); then bench-rollout and bench-kubewarden on the real node.
 bench-e2e: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
 	$(CARGO) build --locked --release -p memcached-controller
 	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster --bench sharding --bench controller
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench sharding
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench controller
-	$(MAKE) --no-print-directory bench-rollout
+	$(MAKE) --no-print-directory bench-rollout bench-kubewarden
 
 ## crd: regenerate deploy/crd.yaml from the API types.
 crd:

@@ -62,14 +62,28 @@ echo "push-policy: pushed $immutable" >&2
 if [ "$sign" = yes ]; then
   cosign_flags=(--key "$COSIGN_KEY" --tlog-upload=false --yes)
   host=${immutable%%/*}
-  if [ -n "${SOURCES_PATH:-}" ] && python3 - "$SOURCES_PATH" "$host" <<'PY'
-import sys, yaml
-sources = yaml.safe_load(open(sys.argv[1])) or {}
-sys.exit(0 if sys.argv[2] in (sources.get("insecure_sources") or []) else 1)
+  listed=1
+  if [ -n "${SOURCES_PATH:-}" ]; then
+    # 0: the host is an insecure source, 1: it is not, 2: the file cannot be read.
+    listed=0
+    python3 - "$SOURCES_PATH" "$host" <<'PY' || listed=$?
+import sys
+try:
+    import yaml
+    with open(sys.argv[1]) as file:
+        sources = yaml.safe_load(file) or {}
+    insecure = sources.get("insecure_sources") or []
+except Exception as error:
+    print(f"push-policy: {sys.argv[1]}: {error}", file=sys.stderr)
+    sys.exit(2)
+sys.exit(0 if sys.argv[2] in insecure else 1)
 PY
-  then
-    cosign_flags+=(--allow-http-registry --allow-insecure-registry)
   fi
+  case $listed in
+    0) cosign_flags+=(--allow-http-registry --allow-insecure-registry) ;;
+    1) ;;
+    *) die "cannot read SOURCES_PATH=$SOURCES_PATH" ;;
+  esac
   "$COSIGN" sign "${cosign_flags[@]}" "$immutable" >&2 \
     || die "$immutable was pushed but NOT signed: fix the cause and run again (the push is idempotent)"
   echo "push-policy: signed $immutable with $COSIGN_KEY" >&2

@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use e2e_tests::cluster::scenario::memcached_list;
+use e2e_tests::cluster::webhook_latency::Histogram;
 use e2e_tests::cluster::{Env, condition_status, wait_for};
 use serde_json::{Value, json};
 
@@ -60,27 +62,23 @@ fn bench() -> Result<(), String> {
     let webhook = env.protect.webhook_name();
     let served = || env.policy_server.request_latencies(&env.protect.id());
     let served_before = served()?.len();
-    let quiet = webhook_histogram(&kubectl.ok(&["get", "--raw", "/metrics"])?, &webhook);
+    let quiet = Histogram::read(kubectl, &webhook)?;
     // Server-side dry runs pass admission like real creates and store nothing.
     let dry_run = kubectl.run(
         &["create", "--dry-run=server", "-f", "-"],
-        Some(&list(MANY, "dry").to_string()),
+        Some(&memcached_list(NAMESPACE, "dry", MANY)),
     );
     if !dry_run.success {
         return Err(dry_run.stderr);
     }
-    let metrics = kubectl.ok(&["get", "--raw", "/metrics"])?;
-    report_latency(
-        "one at a time, idle cluster",
-        &since(&webhook_histogram(&metrics, &webhook), &quiet),
-    );
+    let before_burst = Histogram::read(kubectl, &webhook)?;
+    report_latency("one at a time, idle cluster", &before_burst.since(&quiet));
     report_served(served()?.split_off(served_before));
 
     let reconciles_before = env.operator()?.reconciles()?;
-    let before_burst = webhook_histogram(&metrics, &webhook);
     let served_before = served()?.len();
     let applied = Instant::now();
-    kubectl.apply(&list(MANY, "many").to_string())?;
+    kubectl.apply(&memcached_list(NAMESPACE, "many", MANY))?;
     let created = applied.elapsed();
     wait_for("200 Memcached Ready", Duration::from_secs(600), || {
         let ready = ready_count(&env, "")?;
@@ -99,31 +97,18 @@ fn bench() -> Result<(), String> {
         operator.rss_kib().unwrap_or(0) as f64 / 1024.0,
         operator.reconciles()? - reconciles_before
     );
-    let metrics = kubectl.ok(&["get", "--raw", "/metrics"])?;
     report_latency(
         "during the 200-object burst (2 cores shared with the whole cluster)",
-        &since(&webhook_histogram(&metrics, &webhook), &before_burst),
+        &Histogram::read(kubectl, &webhook)?.since(&before_burst),
     );
     report_served(served()?.split_off(served_before));
     Ok(())
 }
 
-/// `count` minimal Memcached objects named `<prefix>-<i>`, as one List.
-fn list(count: usize, prefix: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": (0..count).map(|i| memcached(&format!("{prefix}-{i}"))).collect::<Vec<_>>(),
-    })
-}
-
-fn report_latency(phase: &str, histogram: &[(f64, f64)]) {
-    let total = histogram.last().map_or(0.0, |(_, count)| *count);
+fn report_latency(phase: &str, histogram: &Histogram) {
     println!(
-        "policy-server webhook latency seen by kube-apiserver, {phase} ({total} requests): p50 {}, p99 {}; {:.1}% within 5 ms",
-        quantile(histogram, 0.50),
-        quantile(histogram, 0.99),
-        100.0 * bucket_count(histogram, 0.005) / total.max(1.0)
+        "policy-server webhook latency seen by kube-apiserver, {phase} {}",
+        histogram.summary()
     );
 }
 
@@ -139,13 +124,6 @@ fn report_served(mut served: Vec<Duration>) {
         served[served.len() / 2].as_millis(),
         served[served.len() * 99 / 100].as_millis()
     );
-}
-
-/// The observations of `now` that `before` had not seen.
-fn since(now: &[(f64, f64)], before: &[(f64, f64)]) -> Vec<(f64, f64)> {
-    now.iter()
-        .map(|&(bound, count)| (bound, count - bucket_count(before, bound)))
-        .collect()
 }
 
 fn memcached(name: &str) -> Value {
@@ -169,81 +147,4 @@ fn ready_count(env: &Env, field_selector: &str) -> Result<usize, String> {
         .flatten()
         .filter(|mc| condition_status(mc, "Ready") == Some("True"))
         .count())
-}
-
-/// Cumulative (upper bound, count) of
-/// `apiserver_admission_webhook_admission_duration_seconds` for the webhook
-/// named `webhook`, summed over operations and outcomes.
-fn webhook_histogram(metrics: &str, webhook: &str) -> Vec<(f64, f64)> {
-    let label = format!("name=\"{webhook}\"");
-    let mut buckets: Vec<(f64, f64)> = Vec::new();
-    for line in metrics.lines() {
-        let Some(rest) =
-            line.strip_prefix("apiserver_admission_webhook_admission_duration_seconds_bucket{")
-        else {
-            continue;
-        };
-        if !rest.contains(&label) {
-            continue;
-        }
-        let Some((labels, count)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let Some(le) = labels
-            .split("le=\"")
-            .nth(1)
-            .and_then(|v| v.split('"').next())
-        else {
-            continue;
-        };
-        let bound = if le == "+Inf" {
-            f64::INFINITY
-        } else {
-            le.parse().unwrap_or(f64::INFINITY)
-        };
-        let count: f64 = count.trim().parse().unwrap_or(0.0);
-        match buckets.iter_mut().find(|(b, _)| *b == bound) {
-            Some((_, c)) => *c += count,
-            None => buckets.push((bound, count)),
-        }
-    }
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    buckets
-}
-
-fn bucket_count(histogram: &[(f64, f64)], bound: f64) -> f64 {
-    histogram
-        .iter()
-        .find(|(b, _)| *b == bound)
-        .map_or(0.0, |(_, c)| *c)
-}
-
-/// The q-quantile, interpolated inside its bucket like Prometheus'
-/// histogram_quantile, except in the first bucket, where all it can say is
-/// "at most 5 ms" (the buckets are coarse: 5 ms, 25 ms, 100 ms...).
-fn quantile(histogram: &[(f64, f64)], q: f64) -> String {
-    let total = histogram.last().map_or(0.0, |(_, c)| *c);
-    if total == 0.0 {
-        return "n/a".into();
-    }
-    let rank = q * total;
-    let (mut lower, mut below) = (0.0, 0.0);
-    for &(bound, count) in histogram {
-        if count >= rank {
-            if bound.is_infinite() {
-                return format!("> {:.0} ms", lower * 1000.0);
-            }
-            if lower == 0.0 {
-                return format!("<= {:.0} ms", bound * 1000.0);
-            }
-            let within = if count > below {
-                (rank - below) / (count - below)
-            } else {
-                1.0
-            };
-            return format!("{:.2} ms", (lower + (bound - lower) * within) * 1000.0);
-        }
-        (lower, below) = (bound, count);
-    }
-    "n/a".into()
 }

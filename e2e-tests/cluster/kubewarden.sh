@@ -2,7 +2,7 @@
 # Kubewarden's images, built here as its Dockerfiles build them (nothing
 # pulled): usage: kubewarden.sh <out dir> <policy-server binary>
 #   kubewarden-controller, audit-scanner  static Go binaries from the module
-#       github.com/kubewarden/kubewarden-controller at $KUBEWARDEN_VERSION.
+#       github.com/kubewarden/kubewarden-controller at KUBEWARDEN_VERSION.
 #       The module proxy serves that version's zip but neither its .info nor
 #       its .mod, and the checksum database does not know it, so `go install`
 #       cannot fetch it: the zip is fetched from the first proxy of
@@ -10,15 +10,23 @@
 #       in place of the checksum database) and built as a module copy (its
 #       go.mod replaces cel-go, which `go install pkg@version` refuses).
 #   policy-server  the given binary (Kubewarden's own build of the same
-#       release) with the libraries it links, user 65533, as upstream's image.
+#       release: refused if it says another version) with the libraries it
+#       links, user 65533, as upstream's image.
 # Into <out dir>/images, an OCI layout (umoci) with the tags
 # kubewarden-controller, audit-scanner and policy-server.
 set -euo pipefail
 out=${1:?usage: kubewarden.sh <out dir> <policy-server binary>}
 policy_server=${2:?usage: kubewarden.sh <out dir> <policy-server binary> (set POLICY_SERVER)}
-: "${KUBEWARDEN_VERSION:=v1.35.0}"
-: "${KUBEWARDEN_ZIP_SHA256:=4d6daf6642a71d4ed0eb5a190bed787e6f5f4c3ca61f995bd7fcda7ec547e2ca}"
+# The release: the charts in ../shared/kubewarden, kubewarden_charts.rs's
+# VERSION and the images' tags name the same one.
+KUBEWARDEN_VERSION=v1.35.0
+KUBEWARDEN_ZIP_SHA256=4d6daf6642a71d4ed0eb5a190bed787e6f5f4c3ca61f995bd7fcda7ec547e2ca
 module=github.com/kubewarden/kubewarden-controller
+version=$("$policy_server" --version 2>/dev/null | sed -n '1s/^policy-server //p')
+[ "v${version#v}" = "$KUBEWARDEN_VERSION" ] || {
+	echo "$policy_server is policy-server ${version:-of no known version}, not $KUBEWARDEN_VERSION" >&2
+	exit 1
+}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 

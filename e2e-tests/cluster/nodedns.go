@@ -48,9 +48,15 @@ func createDNSService(ctx context.Context, client kubernetes.Interface) error {
 	if err := createService(ctx, client, service); err != nil {
 		return err
 	}
+	// The API server creates the kubernetes Service shortly after it is ready.
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"e2e-node"}}}`, serviceProxyName)
-	_, err := client.CoreV1().Services(metav1.NamespaceDefault).Patch(ctx, "kubernetes", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	return err
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().Services(metav1.NamespaceDefault).Patch(ctx, "kubernetes", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 }
 
 // createRegistryMirror creates kube-system/registry-mirror on

@@ -1,10 +1,13 @@
 //! The real node (`make e2e-node`): the environment of the end-to-end suites
 //! (control plane, policy-server, the controller) with a kubelet on
-//! containerd beside the kwok nodes. A Memcached steered to it runs its pod
-//! in a real container pulled from the local registry, Ready through the
-//! rendered tcpSocket probe; `kubectl logs` and `exec` reach it, memcached
-//! answers over the pod IP, and the pod resolves Services through CoreDNS.
-//! Teardown must leave no process, cgroup, mount or changed sysctl.
+//! containerd and kube-proxy beside the kwok nodes. Scenario 2 installs
+//! Kubewarden from its own charts there and removes the suite's
+//! policy-server webhook: from then on its PolicyServer pod judges every
+//! Memcached. A Memcached steered to the node runs its pod in a real
+//! container pulled from the local registry, Ready through the rendered
+//! tcpSocket probe; `kubectl logs` and `exec` reach it, memcached answers
+//! over the pod IP, and the pod resolves Services through CoreDNS. Teardown
+//! must leave no process, cgroup, mount or changed sysctl.
 //!
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
@@ -173,9 +176,39 @@ fn main() {
 /// artifact `deploy/push-policy.sh` signed (the one `deploy/policy.yaml`
 /// names, signed where it lies); an unsigned copy added to it keeps its new
 /// pods from starting, with policy-server's reason in their log, while the
-/// signed policy stays active. Everything it created goes again.
+/// signed policy stays active. Everything it created goes again. Needs
+/// Kubewarden installed (scenario 2).
 fn signature_required(env: &mut Env) -> Result<(), String> {
     let (server, key_map, trust_map) = ("verified", "memcached-release-key", "sigstore-trust");
+    let outcome = verify_signatures(env, server, key_map, trust_map);
+    // Whatever happened: the later scenarios run without this PolicyServer.
+    for object in [
+        "clusteradmissionpolicy/memcached-unsigned",
+        "clusteradmissionpolicy/memcached-signed",
+        &format!("policyserver/{server}"),
+        &format!("configmap/{key_map}"),
+        &format!("configmap/{trust_map}"),
+    ] {
+        env.kubectl.ok(&[
+            "delete",
+            object,
+            "-n",
+            KUBEWARDEN_NAMESPACE,
+            "--ignore-not-found",
+            "--wait=true",
+        ])?;
+    }
+    outcome
+}
+
+/// [`signature_required`]'s checks, with PolicyServer `server` requiring the
+/// key in ConfigMap `key_map`, verified with the trust config in `trust_map`.
+fn verify_signatures(
+    env: &Env,
+    server: &str,
+    key_map: &str,
+    trust_map: &str,
+) -> Result<(), String> {
     let release = signing::key_pair(&env.cluster.workdir.join("signing"), "release")?;
     let module = env.protect.module().to_string();
     let repository = kubewarden_charts::module_repository(&module)?;
@@ -187,7 +220,12 @@ fn signature_required(env: &mut Env) -> Result<(), String> {
         .apply(&signing::verification_config_map(key_map, &release.public)?)?;
     env.kubectl
         .apply(&signing::sigstore_trust_config_map(trust_map)?)?;
-    let policy_server = kubewarden_charts::verifying_policy_server(server, key_map, trust_map)?;
+    let policy_server = kubewarden_charts::verifying_policy_server(
+        server,
+        kubewarden_charts::module_host(&module)?,
+        key_map,
+        trust_map,
+    )?;
     // kubewarden-controller's webhook reads the ConfigMaps from its cache.
     wait_for("the PolicyServer admitted", SETTLE, || {
         env.kubectl.apply(&policy_server.to_string())
@@ -209,6 +247,13 @@ fn signature_required(env: &mut Env) -> Result<(), String> {
     let unsigned =
         kubewarden_charts::protect_policy("memcached-unsigned", server, &unsigned_module)?;
     env.kubectl.apply(&unsigned.to_string())?;
+    // policy-server's own words for this policy and this reason
+    // (policy_downloader.rs, policy-fetcher's verify/mod.rs).
+    let refused = |line: &&str| {
+        line.contains("policy cannot be verified")
+            && line.contains("policy=\"clusterwide-memcached-unsigned\"")
+            && line.contains("no signatures found for image")
+    };
     let selector = format!("kubewarden/policy-server={server}");
     let refusal = wait_for(
         "a policy-server pod refusing the unsigned policy",
@@ -223,11 +268,7 @@ fn signature_required(env: &mut Env) -> Result<(), String> {
                     let outcome = env
                         .kubectl
                         .run(&["logs", name, "-n", KUBEWARDEN_NAMESPACE, previous], None);
-                    if let Some(line) = outcome
-                        .stdout
-                        .lines()
-                        .find(|line| line.contains("cannot be verified"))
-                    {
+                    if let Some(line) = outcome.stdout.lines().find(refused) {
                         return Ok(line.to_string());
                     }
                 }
@@ -254,22 +295,6 @@ fn signature_required(env: &mut Env) -> Result<(), String> {
         unsigned_status["policyStatus"],
         refusal.chars().take(300).collect::<String>()
     );
-
-    for object in [
-        "clusteradmissionpolicy/memcached-unsigned",
-        "clusteradmissionpolicy/memcached-signed",
-        &format!("policyserver/{server}"),
-    ] {
-        env.kubectl.ok(&["delete", object, "--wait=true"])?;
-    }
-    env.kubectl.ok(&[
-        "delete",
-        "configmap",
-        key_map,
-        trust_map,
-        "-n",
-        KUBEWARDEN_NAMESPACE,
-    ])?;
     Ok(())
 }
 
@@ -281,6 +306,7 @@ fn kubewarden_from_its_charts(env: &mut Env) -> Result<(), String> {
     let audited = "audited";
     let protect = env.protect.clone();
     env.unregister(&protect)?;
+    env.wait_for_no_protection()?;
     ensure_namespace(env, audited)?;
     // Admitted by the CRD's schema, refused by the policy.
     let invalid = [
@@ -294,7 +320,12 @@ fn kubewarden_from_its_charts(env: &mut Env) -> Result<(), String> {
     env.kubectl
         .apply(&memcached(audited, "valid", json!({"replicas": 1})))?;
 
-    let took = kubewarden_charts::take_over(env)?;
+    let took = kubewarden_charts::take_over(env).inspect_err(|_| {
+        // The later scenarios need a policy judging their Memcacheds.
+        if let Err(e) = env.register(&protect) {
+            eprintln!("re-registering the suite's policy-server webhook: {e}");
+        }
+    })?;
 
     let webhook = env
         .kubectl
@@ -305,7 +336,6 @@ fn kubewarden_from_its_charts(env: &mut Env) -> Result<(), String> {
             && service["name"] == format!("policy-server-{}", kubewarden_charts::POLICY_SERVER),
         format!("{} calls {service}", protect.id()),
     )?;
-    env.wait_for_protection()?;
     let created = env.kubectl.run(
         &["create", "--dry-run=server", "-o", "json", "-f", "-"],
         Some(&memcached(audited, "defaulted", json!({}))),
@@ -1423,7 +1453,7 @@ fn node_memory(env: &mut Env) -> Result<(), String> {
         println!("     {name:<24} x{count} {:>6.1} MiB", *kib as f64 / 1024.0);
     }
     println!("     {:<24}    {:>6.1} MiB", "total", total as f64 / 1024.0);
-    for daemon in ["kubelet", "containerd", "coredns"] {
+    for daemon in ["kubelet", "containerd", "coredns", "kube-proxy"] {
         check(
             by_name.contains_key(daemon),
             format!("no {daemon} among the node's processes {by_name:?}"),

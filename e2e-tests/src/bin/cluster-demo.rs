@@ -193,6 +193,7 @@ fn demo() -> Result<(), String> {
 fn kubewarden(env: &Env) -> Result<(), String> {
     let kubectl = &env.kubectl;
     env.unregister(&env.protect)?;
+    env.wait_for_no_protection()?;
     println!("\n== before any policy: a Memcached the policy would refuse (capitals in its image)");
     print!(
         "{}",

@@ -17,18 +17,22 @@ use super::helm::Helm;
 use super::kubectl::Kubectl;
 use super::kubewarden::KUBEWARDEN_NAMESPACE;
 use super::registry::push_and_pull;
-use super::{Env, wait_for};
+use super::{Env, condition_status, wait_for};
 use crate::workspace_root;
 
 /// The release the charts, the images and `../shared/bin` are of.
 pub const VERSION: &str = "v1.35.0";
+
+/// policy-server's image repository, as `kubewarden-defaults` names it
+/// below `ghcr.io/`.
+const POLICY_SERVER_REPOSITORY: &str = "kubewarden/policy-server";
 
 /// The images (tag in `target/e2e/kubewarden/images`, repository in the
 /// registry), as the charts name them below `ghcr.io/`.
 pub const IMAGES: [(&str, &str); 3] = [
     ("kubewarden-controller", "kubewarden/kubewarden-controller"),
     ("audit-scanner", "kubewarden/audit-scanner"),
-    ("policy-server", "kubewarden/policy-server"),
+    ("policy-server", POLICY_SERVER_REPOSITORY),
 ];
 
 /// The PolicyServer `kubewarden-defaults` creates, and its Deployment.
@@ -50,6 +54,14 @@ pub fn charts() -> PathBuf {
 /// policies from `insecure_source` over plain HTTP. Waits until its
 /// Deployment's pods are Ready.
 pub fn install(helm: &Helm, kubectl: &Kubectl, insecure_source: &str) -> Result<(), String> {
+    let chart = read_yaml(&charts().join("kubewarden-controller/Chart.yaml"))?;
+    if chart["appVersion"] != VERSION {
+        return Err(format!(
+            "the charts in {} are of Kubewarden {}, the images built here of {VERSION}",
+            charts().display(),
+            chart["appVersion"]
+        ));
+    }
     let values = workspace_root().join("e2e-tests/kubewarden-values.yaml");
     let values = values.to_string_lossy();
     let insecure = format!("policyServer.insecureSources[0]={insecure_source}");
@@ -100,7 +112,7 @@ pub struct TakeOver {
 /// pushed where `deploy/policy.yaml`'s module names it (in the registry the
 /// node's pods reach for that host), then `kubectl apply -f` of
 /// `deploy/policy.yaml` and `deploy/policy-audit.yaml` as they are, until
-/// both are `active`.
+/// both are `active` and kube-apiserver calls the protect policy's webhook.
 pub fn take_over(env: &Env) -> Result<TakeOver, String> {
     env.remove_policy_server_rbac()?;
     let helm = Helm::new(&env.cluster.kubeconfig, &env.cluster.workdir);
@@ -124,10 +136,9 @@ pub fn take_over(env: &Env) -> Result<TakeOver, String> {
     for policy in [&env.protect.name, &env.audit.name] {
         wait_active(&env.kubectl, policy, Duration::from_secs(180))?;
     }
-    Ok(TakeOver {
-        installed,
-        active: applied.elapsed(),
-    })
+    let active = applied.elapsed();
+    env.wait_for_protection()?;
+    Ok(TakeOver { installed, active })
 }
 
 /// Wait until ClusterAdmissionPolicy `name` is `active`; how long it took.
@@ -164,10 +175,10 @@ pub fn audit(kubectl: &Kubectl, job: &str) -> Result<Duration, String> {
         Duration::from_secs(180),
         || {
             let job = kubectl.get(&["job", job, "-n", KUBEWARDEN_NAMESPACE])?;
-            if job["status"]["failed"].as_i64().unwrap_or(0) > 0 {
+            if condition_status(&job, "Failed") == Some("True") {
                 return Ok(Err(format!("the audit scanner failed: {}", job["status"])));
             }
-            if job["status"]["succeeded"].as_i64() == Some(1) {
+            if condition_status(&job, "Complete") == Some("True") {
                 Ok(Ok(()))
             } else {
                 Err(format!("status {}", job["status"]))
@@ -219,31 +230,27 @@ fn text(value: &Value) -> String {
 }
 
 /// A PolicyServer `name` like the default one (its image, ServiceAccount,
-/// placement on the real node and insecure source), requiring the signature
+/// placement on the real node, `insecure_source`), requiring the signature
 /// the ConfigMap `verification` describes, verified offline with the trust
 /// config in the ConfigMap `trust` (see [`super::signing`]).
 pub fn verifying_policy_server(
     name: &str,
+    insecure_source: &str,
     verification: &str,
     trust: &str,
 ) -> Result<Value, String> {
     let values = read_yaml(&workspace_root().join("e2e-tests/kubewarden-values.yaml"))?;
-    let policy_server = IMAGES
-        .iter()
-        .find(|(tag, _)| *tag == "policy-server")
-        .map(|(_, repository)| format!("ghcr.io/{repository}:{VERSION}"))
-        .unwrap_or_default();
     Ok(json!({
         "apiVersion": "policies.kubewarden.io/v1",
         "kind": "PolicyServer",
         "metadata": {"name": name},
         "spec": {
-            "image": policy_server,
+            "image": format!("ghcr.io/{POLICY_SERVER_REPOSITORY}:{VERSION}"),
             "replicas": 1,
             "serviceAccountName": "policy-server",
             "affinity": values["global"]["affinity"],
             "tolerations": values["global"]["tolerations"],
-            "insecureSources": ["ghcr.io"],
+            "insecureSources": [insecure_source],
             "verificationConfig": verification,
             "sigstoreTrustConfig": trust,
         },
@@ -274,7 +281,8 @@ fn module_parts(module: &str) -> Result<(&str, &str), String> {
         .ok_or_else(|| format!("{module} is no registry:// module"))
 }
 
-fn module_host(module: &str) -> Result<&str, String> {
+/// The host of a `registry://<host>/<repository>:<tag>` module.
+pub fn module_host(module: &str) -> Result<&str, String> {
     module_parts(module).map(|(host, _)| host)
 }
 

@@ -28,6 +28,7 @@ pub mod policy_server;
 pub mod registry;
 pub mod scenario;
 pub mod signing;
+pub mod webhook_latency;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -562,6 +563,25 @@ impl Env {
             } else {
                 Err(outcome.stderr)
             }
+        })
+    }
+
+    /// After [`Env::unregister`] of the protect policy: wait until
+    /// kube-apiserver no longer calls its webhook (a Memcached the CRD's
+    /// schema admits and the policy refuses passes a server-side dry run).
+    pub fn wait_for_no_protection(&self) -> Result<(), String> {
+        let refused_by_policy = json!({
+            "apiVersion": "memcached.c5c3.io/v1beta1",
+            "kind": "Memcached",
+            "metadata": {"name": "webhook-probe", "namespace": "default"},
+            "spec": {"image": "Memcached:1.6"},
+        });
+        wait_for("the policy webhook gone", Duration::from_secs(30), || {
+            let outcome = self.kubectl.run(
+                &["create", "--dry-run=server", "-f", "-"],
+                Some(&refused_by_policy.to_string()),
+            );
+            check(outcome.success, outcome.stderr)
         })
     }
 

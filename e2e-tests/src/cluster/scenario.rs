@@ -129,6 +129,24 @@ pub fn memcached(namespace: &str, name: &str, spec: Value) -> String {
     .to_string()
 }
 
+/// `count` minimal v1beta1 Memcacheds `<prefix>-<i>` in `namespace`, as
+/// one List: what one `kubectl apply` creates at once.
+pub fn memcached_list(namespace: &str, prefix: &str, count: usize) -> String {
+    json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": (0..count)
+            .map(|i| json!({
+                "apiVersion": "memcached.c5c3.io/v1beta1",
+                "kind": "Memcached",
+                "metadata": {"name": format!("{prefix}-{i}"), "namespace": namespace},
+                "spec": {},
+            }))
+            .collect::<Vec<_>>(),
+    })
+    .to_string()
+}
+
 /// Merge-patch a Memcached.
 pub fn patch(env: &Env, namespace: &str, name: &str, merge: Value) -> Result<(), String> {
     env.kubectl
