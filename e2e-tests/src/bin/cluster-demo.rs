@@ -46,7 +46,7 @@ fn demo() -> Result<(), String> {
     let workdir = std::env::temp_dir().join("memcached-demo");
     println!(
         "== starting a local control plane (etcd, kube-apiserver, controllers, scheduler, 6 kwok nodes in 3 zones) \
-         and a real node (kubelet, containerd, CoreDNS)"
+         and a real node (kubelet, containerd, kube-proxy, CoreDNS)"
     );
     let Some(env) = Env::start_with(&workdir, true)? else {
         return Ok(());
@@ -77,7 +77,9 @@ fn demo() -> Result<(), String> {
         ],
     )?;
 
-    println!("\n== kubectl apply of every seed example (v1beta1), through policy-server");
+    println!(
+        "\n== kubectl apply of every seed example (v1beta1), through Kubewarden's PolicyServer"
+    );
     // The seed examples first (they share one name, so each accepted one is
     // deleted again), then the design doc's, which stay.
     let mut examples: Vec<_> = fixtures()
@@ -106,12 +108,17 @@ fn demo() -> Result<(), String> {
     println!("\n== defaults the policy filled in");
     show_field(kubectl, "basic-cache", ".spec")?;
 
-    println!("\n== waiting for the controller (examples whose Secrets do not exist stay Degraded)");
+    println!(
+        "\n== waiting for the controller (examples whose Secrets do not exist stay Degraded, \
+         and so does legacy-cache, whose spec it refuses too)"
+    );
     let _ = wait_for("the examples to settle", Duration::from_secs(60), || {
         let list = kubectl.get(&["memcached", "-n", NAMESPACE])?;
         let settled = list["items"].as_array().into_iter().flatten().all(|mc| {
             condition_status(mc, "Ready") == Some("True")
-                || condition(mc, "Degraded").is_some_and(|c| c["reason"] == "SecretNotFound")
+                || condition(mc, "Degraded").is_some_and(|c| {
+                    c["reason"] == "SecretNotFound" || c["reason"] == "InvalidSpec"
+                })
         });
         if settled {
             Ok(())
