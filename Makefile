@@ -4,7 +4,9 @@ SHELL := bash
 CARGO ?= cargo
 WASM_TARGET := wasm32-wasip1
 # Cargo's target directory (honours CARGO_TARGET_DIR).
+CARGO_TARGET_DIR ?=
 TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))
+TMPDIR ?=
 TMPDIR_OR_TMP := $(or $(TMPDIR),/tmp)
 WASM_BUILD := $(TARGET_DIR)/$(WASM_TARGET)/release/memcached_policy.wasm
 POLICY_SOURCES := $(shell find api/src policy-wasm/src -name '*.rs') api/Cargo.toml policy-wasm/Cargo.toml Cargo.toml Cargo.lock
@@ -15,6 +17,13 @@ REGISTRY_SOURCES := e2e-tests/registry/main.go e2e-tests/registry/go.mod e2e-tes
 NETNS := e2e-tests/netns.sh
 # helm, built from its Go module at the version e2e-tests/tools/go.mod pins.
 HELM := target/tools/helm
+# cosign v2, built from its Go module beside helm: `make push` signs with it.
+COSIGN := target/tools/cosign
+# What the programs on the control plane need: the control plane and kubectl, the registry, helm.
+CLUSTER_PIECES := $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
+# What the real node needs besides: kubelet, kube-proxy, containerd, CoreDNS, the node's images and Kubewarden's.
+NODE_PIECES := $(E2E_BIN)/kubelet $(E2E_BIN)/kube-proxy $(E2E_BIN)/containerd $(E2E_BIN)/coredns \
+	$(E2E_BIN)/images/index.json $(E2E_BIN)/kubewarden/images/index.json
 CHART := deploy/helm/memcached-operator
 
 # The one feature set every build uses: the end-to-end suites and the tests that need memcached or policy.wasm
@@ -25,13 +34,15 @@ FEATURES := e2e-tests/cluster,e2e-tests/real-node,memcached-controller/external-
 SHARED_BIN := $(abspath ../shared/bin)
 KWCTL ?= $(or $(shell command -v kwctl),$(wildcard $(SHARED_BIN)/kwctl))
 POLICY_SERVER ?= $(or $(shell command -v policy-server),$(wildcard $(SHARED_BIN)/policy-server))
-export KWCTL POLICY_SERVER
+# Kubewarden's Helm charts of the same release (1.35.0): KUBEWARDEN_CHARTS, else ../shared/kubewarden.
+KUBEWARDEN_CHARTS ?= $(abspath ../shared/kubewarden)
+export KWCTL POLICY_SERVER KUBEWARDEN_CHARTS
 # Debian packages the tests and the demo need, by the command that shows each is there.
-DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iproute2 unshare:util-linux python3:python3 go:golang-go promtool:prometheus \
+DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iproute2 unshare:util-linux python3:python3 promtool:prometheus \
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
 	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip openssl:openssl
 
-.PHONY: all help toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-rollout bench-kubewarden push image push-image lint fmt fixtures crd clean
+.PHONY: all help prereqs toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-rollout bench-kubewarden push image push-image lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -77,6 +88,21 @@ artifacthub-pkg.yml: metadata.yml questions-ui.yml
 	@test -n "$(KWCTL)" || { echo "kwctl not found: put it on PATH or set KWCTL"; exit 1; }
 	"$(KWCTL)" scaffold artifacthub -m metadata.yml -q questions-ui.yml -o $@
 
+## prereqs: what the build needs and cannot install, one line each on what to install: Go as new as the modules'
+## `go` directive (Debian 12's golang-go is too old), kwctl and policy-server 1.35.0, Kubewarden 1.35's charts,
+## root or unprivileged user namespaces (hack/prereqs.sh). Before a first build it says what comes and how long.
+# A cold `make demo` on a fresh 2-core machine with empty Go and cargo caches, as last measured (README).
+FIRST_RUN_MINUTES := 40
+BUILT_PIECES := $(CLUSTER_PIECES) $(NODE_PIECES) $(TARGET_DIR)/debug/cluster-demo
+prereqs:
+	@hack/prereqs.sh "$(KWCTL)" "$(POLICY_SERVER)" "$(KUBEWARDEN_CHARTS)"
+	@if [ -n "$(filter-out $(wildcard $(BUILT_PIECES)),$(BUILT_PIECES))" ]; then \
+		echo "First run: Kubernetes (control plane, kubectl, kubelet, kube-proxy), containerd, CoreDNS, helm, cosign,"; \
+		echo "Kubewarden's controller and CNCF Distribution compile from their Go modules, and the Rust workspace"; \
+		echo "(the controller, the policy, the test harness) with cargo: about $(FIRST_RUN_MINUTES) minutes on 2 cores, most"; \
+		echo "of it the compilers' output below. Go's and cargo's caches keep it: later runs rebuild only what changed."; \
+	fi
+
 ## deps: the Debian packages the tests need (installed when root, else the apt-get line to run), PyYAML, and
 ## pymemcache (the sharding bench's client).
 deps:
@@ -93,7 +119,7 @@ deps:
 ## node (Kubewarden 1.35 from its own charts, deploy/policy.yaml active, kubectl apply through its PolicyServer,
 ## which pulls the policy from a local OCI registry; the controller, live status; a Memcached in real containers
 ## on the real node; the audit scanner's reports); DEMO_KEEP=1 keeps the cluster.
-demo: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
+demo: prereqs deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(TARGET_DIR)/debug/demo
 	$(NETNS) $(TARGET_DIR)/debug/cluster-demo
@@ -145,9 +171,6 @@ $(E2E_BIN)/kubewarden/images/index.json: e2e-tests/cluster/kubewarden.sh $(POLIC
 	@test -n "$(POLICY_SERVER)" || { echo "policy-server not found: put it on PATH or set POLICY_SERVER"; exit 1; }
 	e2e-tests/cluster/kubewarden.sh $(E2E_BIN)/kubewarden "$(POLICY_SERVER)"
 
-NODE_PIECES := $(E2E_BIN)/kubelet $(E2E_BIN)/kube-proxy $(E2E_BIN)/containerd $(E2E_BIN)/coredns \
-	$(E2E_BIN)/images/index.json $(E2E_BIN)/kubewarden/images/index.json
-
 ## target/e2e/registry: CNCF Distribution's OCI registry, from its Go module (Go caches the build).
 $(E2E_BIN)/registry: $(REGISTRY_SOURCES)
 	cd e2e-tests/registry && go build -trimpath -ldflags=-s -o ../../$@ .
@@ -155,7 +178,6 @@ $(E2E_BIN)/registry: $(REGISTRY_SOURCES)
 ## target/tools/cosign: cosign v2 from its Go module, version pinned by e2e-tests/tools/go.mod (Go caches the build):
 ## `make push` signs with it. v2, not v3: v3's signing defaults to Sigstore's
 ## signing config and trust root fetched online through TUF.
-COSIGN := target/tools/cosign
 $(COSIGN): e2e-tests/tools/go.mod e2e-tests/tools/go.sum
 	cd e2e-tests/tools && go build -trimpath -o ../../$@ \
 		-ldflags="-s -X sigs.k8s.io/release-utils/version.gitVersion=$$(go list -m -f '{{.Version}}' github.com/sigstore/cosign/v2)" \
@@ -166,6 +188,10 @@ $(COSIGN): e2e-tests/tools/go.mod e2e-tests/tools/go.sum
 ## (`make push REGISTRY=ghcr.io/c5c3 COSIGN_KEY=cosign.key`; the key's password in COSIGN_PASSWORD; version from
 ## metadata.yml; credentials from ~/.docker/config.json, as `docker login` writes them). Without COSIGN_KEY it
 ## refuses unless SIGN=no; SOURCES_PATH passes kwctl's sources.yml (insecure registries). deploy/push-policy.sh.
+REGISTRY ?=
+COSIGN_KEY ?=
+SIGN ?=
+SOURCES_PATH ?=
 POLICY_VERSION = $(shell sed -n 's/^ *io.kubewarden.policy.version: *//p' metadata.yml)
 push: annotated-policy.wasm $(if $(COSIGN_KEY),$(COSIGN))
 	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=<host>[/<namespace>] COSIGN_KEY=<cosign.key> (e.g. ghcr.io/c5c3)"; exit 1; }
@@ -183,6 +209,7 @@ image: deps
 
 ## push-image: skopeo copy of the image to $(IMAGE):v<version> (`make push-image IMAGE=ghcr.io/c5c3/memcached-operator`;
 ## credentials from ~/.docker/config.json or `skopeo login`).
+IMAGE ?=
 push-image: image
 	@test -n "$(IMAGE)" || { echo "usage: make push-image IMAGE=<registry>/<name> (e.g. ghcr.io/c5c3/memcached-operator)"; exit 1; }
 	skopeo copy oci:$(IMAGE_LAYOUT):v$(CONTROLLER_VERSION) docker://$(IMAGE):v$(CONTROLLER_VERSION)
@@ -214,7 +241,7 @@ prometheus-test:
 ## then `make toolchain` against the rustup states users have, the policy on kwctl, the Helm chart with helm and
 ## the alerts with promtool. No incremental state for the one big build (CARGO_INCREMENTAL=1 to keep it): it
 ## only costs disk on a cold run.
-test: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(COSIGN) $(NODE_PIECES)
+test: prereqs deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(COSIGN) $(NODE_PIECES)
 	$(MAKE) --no-print-directory lint
 	CARGO_INCREMENTAL=$(or $(CARGO_INCREMENTAL),0) $(CARGO) test --locked --workspace --features $(FEATURES)
 	python3 e2e-tests/check_metadata.py
@@ -235,7 +262,7 @@ kwctl-tests: annotated-policy.wasm $(E2E_BIN)/registry $(COSIGN)
 ## e2e: the end-to-end suites alone: tests/cluster.rs (the product), tests/controller.rs (the controller on the API
 ## server's semantics), tests/manifests.rs (deploy/ and the chart, server-side dry-run), same build as `make test`.
 ## The suites run target/debug/memcached-controller, which `--test` alone would not rebuild: the bins come first.
-e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
+e2e: policy.wasm annotated-policy.wasm $(CLUSTER_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test cluster --test controller --test manifests
 
@@ -243,7 +270,7 @@ e2e: policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(
 ## beside the control plane; Kubewarden from its own charts judging the suite's Memcacheds, its audit scanner, a
 ## PolicyServer requiring the release key; Memcacheds' pods and the chart's controller in real containers pulled
 ## from the local registry.
-e2e-node: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(COSIGN) $(NODE_PIECES)
+e2e-node: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(COSIGN) $(NODE_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test node
 
@@ -274,14 +301,14 @@ bench-kwctl: annotated-policy.wasm
 ## HashClient of pymemcache: the keys an image change keeps (applied in place), the worst read-through pass during a config
 ## change that needs new pods, and the pods a controller upgrade restarts (benches/rollout.rs). It counts keys and
 ## pods, not time, so it runs the test build of `make e2e-node` (no release build).
-bench-rollout: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
+bench-rollout: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECES)
 	$(CARGO) build --locked -q -p memcached-controller
 	$(CARGO) test --locked -q -p e2e-tests --features cluster,real-node --bench rollout
 
 ## bench-kubewarden: on the real node (as e2e-node), Kubewarden from its own charts: kubectl apply -> active,
 ## admission latency seen by kube-apiserver through the suite's policy-server process and through the PolicyServer
 ## pod (idle, and 200 CRs at once), and the audit scanner over them (benches/kubewarden.rs).
-bench-kubewarden: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
+bench-kubewarden: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECES)
 	$(CARGO) build --locked -q -p memcached-controller
 	$(CARGO) test --locked -q -p e2e-tests --features cluster,real-node --bench kubewarden
 
@@ -289,7 +316,7 @@ bench-kubewarden: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2
 ## 200 CRs at once; then the keys pymemcache's HashClient still finds after scaling, a pod deletion and a rollout,
 ## Deployment against StatefulSet mode; API requests per converged reconcile and controller RSS at 200 and
 ## 1,000 Memcacheds (release controller); then bench-rollout and bench-kubewarden on the real node.
-bench-e2e: deps policy.wasm annotated-policy.wasm $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM) $(NODE_PIECES)
+bench-e2e: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECES)
 	$(CARGO) build --locked --release -p memcached-controller
 	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster --bench sharding --bench controller
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster
@@ -305,9 +332,12 @@ crd:
 fixtures:
 	cd e2e-tests/fixtures && python3 generate.py
 
-## lint: rustfmt, clippy with -D warnings (the workspace's lints, Cargo.toml) on every target and on the wasm
+## lint: no Makefile variable used before its definition (make expands a rule's prerequisites as it reads the rule,
+## so a list defined further down is silently empty), rustfmt, clippy with -D warnings (the workspace's lints, Cargo.toml) on every target and on the wasm
 ## policy, gofmt and go vet of the Go control plane.
 lint: | toolchain
+	@! $(MAKE) --no-print-directory --warn-undefined-variables -n help 2>&1 >/dev/null | grep 'undefined variable' \
+		|| { echo 'Makefile: a variable is used before it is defined (a prerequisite list names it too early)'; exit 1; }
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets --features $(FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --target $(WASM_TARGET) -p memcached-policy -- -D warnings
