@@ -124,7 +124,7 @@ demo: prereqs deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PI
 	$(TARGET_DIR)/debug/demo
 	$(NETNS) $(TARGET_DIR)/debug/cluster-demo
 
-## target/e2e/{cluster,kubectl}: the Go control plane and kubectl, from upstream Kubernetes modules (Go caches the build).
+## target/e2e/cluster: the Go control plane (and target/e2e/kubectl), from upstream Kubernetes modules (Go caches the build).
 ## Kubernetes components report the release they are built from (`kubectl version`, the API server's
 ## /version, the kubelet's node status), as release builds do.
 KUBERNETES_VERSION = $(shell cd e2e-tests/cluster && go list -m -f '{{.Version}}' k8s.io/kubernetes)
@@ -142,7 +142,7 @@ $(E2E_BIN)/kubelet: e2e-tests/cluster/cmd/kubelet/main.go e2e-tests/cluster/go.m
 $(E2E_BIN)/kube-proxy: e2e-tests/cluster/cmd/kube-proxy/main.go e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
 	cd e2e-tests/cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o ../../$@ ./cmd/kube-proxy
 
-## target/e2e/{containerd,containerd-shim-runc-v2,coredns}: the real node's runtime and the cluster DNS, from their Go
+## target/e2e/containerd: the real node's runtime (and its shim), and target/e2e/coredns: the cluster DNS, from their Go
 ## modules pinned in e2e-tests/cluster/runtime/go.mod (static: no cgo; no devmapper or ZFS snapshotters).
 NODE_RUNTIME := e2e-tests/cluster/runtime
 CONTAINERD_VERSION = $(shell cd $(NODE_RUNTIME) && go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
@@ -160,12 +160,12 @@ $(E2E_BIN)/memcached_exporter: $(EXPORTER_MODULE)/go.mod $(EXPORTER_MODULE)/go.s
 		CGO_ENABLED=0 go build -trimpath -o ../../../$@ -ldflags="-s -X github.com/prometheus/common/version.Version=$${v#v}" \
 		github.com/prometheus/memcached_exporter/cmd/memcached_exporter
 
-## target/e2e/images: the real node's memcached and pause images from Debian's binaries, and the exporter's (an OCI
+## target/e2e/images/index.json: the real node's memcached and pause images from Debian's binaries, and the exporter's (an OCI
 ## layout, umoci).
 $(E2E_BIN)/images/index.json: e2e-tests/cluster/images.sh $(E2E_BIN)/memcached_exporter
 	e2e-tests/cluster/images.sh $(E2E_BIN)/images $(E2E_BIN)/memcached_exporter
 
-## target/e2e/kubewarden/images: Kubewarden's own images of its release 1.35.0, as its charts run them
+## target/e2e/kubewarden/images/index.json: Kubewarden's own images of its release 1.35.0, as its charts run them
 ## (kubewarden-controller and audit-scanner from its Go module, policy-server from $(POLICY_SERVER)).
 $(E2E_BIN)/kubewarden/images/index.json: e2e-tests/cluster/kubewarden.sh $(POLICY_SERVER)
 	@test -n "$(POLICY_SERVER)" || { echo "policy-server not found: put it on PATH or set POLICY_SERVER"; exit 1; }
@@ -332,12 +332,11 @@ crd:
 fixtures:
 	cd e2e-tests/fixtures && python3 generate.py
 
-## lint: no Makefile variable used before its definition (make expands a rule's prerequisites as it reads the rule,
-## so a list defined further down is silently empty), rustfmt, clippy with -D warnings (the workspace's lints, Cargo.toml) on every target and on the wasm
+## lint: the Makefile itself (no variable used before its definition, every documented target real:
+## hack/check-makefile.sh), rustfmt, clippy with -D warnings (the workspace's lints, Cargo.toml) on every target and on the wasm
 ## policy, gofmt and go vet of the Go control plane.
 lint: | toolchain
-	@! $(MAKE) --no-print-directory --warn-undefined-variables -n help 2>&1 >/dev/null | grep 'undefined variable' \
-		|| { echo 'Makefile: a variable is used before it is defined (a prerequisite list names it too early)'; exit 1; }
+	hack/check-makefile.sh
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets --features $(FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --target $(WASM_TARGET) -p memcached-policy -- -D warnings

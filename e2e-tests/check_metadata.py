@@ -55,6 +55,12 @@ for p in policies:
     checks[f"deploy {name} rules are metadata.yml's"] = p["spec"]["rules"] == metadata["rules"]
     checks[f"deploy {name} settings are known"] = set(p["spec"].get("settings", {})) <= set(map(camel, fields))
     checks[f"deploy {name} grants metadata.yml's context"] = p["spec"].get("contextAwareResources") == metadata["contextAwareResources"]
+# The policy's own page (embedded into the artifact, shown on Artifact Hub) shows deploy/policy.yaml: the same
+# object, its comments and Kubewarden's annotations aside.
+readme_policies = [doc for block in re.findall(r"```yaml\n(.*?)```", (ROOT / "policy-wasm/README.md").read_text(), re.S)
+                   for doc in [yaml.safe_load(block)] if isinstance(doc, dict) and doc.get("kind") == "ClusterAdmissionPolicy"]
+shown = lambda p: {**p, "metadata": {"name": p["metadata"]["name"]}}
+checks["the policy README's ClusterAdmissionPolicy is deploy/policy.yaml"] = [shown(p) for p in readme_policies] == [shown(policies[0])]
 
 failed = [name for name, ok in checks.items() if not ok]
 for name in checks:

@@ -63,3 +63,14 @@ YAML
   [ "$status" -eq 0 ]
   [ "$(umoci ls --layout "$LAYOUT")" = "test" ]
 }
+
+@test "the Dockerfile's build context holds the workspace's sources, not cargo's target/ or git" {
+  # What `docker build .` sends: every tracked file, none of the ignored paths (.dockerignore).
+  ignored=$(grep -v '^#' "$ROOT/.dockerignore" | sed 's|^/||; s|/$||' | grep .)
+  grep -qx target <<<"$ignored"
+  grep -qx .git <<<"$ignored"
+  # Nothing the Dockerfile's build needs is left out.
+  for needed in Cargo.toml Cargo.lock api controller policy-wasm e2e-tests; do
+    if grep -qx "$needed" <<<"$ignored"; then echo ".dockerignore leaves out $needed"; false; fi
+  done
+}
