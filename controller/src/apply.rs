@@ -163,6 +163,11 @@ pub fn compact_managed_fields(meta: &mut ObjectMeta) {
     }
 }
 
+/// This manager's applies own `spec.replicas` of the object of `meta`.
+pub fn owns_replicas_of(meta: &ObjectMeta) -> bool {
+    own_applies(meta).any(owns_replicas)
+}
+
 fn owns_replicas(entry: &ManagedFieldsEntry) -> bool {
     entry
         .fields_v1
@@ -315,7 +320,7 @@ where
 {
     let value = serde_json::to_value(live).unwrap_or_default();
     let replicas = &value["spec"]["replicas"];
-    if replicas.is_null() || !own_applies(live.meta()).any(owns_replicas) {
+    if replicas.is_null() || !owns_replicas_of(live.meta()) {
         return Ok(());
     }
     let patch = json!({

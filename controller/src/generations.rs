@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use crate::apply::is_controlled_by;
-use crate::in_place::{failing, owned_replica_sets, ready, still_running};
+use crate::in_place::{failing, owned_replica_sets, ready, still_running, unschedulable};
 use crate::labels::MEMCACHED_PORT;
 use crate::pacing::{Generations, Newest};
 
@@ -49,6 +49,7 @@ pub async fn of(
             pod: p.name_any(),
             address: address(p).filter(|_| ready(p)),
             failing: failing(p).is_some(),
+            unschedulable: unschedulable(p),
         });
     Ok(Generations {
         newest,

@@ -31,7 +31,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::apply::is_controlled_by;
+use crate::apply::{is_controlled_by, owns_replicas_of};
 use crate::intent::TemplateStamp;
 use crate::labels::{MANAGER, VERSION_LABEL};
 use crate::pod_template::MEMCACHED_CONTAINER;
@@ -342,10 +342,14 @@ async fn retemplate(
     let mut paused = desired.clone();
     let spec = paused.spec.get_or_insert_default();
     spec.paused = Some(true);
-    // Under autoscaling the desired object leaves replicas to the HPA: a
-    // paused Deployment still scales, so keep the running count.
-    let running_replicas = live.spec.as_ref().and_then(|s| s.replicas);
-    spec.replicas = spec.replicas.or(running_replicas);
+    // Under autoscaling the desired object leaves replicas to the HPA, and
+    // so does this apply once the HPA owns them (a count from the cache
+    // could undo its last step). Still owned here (the handover not done
+    // yet), leaving them out would reset them: the running count stays.
+    if owns_replicas_of(live.meta()) {
+        let running_replicas = live.spec.as_ref().and_then(|s| s.replicas);
+        spec.replicas = spec.replicas.or(running_replicas);
+    }
     let apply = PatchParams::apply(MANAGER).force();
     deployments
         .patch(&live.name_any(), &apply, &Patch::Apply(&paused))
@@ -471,6 +475,14 @@ pub(crate) fn failing(pod: &Pod) -> Option<String> {
         reason => reason,
     };
     FAILURES.contains(&reason).then(|| reason.to_string())
+}
+
+/// The scheduler's message while it finds no node for the pod.
+pub(crate) fn unschedulable(pod: &Pod) -> Option<String> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let scheduled = conditions.iter().find(|c| c.type_ == "PodScheduled")?;
+    (scheduled.status == "False" && scheduled.reason.as_deref() == Some("Unschedulable"))
+        .then(|| scheduled.message.clone().unwrap_or_default())
 }
 
 /// The pod's memcached container does not have `image` in its spec.

@@ -43,6 +43,7 @@ pub mod stateful_set;
 pub mod stats;
 pub mod status;
 pub mod stored;
+pub mod streaks;
 pub mod tls;
 pub mod unknown_fields;
 pub mod workload;

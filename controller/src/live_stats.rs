@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::runtime::reflector::ObjectRef;
 
-use crate::stats::{ClusterStats, StatsClient};
+use crate::stats::{ClusterStats, Readers, StatsClient};
 use crate::stored::Stored;
 
 /// The last stats of every Memcached, by `namespace/name`.
@@ -40,6 +40,8 @@ struct Entry {
     fresh: bool,
     /// A reconcile came while a collection ran: collect again after it.
     wanted: bool,
+    /// The client that last read each pod (taken by a running collection).
+    readers: Readers,
 }
 
 impl LiveStats {
@@ -79,9 +81,10 @@ impl LiveStats {
             entry.addresses.clone_from(&addresses);
             let board = self.clone();
             let object = ObjectRef::new(name).within(namespace);
+            let mut readers = std::mem::take(&mut entry.readers);
             tokio::spawn(async move {
-                let stats = client.collect(&addresses).await;
-                board.finished(&key, stats, object);
+                let stats = client.collect_with(&addresses, &mut readers).await;
+                board.finished(&key, stats, readers, object);
             });
         }
         entry.stats.clone()
@@ -96,10 +99,11 @@ impl LiveStats {
     /// Keep what a collection read; reconcile the Memcached again when the
     /// numbers changed or a reconcile waits for another collection (not
     /// when it was forgotten meanwhile).
-    fn finished(&self, key: &str, stats: ClusterStats, object: ObjectRef<Stored>) {
+    fn finished(&self, key: &str, stats: ClusterStats, readers: Readers, object: ObjectRef<Stored>) {
         let again = self.entries.lock().ok().and_then(|mut entries| {
             let entry = entries.get_mut(key)?;
             entry.running = false;
+            entry.readers = readers;
             let changed = entry.stats.as_ref().is_none_or(|s| !s.same_status(&stats));
             entry.stats = Some(stats);
             let wanted = std::mem::take(&mut entry.wanted);
@@ -178,7 +182,8 @@ mod tests {
         board.read("ns", "c", StatsClient::default(), vec![addr]);
         changed.next().await.unwrap();
         let read = board.read("ns", "c", StatsClient::default(), vec![addr]);
-        assert_eq!(read.and_then(|s| s.current_connections), Some(1));
+        // The fake counts the reading connection; clients' connections leave it out.
+        assert_eq!(read.and_then(|s| s.current_connections), Some(0));
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "no loop");
         // The next reconcile collects again.
@@ -199,7 +204,8 @@ mod tests {
         board.read("ns", "c", StatsClient::default(), vec![addr]);
         changed.next().await.unwrap();
         let read = board.read("ns", "c", StatsClient::default(), vec![addr]);
-        assert_eq!(read.and_then(|s| s.current_connections), Some(2));
+        // The second collection's count, 2, less the reading connection.
+        assert_eq!(read.and_then(|s| s.current_connections), Some(1));
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
 

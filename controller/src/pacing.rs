@@ -19,7 +19,9 @@
 //! replaced (or those hold fewer than [`MIN_ITEMS`]: nothing to warm), or
 //! [`WARM_TIMEOUT`] after this controller first saw it (a StatefulSet's pod
 //! Ready; a Deployment's in any state, and none that cannot run is waited
-//! for). No stats read yet, after a restart, counts as not warm until then.
+//! for). No stats read yet, after a restart, counts as not warm until then;
+//! so does a Ready pod not yet replaced whose stats cannot be read (its
+//! cache may be worth waiting for: never taken for an empty one).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -43,8 +45,9 @@ pub struct Warming {
     pub pod: String,
     /// Its items, when it is Ready and answered.
     pub items: Option<u64>,
-    /// The median items of the pods not yet replaced.
-    pub peers: u64,
+    /// The median items of the Ready pods not yet replaced; `None` while
+    /// one of them has not answered.
+    pub peers: Option<u64>,
 }
 
 /// When each Memcached's rollout started waiting for its pod, by
@@ -136,13 +139,11 @@ pub fn pace(
             .get(&ordinal_name(ordinal))
             .and_then(|address| pods.items.get(address))
             .copied();
-        let peers: Vec<u64> = (0..ordinal)
-            .filter_map(|o| pods.items.get(pods.ready.get(&ordinal_name(o))?).copied())
-            .collect();
+        let peers = (0..ordinal).filter_map(|o| pods.ready.get(&ordinal_name(o)));
         let warming = Warming {
             pod: ordinal_name(ordinal),
             items,
-            peers: median(peers),
+            peers: median_items(peers, &pods.items),
         };
         let ready = pods.ready.contains_key(&warming.pod);
         let warm = warming.warm_or_waited(waits, key, ready);
@@ -180,6 +181,8 @@ pub struct Newest {
     /// Its memcached container cannot run (a crash loop, an image that
     /// cannot be pulled): nothing to wait for.
     pub failing: bool,
+    /// The scheduler finds no node for it: its message.
+    pub unschedulable: Option<String>,
 }
 
 /// The pods of a Deployment's rollout, as Deployment pacing reads them.
@@ -217,14 +220,14 @@ pub fn pace_deployment(
         waits.done(key);
         return None;
     };
-    let peers: Vec<u64> = old.iter().filter_map(|a| items.get(a)).copied().collect();
     let warming = Warming {
         pod: newest.pod,
         items: newest.address.and_then(|a| items.get(&a)).copied(),
-        peers: median(peers),
+        peers: median_items(old.iter(), &items),
     };
     // Nothing to warm: the Deployment goes at its own pace.
-    if warming.peers < MIN_ITEMS || warming.warm() || waits.waited_out(key, &warming.pod) {
+    let nothing_to_warm = warming.peers.is_some_and(|p| p < MIN_ITEMS);
+    if nothing_to_warm || warming.warm() || waits.waited_out(key, &warming.pod) {
         return None;
     }
     desired.spec.get_or_insert_default().paused = Some(true);
@@ -240,10 +243,17 @@ impl Warming {
     /// The `Progressing` condition's note.
     pub fn message(&self) -> String {
         let items = self.items.map_or("no".to_string(), |i| i.to_string());
-        format!(
-            "waiting for {} to warm ({items} items, half the median pod's {} wanted)",
-            self.pod, self.peers
-        )
+        match self.peers {
+            Some(peers) => format!(
+                "waiting for {} to warm ({items} items, half the median pod's {peers} wanted)",
+                self.pod
+            ),
+            None => format!(
+                "waiting for {} to warm ({items} items; the pods not yet replaced have not \
+                 answered stats, so how warm they are is not known)",
+                self.pod
+            ),
+        }
     }
 
     /// [`Warming::warm`], or Ready for [`WARM_TIMEOUT`] (the timeout runs
@@ -254,10 +264,12 @@ impl Warming {
 
     /// Ready and read, and holding at least half of its peers' median items
     /// (or the peers hold too few to wait for). Not read yet (no stats
-    /// collected since a restart): not warm, until the timeout.
+    /// collected since a restart), or peers not read: not warm, until the timeout.
     fn warm(&self) -> bool {
-        self.items
-            .is_some_and(|i| self.peers < MIN_ITEMS || i.saturating_mul(2) >= self.peers)
+        let (Some(items), Some(peers)) = (self.items, self.peers) else {
+            return false;
+        };
+        peers < MIN_ITEMS || items.saturating_mul(2) >= peers
     }
 }
 
@@ -278,9 +290,17 @@ fn next_partition(replicas: i32, live: i32, changes: bool, warm: impl FnOnce(i32
     }
 }
 
-fn median(mut values: Vec<u64>) -> u64 {
+/// The median of the `items` of the pods at `addresses`; `None` when one
+/// of them has no number (it did not answer its last stats).
+fn median_items<'a>(
+    addresses: impl Iterator<Item = &'a SocketAddr>,
+    items: &BTreeMap<SocketAddr, u64>,
+) -> Option<u64> {
+    let mut values = addresses
+        .map(|a| items.get(a).copied())
+        .collect::<Option<Vec<u64>>>()?;
     values.sort_unstable();
-    values.get(values.len() / 2).copied().unwrap_or(0)
+    Some(values.get(values.len() / 2).copied().unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -313,13 +333,66 @@ mod tests {
             items,
             peers,
         };
-        assert!(warming(Some(500), 1000).warm());
-        assert!(!warming(Some(499), 1000).warm());
-        assert!(!warming(None, 1000).warm(), "not ready or not read");
-        assert!(warming(Some(0), 10).warm(), "nothing to warm");
-        assert!(!warming(None, 0).warm(), "no stats yet: wait for them");
-        assert_eq!(median(vec![5, 1, 9]), 5);
-        assert_eq!(median(vec![]), 0);
+        assert!(warming(Some(500), Some(1000)).warm());
+        assert!(!warming(Some(499), Some(1000)).warm());
+        assert!(!warming(None, Some(1000)).warm(), "not ready or not read");
+        assert!(warming(Some(0), Some(10)).warm(), "nothing to warm");
+        assert!(!warming(None, Some(0)).warm(), "no stats yet: wait for them");
+        assert!(
+            !warming(Some(0), None).warm(),
+            "peers that did not answer (a rotated password they refuse) are not empty peers"
+        );
+        let address = |i: u8| SocketAddr::from(([10, 0, 0, i], 11211));
+        let items = BTreeMap::from([(address(1), 5), (address(2), 1), (address(3), 9)]);
+        let median = |of: &[u8]| median_items(of.iter().map(|&i| address(i)).collect::<Vec<_>>().iter(), &items);
+        assert_eq!(median(&[1, 2, 3]), Some(5));
+        assert_eq!(median(&[]), Some(0));
+        assert_eq!(median(&[1, 4]), None, "10.0.0.4 did not answer");
+    }
+
+    #[test]
+    fn a_stateful_set_holds_while_the_pods_not_yet_replaced_cannot_be_read() {
+        let address = |i: u8| SocketAddr::from(([10, 0, 0, i], 11211));
+        let mut live = StatefulSet::default();
+        live.metadata.generation = Some(2);
+        let spec = live.spec.get_or_insert_default();
+        spec.replicas = Some(3);
+        spec.update_strategy = Some(k8s_openapi::api::apps::v1::StatefulSetUpdateStrategy {
+            rolling_update: Some(RollingUpdateStatefulSetStrategy {
+                partition: Some(2),
+                max_unavailable: None,
+            }),
+            ..Default::default()
+        });
+        live.status = Some(k8s_openapi::api::apps::v1::StatefulSetStatus {
+            observed_generation: Some(2),
+            updated_replicas: Some(1),
+            ..Default::default()
+        });
+        let partition = |items: &[(u8, u64)]| {
+            let mut desired = StatefulSet::default();
+            desired.spec.get_or_insert_default().replicas = Some(3);
+            let pods = || Pods {
+                ready: (0..3).map(|o| (format!("c-{o}"), address(o))).collect(),
+                items: items.iter().map(|(i, n)| (address(*i), *n)).collect(),
+            };
+            let waiting = pace(&Waits::default(), "ns/c", "c", Some(&live), &mut desired, pods);
+            let strategy = desired.spec.unwrap().update_strategy.unwrap();
+            (strategy.rolling_update.and_then(|r| r.partition), waiting)
+        };
+        // c-2 replaced and empty; c-0 and c-1 full: held.
+        let (held, waiting) = partition(&[(0, 1000), (1, 1000), (2, 0)]);
+        assert_eq!(held, Some(2));
+        assert_eq!(waiting.map(|w| w.peers), Some(Some(1000)));
+        // c-0 and c-1 refuse the rotated credentials: not known to be cold, held.
+        let (held, waiting) = partition(&[(2, 0)]);
+        assert_eq!(held, Some(2), "unread peers are never taken for empty ones");
+        let waiting = waiting.expect("waits for c-2");
+        assert_eq!(waiting.peers, None);
+        assert!(waiting.message().contains("have not answered stats"), "{}", waiting.message());
+        // Warm: the next ordinal.
+        let (next, waiting) = partition(&[(0, 1000), (1, 1000), (2, 600)]);
+        assert_eq!((next, waiting), (Some(1), None));
     }
 
     #[test]
@@ -331,6 +404,7 @@ mod tests {
                     pod: pod.to_string(),
                     address: ready.then(|| address(3)),
                     failing,
+                    unschedulable: None,
                 }),
                 old: vec![address(1), address(2)],
                 items: items.iter().map(|(i, n)| (address(*i), *n)).collect(),
@@ -351,6 +425,10 @@ mod tests {
         assert!(
             paused(generations("c-new", false, false, &full)),
             "not Ready yet"
+        );
+        assert!(
+            paused(generations("c-new", true, false, &[(3, 0)])),
+            "old pods that refuse a rotated password are not known to be cold"
         );
         assert!(paused(generations(
             "c-new",

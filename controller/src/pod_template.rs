@@ -125,6 +125,8 @@ pub fn build(mc: &Memcached, spec: &Defaulted, secret_hash: Option<&str>) -> Tem
             tolerations: spec.tolerations.clone(),
             image_pull_secrets: spec.image_pull_secrets.clone(),
             volumes: non_empty(volumes(spec)),
+            // memcached and its exporter never call the API server: no token.
+            automount_service_account_token: Some(false),
             ..Default::default()
         }),
     };
@@ -350,13 +352,22 @@ fn spread_these_pods(
     constraints
 }
 
+/// The anti-affinity preset that lets no two of the pods share a node.
+pub const HARD_ANTI_AFFINITY: &str = "hard";
+
+/// `spec` asks for [`HARD_ANTI_AFFINITY`].
+pub fn hard_anti_affinity(spec: &MemcachedSpec) -> bool {
+    let ha = spec.high_availability.as_ref();
+    ha.and_then(|h| h.anti_affinity_preset.as_deref()) == Some(HARD_ANTI_AFFINITY)
+}
+
 fn anti_affinity(mc: &Memcached, spec: &MemcachedSpec, preset: &str) -> Affinity {
     let term = PodAffinityTerm {
         label_selector: Some(instance_pods(mc, spec)),
         topology_key: "kubernetes.io/hostname".into(),
         ..Default::default()
     };
-    let anti = if preset == "hard" {
+    let anti = if preset == HARD_ANTI_AFFINITY {
         PodAntiAffinity {
             required_during_scheduling_ignored_during_execution: Some(vec![term]),
             ..Default::default()

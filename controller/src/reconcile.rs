@@ -2,10 +2,9 @@
 //! memcached. Level-triggered: everything is computed from the CR and the
 //! cluster as they are now.
 
-use std::collections::HashMap;
 use std::fmt::Debug;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
@@ -41,10 +40,11 @@ use crate::labels::{MANAGER, MEMCACHED_PORT};
 use crate::live_stats::LiveStats;
 use crate::metrics::{Instance, Metrics};
 use crate::network_policy::Access;
-use crate::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
+use crate::pod_template::{AUTH_VOLUME, TLS_VOLUME, hard_anti_affinity, secret_mounts};
 use crate::secrets::{self, Mounted, SecretCache, SecretData, SecretStamp};
 use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
 use crate::status::{self, Observed};
+use crate::streaks::Streaks;
 use crate::stored::{Stored, Unreadable};
 use crate::workload::{Rollout, Workload, desired_replicas, initial_replicas};
 use crate::{generations, in_place, pacing, server_list, service_monitor, stateful_in_place, tls};
@@ -64,7 +64,10 @@ pub struct Context {
     /// Event recorder (events.k8s.io).
     pub recorder: Recorder,
     /// Consecutive failures per object, for the error backoff.
-    pub failures: Mutex<HashMap<String, u32>>,
+    pub failures: Streaks,
+    /// Consecutive reconciles that found an in-place change stalled: looked
+    /// at less often the longer it stalls (a new spec reconciles at once).
+    pub stalls: Streaks,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// Validation options, agreeing with the policy's settings (`memoryOverhead`).
@@ -121,7 +124,7 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         name: &name,
         generate_name: mc.metadata.generate_name.as_deref().unwrap_or_default(),
     };
-    let checked = validation::check(object, mc.spec.clone(), &ctx.validation);
+    let checked = validation::check(object, carry_scale_over(&ctx, &mc), &ctx.validation);
     let spec = checked.spec;
     if !checked.errors.is_empty() {
         return refuse_invalid(&ctx, &mc, &spec, &checked.errors).await;
@@ -129,6 +132,19 @@ pub async fn reconcile(mc: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
     let secrets = read_secrets(&ctx, &mc, &spec).await?;
     let converged = converge_children(&ctx, &mc, &spec, &secrets).await?;
     report(&ctx, &mc, &spec, &secrets.data, converged).await
+}
+
+/// `mc`'s spec, with a replica count left unset while autoscaling is off
+/// taken from its running workload: turning autoscaling off (admitted
+/// without the policy, which sets the count the autoscaler left) keeps the
+/// pods the autoscaler ran instead of dropping to the default of 1.
+fn carry_scale_over(ctx: &Context, mc: &Memcached) -> MemcachedSpec {
+    let mut spec = mc.spec.clone();
+    if spec.replicas.is_none() && !spec.autoscaling_enabled() {
+        let (_, running) = running_workload(ctx, mc.meta(), spec.stateful_set());
+        spec.replicas = running.and_then(|r| r.replicas);
+    }
+    spec
 }
 
 /// What converging a Memcached's objects found.
@@ -139,6 +155,8 @@ struct Converged {
     serving: bool,
     /// A rollout is under way (in place, or paced): look again soon.
     rolling: bool,
+    /// An in-place change waits for a pod that cannot run its image.
+    stalled: bool,
 }
 
 /// Apply every object `spec` asks for and delete what it no longer does.
@@ -175,7 +193,7 @@ async fn converge_children(
                 in_place = converge_in_place(&mut applied, &uid, &mut d).await?;
             }
             if in_place.is_none() {
-                warming = pace_deployment(ctx, mc, &mut d).await?;
+                warming = pace_deployment(ctx, mc, spec, &mut d, &mut applied.problems).await?;
             }
             let stores = (&cache.deployments, &cache.stateful_sets);
             converge_workload(&mut applied, spec, d, hold, stores).await?
@@ -252,6 +270,7 @@ async fn converge_children(
         observed.updated = progress.updated;
     }
     let rolling = in_place.is_some() || warming.is_some();
+    let stalled = in_place.as_ref().is_some_and(|p| p.stalled.is_some());
     observed.in_place = in_place;
     observed.warming = warming;
     observed.server_list = servers;
@@ -263,6 +282,7 @@ async fn converge_children(
         observed,
         serving: serving.is_some(),
         rolling,
+        stalled,
     })
 }
 
@@ -297,6 +317,7 @@ async fn report(
         mut observed,
         serving,
         rolling,
+        stalled,
     } = converged;
     let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
     let pods_serving = status::serving(&observed);
@@ -320,8 +341,13 @@ async fn report(
         return Err(Error::Refused(message));
     }
 
-    ctx.failures.lock().map(|mut f| f.remove(&key(mc))).ok();
-    Ok(Action::requeue(if rolling {
+    ctx.failures.end(&key(mc));
+    if !stalled {
+        ctx.stalls.end(&key(mc));
+    }
+    Ok(Action::requeue(if stalled {
+        ctx.stalls.next(&key(mc), REQUEUE_ROLLOUT, REQUEUE_READY).1
+    } else if rolling {
         REQUEUE_ROLLOUT
     } else if pods_serving {
         REQUEUE_READY
@@ -507,6 +533,7 @@ where
         updated: rollout.map_or(0, |r| r.updated),
         available: rollout.is_some_and(|r| r.available),
         invalid_spec: Some(refused.message),
+        nothing_running: rollout.is_none(),
         generation: object.meta().generation,
         selector: crate::labels::selector_string(object),
         server_list: refused
@@ -527,7 +554,7 @@ where
         &ClusterStats::default(),
     )
     .await?;
-    ctx.failures.lock().map(|mut f| f.remove(&key(object))).ok();
+    ctx.failures.end(&key(object));
     Ok(Action::await_change())
 }
 
@@ -992,18 +1019,14 @@ async fn converge_config_map(
     Ok(())
 }
 
+/// The first retry of a failed reconcile; it doubles with each failure...
+const FAILURE_BACKOFF: Duration = Duration::from_secs(5);
+/// ...up to this.
+const MAX_FAILURE_BACKOFF: Duration = Duration::from_secs(160);
+
 /// Requeue a failed reconcile with exponential backoff: 5 s doubling to 160 s.
 pub fn error_policy(mc: Arc<Stored>, error: &Error, ctx: Arc<Context>) -> Action {
-    let failures = ctx
-        .failures
-        .lock()
-        .map(|mut f| {
-            let n = f.entry(key(mc.as_ref())).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
-        })
-        .unwrap_or(1);
-    let delay = Duration::from_secs(5u64.saturating_mul(1 << failures.min(6).saturating_sub(1)));
+    let (failures, delay) = (ctx.failures).next(&key(mc.as_ref()), FAILURE_BACKOFF, MAX_FAILURE_BACKOFF);
     tracing::warn!(error = %error, failures, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
@@ -1015,9 +1038,8 @@ pub fn retain(ctx: &Context, namespace: Option<&str>, keep: impl Fn(&str) -> boo
     ctx.applied.retain(&keep);
     ctx.live_stats.retain(&keep);
     ctx.waits.retain(&keep);
-    if let Ok(mut failures) = ctx.failures.lock() {
-        failures.retain(|key, _| keep(key));
-    }
+    ctx.failures.retain(&keep);
+    ctx.stalls.retain(&keep);
     ctx.metrics
         .retain(namespace, |i| keep(&format!("{}/{}", i.namespace, i.name)));
 }
@@ -1130,13 +1152,20 @@ async fn pace(
     ))
 }
 
+/// Degraded reason while the newest pod of a Deployment rollout finds no node.
+pub const ROLLOUT_UNSCHEDULABLE: &str = "RolloutUnschedulable";
+
 /// [`pacing::pace_deployment`] of `mc`'s Deployment `desired`, from the
 /// cache, the rollout's pods (listed only while one runs) and the last stats
-/// collected; pods that cannot be listed pace nothing.
+/// collected; pods that cannot be listed pace nothing. A new pod the
+/// scheduler finds no node for is added to `problems`: the rollout cannot
+/// go on (a rotated Secret never reaches the pods) until it is placed.
 async fn pace_deployment(
     ctx: &Context,
     mc: &Memcached,
+    spec: &Defaulted,
     desired: &mut Deployment,
+    problems: &mut Vec<Problem>,
 ) -> Result<Option<pacing::Warming>, Error> {
     let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
     let live = live_workload(ctx, &ctx.cache.deployments, mc).await?;
@@ -1160,12 +1189,32 @@ async fn pace_deployment(
             return Ok(None);
         }
     };
+    if let Some(newest) = &generations.newest
+        && let Some(why) = &newest.unschedulable
+    {
+        problems.push(unschedulable_problem(spec, &newest.pod, why));
+    }
     Ok(pacing::pace_deployment(
         &ctx.waits,
         &key(mc),
         desired,
         generations,
     ))
+}
+
+/// The rollout is stuck on `pod`, which the scheduler cannot place (`why`).
+fn unschedulable_problem(spec: &Defaulted, pod: &str, why: &str) -> Problem {
+    let hint = if hard_anti_affinity(spec) {
+        ": the hard anti-affinity preset lets no two of its pods share a node, and a Deployment \
+         rollout adds a pod before it removes one, so it needs a node free of this Memcached's pods \
+         (add one, or choose workload StatefulSet, which replaces pods without a surge, or the soft preset)"
+    } else {
+        ""
+    };
+    Problem {
+        reason: ROLLOUT_UNSCHEDULABLE,
+        message: format!("the rollout waits for pod {pod}, which no node can take ({why}){hint}"),
+    }
 }
 
 /// A stats client that speaks what the pods speak, with what the Secrets

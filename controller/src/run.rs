@@ -100,6 +100,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                     client: client.clone(),
                     recorder: recorder.clone(),
                     failures: Default::default(),
+                    stalls: Default::default(),
                     metrics: metrics.clone(),
                     validation: settings.validation.clone(),
                     hash_key: hash_key.clone(),

@@ -74,7 +74,8 @@ pub struct ServerStats {
 pub struct ClusterStats {
     /// Version of the first server that answered (sorted by address).
     pub version: Option<String>,
-    /// Sum of `curr_connections`; `None` when no server answered.
+    /// Clients' connections: the sum of `curr_connections`, less the one
+    /// each read uses; `None` when no server answered.
     pub current_connections: Option<i64>,
     /// sum(hits) / sum(hits + misses) as `"0.00"`; `None` when no server
     /// answered or none has served a get (no ratio without gets).
@@ -188,20 +189,44 @@ pub struct StatsClient {
     pub credentials: Option<Credentials>,
 }
 
+/// The client that last read each server. A pod keeps the Secrets it
+/// started with: while a rotated password or a renewed certificate rolls
+/// out, the pods not yet replaced refuse the new ones, and are read with
+/// what read them before (memcached never re-reads its auth file).
+#[derive(Clone, Default)]
+pub struct Readers(BTreeMap<SocketAddr, StatsClient>);
+
 impl StatsClient {
     /// Read every server at once and combine what answered.
     pub async fn collect(&self, addresses: &[SocketAddr]) -> ClusterStats {
+        self.collect_with(addresses, &mut Readers::default()).await
+    }
+
+    /// [`StatsClient::collect`], reading a server that refuses this
+    /// client's TLS or credentials with the client in `readers` that read
+    /// it last; `readers` then holds the client that read each server now
+    /// (or last, for one not read), for the servers still listed.
+    pub async fn collect_with(&self, addresses: &[SocketAddr], readers: &mut Readers) -> ClusterStats {
         let mut addresses = addresses.to_vec();
         addresses.sort();
-        let results = join_all(addresses.iter().map(|addr| self.fetch(*addr))).await;
+        let reads = addresses
+            .iter()
+            .map(|addr| self.fetch_as_before(*addr, readers.0.get(addr)));
+        let results = join_all(reads).await;
         let mut combined = ClusterStats::default();
         let (mut hits, mut gets) = (0u128, 0u128);
-        for (addr, result) in addresses.iter().zip(results) {
+        let mut read_by = BTreeMap::new();
+        for (addr, (result, reader)) in addresses.iter().zip(results) {
+            if let Some(reader) = reader.or_else(|| readers.0.remove(addr)) {
+                read_by.insert(*addr, reader);
+            }
             match result {
                 Ok(stats) => {
                     combined.reachable += 1;
                     combined.version.get_or_insert(stats.version);
-                    *combined.current_connections.get_or_insert(0) += stats.curr_connections;
+                    // Less the connection asking: clients' connections only.
+                    *combined.current_connections.get_or_insert(0) +=
+                        (stats.curr_connections - 1).max(0);
                     hits += u128::from(stats.get_hits);
                     gets += u128::from(stats.get_hits) + u128::from(stats.get_misses);
                     combined.items.insert(*addr, stats.curr_items);
@@ -216,7 +241,28 @@ impl StatsClient {
             }
         }
         combined.hit_ratio = hit_ratio(hits, gets);
+        readers.0 = read_by;
         combined
+    }
+
+    /// Read `addr`, with `before` (what read it last) when it refuses this
+    /// client's TLS or credentials; the client that read it, if one did.
+    async fn fetch_as_before(
+        &self,
+        addr: SocketAddr,
+        before: Option<&StatsClient>,
+    ) -> (Result<ServerStats, StatsError>, Option<StatsClient>) {
+        let result = self.fetch(addr).await;
+        match (&result, before) {
+            (Ok(_), _) => (result, Some(self.clone())),
+            (Err(StatsError::Auth(_) | StatsError::Tls(_)), Some(before)) => {
+                let again = before.fetch(addr).await;
+                let reader = again.is_ok().then(|| before.clone());
+                // Neither reads it: this client's refusal is the one to report.
+                (if again.is_ok() { again } else { result }, reader)
+            }
+            _ => (result, None),
+        }
     }
 
     /// Read one server's stats.

@@ -29,6 +29,8 @@ pub struct Observed {
     /// The policy's message for a stored spec it would refuse (admitted
     /// without it): nothing was applied.
     pub invalid_spec: Option<String>,
+    /// No workload of this Memcached's runs (refused before one was created).
+    pub nothing_running: bool,
     /// Generation of the CR.
     pub generation: Option<i64>,
     /// Where clients connect (see [`crate::server_list`]).
@@ -89,11 +91,13 @@ pub fn compute(
     let serving = serving(seen);
     // ...and every one answers memcached's protocol.
     let ready = serving && stats.unanswered.is_empty();
-    let rolling = seen.switching
-        || seen.in_place.is_some()
+    // Nothing is applied for an invalid spec: it makes no progress.
+    let rolling = seen.invalid_spec.is_none()
+        && (seen.switching
+            || seen.in_place.is_some()
         || seen.warming.is_some()
-        || seen.updated < seen.desired
-        || seen.ready < seen.desired;
+            || seen.updated < seen.desired
+            || seen.ready < seen.desired);
     let (degraded, degraded_reason, degraded_message) = if let Some(errors) = &seen.invalid_spec {
         (true, INVALID_SPEC, errors.clone())
     } else if !seen.missing_secrets.is_empty() {
@@ -119,8 +123,11 @@ pub fn compute(
             "All replicas are ready".to_string(),
         )
     };
+    let refused_alone = seen.invalid_spec.is_some() && seen.nothing_running;
     let ready_reason = if ready {
         "MemcachedReady"
+    } else if refused_alone {
+        INVALID_SPEC
     } else if seen.desired == 0 {
         "ScaledToZero"
     } else if !stats.unanswered.is_empty() {
@@ -138,12 +145,16 @@ pub fn compute(
         condition(
             "Available",
             seen.available,
-            &if seen.available {
+            &if refused_alone {
+                INVALID_SPEC.to_string()
+            } else if seen.available {
                 format!("{kind}Available")
             } else {
                 format!("{kind}Unavailable")
             },
-            &if seen.available {
+            &if refused_alone {
+                "nothing runs: the spec is invalid".to_string()
+            } else if seen.available {
                 format!("{kind} has minimum availability")
             } else {
                 format!("{kind} does not have minimum availability")
@@ -152,7 +163,9 @@ pub fn compute(
         condition(
             "Progressing",
             rolling,
-            &if seen.in_place.is_some() {
+            &if seen.invalid_spec.is_some() {
+                INVALID_SPEC.to_string()
+            } else if seen.in_place.is_some() {
                 "RestartingInPlace".to_string()
             } else if rolling {
                 "RolloutInProgress".to_string()
@@ -162,8 +175,16 @@ pub fn compute(
             &seen
                 .in_place
                 .as_ref()
+                .filter(|_| seen.invalid_spec.is_none())
                 .map(Progress::message)
                 .unwrap_or_else(|| {
+                    if refused_alone {
+                        return "nothing is applied while the spec is invalid".to_string();
+                    } else if seen.invalid_spec.is_some() {
+                        return format!(
+                            "nothing is applied while the spec is invalid; the {kind} runs the last valid spec"
+                        );
+                    }
                     let waiting = match &seen.warming {
                         Some(w) => format!("; {}", w.message()),
                         None => String::new(),
@@ -181,6 +202,8 @@ pub fn compute(
             ready_reason,
             &if ready {
                 format!("{} replicas serving", seen.ready)
+            } else if refused_alone {
+                "nothing runs: the spec is invalid".to_string()
             } else {
                 format!("{} of {} replicas ready", seen.ready, seen.desired)
             },
@@ -201,13 +224,14 @@ pub fn compute(
         })
         .collect();
     MemcachedStatus {
-        replicas: Some(seen.desired),
-        ready_replicas: Some(seen.ready),
-        ready: Some(format!("{}/{}", seen.ready, seen.desired)),
+        replicas: (!refused_alone).then_some(seen.desired),
+        ready_replicas: (!refused_alone).then_some(seen.ready),
+        ready: (!refused_alone).then(|| format!("{}/{}", seen.ready, seen.desired)),
         state: Some(state),
         selector: Some(seen.selector.clone()).filter(|s| !s.is_empty()),
         image: seen.image.clone(),
         rollout: match &seen.in_place {
+            _ if seen.invalid_spec.is_some() => None,
             Some(progress) => Some(progress.summary()),
             None if seen.switching || seen.updated < seen.desired || seen.warming.is_some() => {
                 let updated = seen.updated.min(seen.desired);
@@ -332,7 +356,7 @@ mod tests {
         paced.warming = Some(Warming {
             pod: "c-2".into(),
             items: Some(10),
-            peers: 1000,
+            peers: Some(1000),
         });
         let s = compute(None, &paced, &ClusterStats::default(), &at(1));
         assert_eq!(s.rollout.as_deref(), Some("1/3 updated, c-2 warming"));
@@ -366,6 +390,39 @@ mod tests {
         assert_eq!(
             cond(&s, "Degraded").message,
             "spec.replicas: Invalid value: 99"
+        );
+        assert_eq!(s.state.as_deref(), Some("Degraded: InvalidSpec"));
+        let progressing = cond(&s, "Progressing");
+        assert_eq!(
+            (progressing.status.as_str(), progressing.reason.as_str()),
+            ("False", "InvalidSpec")
+        );
+        assert_eq!(
+            progressing.message,
+            "nothing is applied while the spec is invalid; the Deployment runs the last valid spec"
+        );
+    }
+
+    #[test]
+    fn an_invalid_spec_refused_before_anything_ran_claims_no_replicas() {
+        let mut o = seen(0, 0);
+        o.invalid_spec = Some("spec.replicas: Invalid value: 99".into());
+        o.nothing_running = true;
+        o.available = false;
+        let s = compute(None, &o, &ClusterStats::default(), &at(1));
+        for type_ in ["Available", "Progressing", "Ready"] {
+            let c = cond(&s, type_);
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                ("False", "InvalidSpec"),
+                "{type_}: not ScaledToZero or DeploymentComplete"
+            );
+        }
+        assert_eq!(cond(&s, "Ready").message, "nothing runs: the spec is invalid");
+        assert_eq!(
+            (s.replicas, s.ready_replicas, s.ready.as_deref()),
+            (None, None, None),
+            "kubectl shows no replica count for what never ran"
         );
         assert_eq!(s.state.as_deref(), Some("Degraded: InvalidSpec"));
     }

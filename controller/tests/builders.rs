@@ -105,6 +105,8 @@ spec:
       annotations: {{memcached.c5c3.io/restart-trigger: "2026-11-22"}}
     spec:
       securityContext: {{runAsNonRoot: true, runAsUser: 11211, runAsGroup: 11211, fsGroup: 11211, seccompProfile: {{type: RuntimeDefault}}}}
+      # memcached and the exporter never call the API server: no ServiceAccount token is mounted.
+      automountServiceAccountToken: false
       affinity:
         podAntiAffinity:
           preferredDuringSchedulingIgnoredDuringExecution:

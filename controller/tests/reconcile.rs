@@ -473,6 +473,19 @@ async fn an_invalid_stored_spec_is_refused_visibly() {
     );
     let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
     assert_eq!(status["state"], "Degraded: InvalidSpec");
+    for type_ in ["Available", "Progressing", "Ready"] {
+        let c = condition(&api, type_);
+        assert_eq!(
+            (c["status"].as_str(), c["reason"].as_str()),
+            (Some("False"), Some("InvalidSpec")),
+            "{type_}: nothing ran, so neither ScaledToZero nor DeploymentComplete"
+        );
+    }
+    assert_eq!(
+        (&status["replicas"], &status["ready"]),
+        (&Value::Null, &Value::Null),
+        "no replica count (kubectl shows blanks) for a Memcached that never ran: {status}"
+    );
     assert_one_warning(&api, "InvalidSpec", message);
 
     // Fixed: converges as usual.
@@ -489,6 +502,35 @@ async fn an_invalid_stored_spec_is_refused_visibly() {
         objects[&cr_path()]["status"]["conditions"][2]["reason"],
         "ReplicasNotReady"
     );
+}
+
+/// Autoscaling turned off without a replica count (admitted without the
+/// policy, which would set one): the pods the autoscaler ran stay, none is
+/// removed, and the autoscaler goes.
+#[tokio::test]
+async fn turning_autoscaling_off_keeps_the_pods_the_autoscaler_ran() {
+    let api = Shared::default();
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    fake_api::sync(&mut writers, &api);
+    let requests = json!({"requests": {"cpu": "100m", "memory": "96Mi"}, "limits": {"memory": "128Mi"}});
+    let autoscaled = json!({"resources": requests,
+        "autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 10}});
+    reconcile(store_cr(&api, autoscaled), ctx.clone())
+        .await
+        .unwrap();
+    let deployment = path("apps/v1", "deployments", "c");
+    let hpa = path("autoscaling/v2", "horizontalpodautoscalers", "c");
+    assert!(api.lock().unwrap().objects.contains_key(&hpa));
+    // The autoscaler scaled the Deployment to 10.
+    api.lock().unwrap().objects.get_mut(&deployment).unwrap()["spec"]["replicas"] = json!(10);
+    fake_api::sync(&mut writers, &api);
+    reconcile(store_cr(&api, json!({"resources": requests})), ctx)
+        .await
+        .unwrap();
+    let objects = api.lock().unwrap().objects.clone();
+    assert_eq!(objects[&deployment]["spec"]["replicas"], 10, "not the default 1");
+    assert!(!objects.contains_key(&hpa), "the autoscaler is gone");
+    assert_eq!(objects[&cr_path()]["status"]["replicas"], 10);
 }
 
 /// A running Memcached whose stored spec turns invalid keeps its workload,
@@ -1011,7 +1053,12 @@ fn image_of(api: &Shared, path: &str, pointer: &str) -> Value {
 /// pods of ReplicaSet `c-abc`; returns the paths of the Deployment, the
 /// ReplicaSet and the pods.
 async fn warm_and_running(api: &Shared) -> (String, String, [String; 2]) {
-    converge(api, warm("memcached:1.6.38")).await;
+    warm_and_running_as(api, warm("memcached:1.6.38")).await
+}
+
+/// [`warm_and_running`] with `spec`.
+async fn warm_and_running_as(api: &Shared, spec: Value) -> (String, String, [String; 2]) {
+    converge(api, spec).await;
     let deployment = path("apps/v1", "deployments", "c");
     let set = path("apps/v1", "replicasets", "c-abc");
     let pods = [path("v1", "pods", "c-abc-1"), path("v1", "pods", "c-abc-2")];
@@ -1038,6 +1085,66 @@ async fn warm_and_running(api: &Shared) -> (String, String, [String; 2]) {
 
 fn warm(image: &str) -> Value {
     json!({"replicas": 2, "image": image, "warmRestart": {"enabled": true}})
+}
+
+/// An in-place change to memcached:1.6.39 of the pods of
+/// [`warm_and_running`]: the first restarts with it, the second cannot
+/// pull it. The Memcached that asks for it.
+async fn stall_the_second_pod(api: &Shared, pods: &[String; 2]) -> Arc<Memcached> {
+    let mc = store_cr(api, warm("memcached:1.6.39"));
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    container_state(api, &pods[0], 1, None);
+    reconcile(mc.clone(), context(api.clone())).await.unwrap();
+    assert_eq!(
+        image_of(api, &pods[1], "/spec/containers/0/image"),
+        "memcached:1.6.39"
+    );
+    container_state(api, &pods[1], 0, Some("ImagePullBackOff"));
+    mc
+}
+
+/// A stalled change in place is looked at less and less often (each look
+/// lists the ReplicaSets and pods): 2 s, then 4 s, 8 s... A new spec is
+/// reconciled at once anyway.
+#[tokio::test]
+async fn a_stalled_change_in_place_backs_off() {
+    let api = Shared::default();
+    let (_, _, pods) = warm_and_running(&api).await;
+    let mc = stall_the_second_pod(&api, &pods).await;
+    let ctx = context(api.clone());
+    let mut delays = Vec::new();
+    for _ in 0..3 {
+        delays.push(Box::pin(reconcile(mc.clone(), ctx.clone())).await.unwrap());
+    }
+    let expected = [1, 2, 4].map(|n| Action::requeue(REQUEUE_ROLLOUT * n));
+    assert_eq!(delays, expected);
+}
+
+/// Under autoscaling, starting an image change in place leaves the replica
+/// count to the autoscaler: a step it took after the cache saw the
+/// Deployment is not undone.
+#[tokio::test]
+async fn an_image_change_in_place_under_autoscaling_leaves_the_replicas_to_the_autoscaler() {
+    let api = Shared::default();
+    let autoscaled = |image: &str| {
+        json!({"image": image, "warmRestart": {"enabled": true},
+            "resources": {"requests": {"cpu": "100m", "memory": "96Mi"}, "limits": {"memory": "128Mi"}},
+            "autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 6}})
+    };
+    let (deployment, _, _) = warm_and_running_as(&api, autoscaled("memcached:1.6.38")).await;
+    let ctx = context(api.clone()); // its cache holds 2 replicas
+    api.lock().unwrap().objects.get_mut(&deployment).unwrap()["spec"]["replicas"] = json!(5);
+    reconcile(store_cr(&api, autoscaled("memcached:1.6.39")), ctx)
+        .await
+        .unwrap();
+    let d = &api.lock().unwrap().objects[&deployment];
+    assert_eq!(
+        d["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"],
+        "memcached:1.6.39",
+        "the change goes in place"
+    );
+    assert_eq!(d["spec"]["replicas"], 5, "the autoscaler's last step stands");
 }
 
 #[tokio::test]
@@ -1165,14 +1272,7 @@ async fn a_pod_that_cannot_run_the_new_image_stalls_the_change_until_the_next_im
     let api = Shared::default();
     let (deployment, set, pods) = warm_and_running(&api).await;
     let pod_image = "/spec/containers/0/image";
-    let mc = store_cr(&api, warm("memcached:1.6.39"));
-    reconcile(mc.clone(), context(api.clone())).await.unwrap();
-    reconcile(mc.clone(), context(api.clone())).await.unwrap();
-    container_state(&api, &pods[0], 1, None);
-    reconcile(mc.clone(), context(api.clone())).await.unwrap();
-    assert_eq!(image_of(&api, &pods[1], pod_image), "memcached:1.6.39");
-    // The second pod cannot pull it: the change stops there and says so.
-    container_state(&api, &pods[1], 0, Some("ImagePullBackOff"));
+    let mc = stall_the_second_pod(&api, &pods).await;
     writes(&api);
     reconcile(mc, context(api.clone())).await.unwrap();
     assert!(!writes(&api).iter().any(|w| w.contains("/pods/")));

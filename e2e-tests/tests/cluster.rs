@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use e2e_tests::cluster::leadership::{self, Replica};
 use e2e_tests::cluster::memcache::{Memcache, memcached_stat, memcached_version};
 use e2e_tests::cluster::objects::{
-    changed, exists, get, install_service_monitor_crd, ordinal_servers, owned_by,
+    auth_secret, changed, exists, get, install_service_monitor_crd, ordinal_servers, owned_by,
     resource_versions, wait_disruption_budget, wait_exists, wait_server_list,
 };
 use e2e_tests::cluster::pods::{
@@ -277,7 +277,7 @@ fn minimal_ready(env: &mut Env) -> Result<(), String> {
     session.command("set greeting 0 0 5\r\nhello\r\n", "STORED")?;
     session.command("get greeting\r\n", "END")?;
     session.command("get missing\r\n", "END")?;
-    drop(session);
+    // The session stays open: the one client connection the status counts.
     touch(env, ns, "cache")?;
     wait_for("live stats in status", SETTLE, || {
         let mc = get(env, ns, "cache")?;
@@ -1285,15 +1285,6 @@ fn audited(env: &Env, ns: &str) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------- helpers
-
-fn auth_secret(namespace: &str, name: &str, lines: &str) -> String {
-    json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace},
-        "stringData": {"auth": lines},
-    })
-    .to_string()
-}
 
 /// The spec fragment with every `enabled: true` turned off.
 fn toggled_off(feature: &Value) -> Value {

@@ -14,13 +14,15 @@
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
 
+use std::collections::BTreeMap;
 use std::io::{BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::api_requests::request_counts;
-use e2e_tests::cluster::objects::{delete_namespace, deployment};
+use e2e_tests::cluster::memcache::Memcache;
+use e2e_tests::cluster::objects::{auth_secret, delete_namespace, deployment};
 use e2e_tests::cluster::pods::pod_uids;
 use e2e_tests::cluster::scenario::{
     self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, run_scenarios, touch,
@@ -48,7 +50,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         normalised_quantities,
     ),
     (
-        "3. autoscaling takes replicas over without a dip",
+        "3. autoscaling takes replicas over without a dip, and hands them back without one",
         autoscaling_handover,
     ),
     (
@@ -130,6 +132,14 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "23. the API server stopped for 40s after an etcd compaction, then started: as 17",
         api_server_stopped,
+    ),
+    (
+        "24. hard anti-affinity with a pod on every node: the rollout's surge pod finds no node, and the Memcached says why",
+        surge_pod_unschedulable,
+    ),
+    (
+        "25. a rotated password rolls the pods paced: those not yet replaced are read with the password they run, an empty new pod holds the next",
+        rotation_stays_paced,
     ),
 ];
 
@@ -274,11 +284,12 @@ fn autoscaling_handover(env: &mut Env) -> Result<(), String> {
     env.kubectl.apply(&memcached(ns, "cache", file.clone()))?;
     wait_ready(env, ns, "cache", 5)?;
     let watch = ReplicaWatch::start(env, ns, "cache")?;
-    let mut autoscaled = file;
-    autoscaled
+    let mut unscaled = file;
+    unscaled
         .as_object_mut()
         .ok_or("spec is not an object")?
         .remove("replicas");
+    let mut autoscaled = unscaled.clone();
     autoscaled["autoscaling"] = json!({"enabled": true, "minReplicas": 2, "maxReplicas": 10});
     env.kubectl.apply(&memcached(ns, "cache", autoscaled))?;
     wait_for("the HPA", SETTLE, || {
@@ -311,6 +322,40 @@ fn autoscaling_handover(env: &mut Env) -> Result<(), String> {
         seen.iter().all(|r| *r >= 5),
         format!("spec.replicas dipped below 5: {seen:?}"),
     )?;
+
+    // And back: autoscaling turned off without a replica count keeps the
+    // pods the autoscaler ran, and kubectl says so.
+    let watch = ReplicaWatch::start(env, ns, "cache")?;
+    let applied = env
+        .kubectl
+        .run(&["apply", "-f", "-"], Some(&memcached(ns, "cache", unscaled)));
+    check(applied.success, format!("kubectl apply: {}", applied.stderr))?;
+    println!("     {}", applied.stderr.trim());
+    check(
+        applied.stderr.contains("Warning:") && applied.stderr.contains("spec.replicas"),
+        format!("no warning about the replica count: {:?}", applied.stderr),
+    )?;
+    wait_for("the HPA gone", SETTLE, || {
+        let gone = env
+            .kubectl
+            .run(&["get", "horizontalpodautoscaler", "cache", "-n", ns], None);
+        (!gone.success && gone.stderr.contains("NotFound"))
+            .then_some(())
+            .ok_or_else(|| format!("{} {}", gone.stdout, gone.stderr))
+    })?;
+    let stored = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
+    check(
+        stored["spec"]["replicas"] == 5,
+        format!("stored spec.replicas {}", stored["spec"]["replicas"]),
+    )?;
+    std::thread::sleep(Duration::from_secs(10));
+    let seen = watch.stop();
+    println!("     spec.replicas seen turning autoscaling off: {seen:?}");
+    check(
+        !seen.is_empty() && seen.iter().all(|r| *r == 5),
+        format!("spec.replicas left 5: {seen:?}"),
+    )?;
+    wait_ready(env, ns, "cache", 5)?;
     delete_namespace(env, ns)
 }
 
@@ -1927,4 +1972,130 @@ fn free_address() -> Result<String, String> {
         .and_then(|l| l.local_addr())
         .map(|a| a.to_string())
         .map_err(|e| e.to_string())
+}
+
+/// Hard anti-affinity with as many replicas as nodes: a Deployment rollout
+/// adds a pod before removing one, and that pod finds no node. The Memcached
+/// says so (Degraded/RolloutUnschedulable, naming the pod, the scheduler's
+/// reason and the way out) instead of waiting silently; the soft preset
+/// then lets the rollout finish.
+fn surge_pod_unschedulable(env: &mut Env) -> Result<(), String> {
+    let ns = "unschedulable";
+    ensure_namespace(env, ns)?;
+    let nodes = env.kubectl.get(&["nodes", "-l", "type=kwok"])?;
+    let nodes = nodes["items"].as_array().map_or(0, Vec::len);
+    check(nodes > 1, format!("{nodes} kwok nodes"))?;
+    let hard = json!({"replicas": nodes, "highAvailability": {"antiAffinityPreset": "hard"}});
+    env.kubectl.apply(&memcached(ns, "cache", hard.clone()))?;
+    wait_ready(env, ns, "cache", nodes as i64)?;
+    let mut changed = hard;
+    changed["memcached"] = json!({"verbosity": 1});
+    env.kubectl.apply(&memcached(ns, "cache", changed.clone()))?;
+    let message = wait_for("Degraded RolloutUnschedulable", SETTLE, || {
+        let mc = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
+        match condition(&mc, "Degraded") {
+            Some(c) if c["reason"] == "RolloutUnschedulable" => {
+                Ok(c["message"].as_str().unwrap_or_default().to_string())
+            }
+            other => Err(format!("Degraded {other:?}")),
+        }
+    })?;
+    println!("     {message}");
+    check(
+        message.contains("no node can take") && message.contains("hard anti-affinity"),
+        format!("the message names neither the scheduler's verdict nor the preset: {message}"),
+    )?;
+    changed["highAvailability"]["antiAffinityPreset"] = json!("soft");
+    env.kubectl.apply(&memcached(ns, "cache", changed))?;
+    wait_for("the rollout finished, not Degraded", SETTLE, || {
+        let mc = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
+        let degraded = condition(&mc, "Degraded").cloned().unwrap_or_default();
+        (degraded["status"] == "False" && mc["status"]["rollout"].is_null())
+            .then_some(())
+            .ok_or_else(|| format!("Degraded {degraded}, rollout {}", mc["status"]["rollout"]))
+    })?;
+    delete_namespace(env, ns)
+}
+
+/// A rotated password rolls a StatefulSet's pods one at a time, paced by
+/// the cache: the pods not yet replaced keep the auth file they started with
+/// (memcached never re-reads it) and refuse the new password, so the
+/// controller reads them with the password that read them before; the new
+/// pod, empty, holds the next until clients refill it. Taking unread pods
+/// for empty ones would let every pod go cold back to back.
+fn rotation_stays_paced(env: &mut Env) -> Result<(), String> {
+    const KEYS: usize = 400;
+    const HELD: Duration = Duration::from_secs(10);
+    let ns = "rotation";
+    ensure_namespace(env, ns)?;
+    env.kubectl
+        .apply(&auth_secret(ns, "cache-auth", "operator:first-password\n"))?;
+    let spec = json!({"replicas": 3, "workload": "StatefulSet", "security": {"sasl":
+        {"enabled": true, "credentialsSecretRef": {"name": "cache-auth"}}}});
+    env.kubectl.apply(&memcached(ns, "cache", spec))?;
+    wait_ready(env, ns, "cache", 3)?;
+    let pods = |env: &Env| -> Result<BTreeMap<String, (String, String)>, String> {
+        let listed = env
+            .kubectl
+            .get(&["pods", "-n", ns, "-l", "app.kubernetes.io/instance=cache"])?;
+        Ok(listed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .map(|p| {
+                let name = p["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                let uid = p["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+                let ip = p["status"]["podIP"].as_str().unwrap_or_default().to_string();
+                (name, (uid, ip))
+            })
+            .collect())
+    };
+    let before = pods(env)?;
+    for (_, ip) in before.values() {
+        Memcache::login(ip, "operator", "first-password")?.fill(KEYS)?;
+    }
+    // The controller reads every pod with the first password (a collection
+    // of the 3 ready pods, started by the touch, ends within seconds).
+    touch(env, ns, "cache")?;
+    std::thread::sleep(Duration::from_secs(5));
+    env.kubectl
+        .apply(&auth_secret(ns, "cache-auth", "operator:second-password\n"))?;
+    let replaced = |env: &Env, name: &str| -> Result<Option<String>, String> {
+        let now = pods(env)?;
+        Ok(now
+            .get(name)
+            .filter(|(uid, ip)| Some(uid) != before.get(name).map(|b| &b.0) && !ip.is_empty())
+            .map(|(_, ip)| ip.clone()))
+    };
+    let ip = wait_for("cache-2 replaced", SETTLE, || {
+        replaced(env, "cache-2")?.ok_or_else(|| "not yet".to_string())
+    })?;
+    wait_ready(env, ns, "cache", 3)?;
+    std::thread::sleep(HELD);
+    for name in ["cache-0", "cache-1"] {
+        check(
+            replaced(env, name)?.is_none(),
+            format!("{name} was replaced while cache-2 was empty"),
+        )?;
+    }
+    let mc = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
+    let progressing = condition(&mc, "Progressing").cloned().unwrap_or_default();
+    let message = progressing["message"].as_str().unwrap_or_default();
+    println!("     {message}");
+    check(
+        mc["status"]["rollout"] == "1/3 updated, cache-2 warming",
+        format!("Rollout column {}", mc["status"]["rollout"]),
+    )?;
+    check(
+        message.contains(&format!("half the median pod's {KEYS} wanted")),
+        format!("the pods not yet replaced were not read with their own password: {message}"),
+    )?;
+    Memcache::login(&ip, "operator", "second-password")?.fill(KEYS)?;
+    wait_for("cache-1 replaced once cache-2 is warm", SETTLE, || {
+        replaced(env, "cache-1")?
+            .map(drop)
+            .ok_or_else(|| "not yet".to_string())
+    })?;
+    delete_namespace(env, ns)
 }

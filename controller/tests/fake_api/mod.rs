@@ -137,6 +137,17 @@ fn handle(
                 return (StatusCode::OK, stored);
             }
             // The applied fields replace the stored ones; uid and status stay.
+            // So does a stored `spec.replicas` the apply leaves out: the
+            // controller leaves them out only once another manager (the
+            // HPA, through the handover) owns them.
+            if let Some(replicas) = stored
+                .as_ref()
+                .map(|s| s["spec"]["replicas"].clone())
+                .filter(|r| !r.is_null() && object["spec"]["replicas"].is_null())
+                .filter(|_| object["spec"].is_object())
+            {
+                object["spec"]["replicas"] = replicas;
+            }
             if let Some(uid) = stored
                 .as_ref()
                 .map(|s| s["metadata"]["uid"].clone())
@@ -317,6 +328,7 @@ pub fn context_with_key(
         recorder: Recorder::new(client.clone(), reporter),
         client,
         failures: Default::default(),
+        stalls: Default::default(),
         metrics: Default::default(),
         validation: Default::default(),
         hash_key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, hash_key),

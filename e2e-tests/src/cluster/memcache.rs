@@ -59,6 +59,34 @@ impl Memcache {
     }
 }
 
+impl Memcache {
+    /// [`Memcache::connect`], then memcached's ASCII authentication (`-Y`)
+    /// as `user` with `password`.
+    pub fn login(ip: &str, user: &str, password: &str) -> Result<Self, String> {
+        let mut session = Memcache::connect(ip)?;
+        let token = format!("{user} {password}");
+        let answer = session.reply(&format!("set auth 0 0 {}\r\n{token}\r\n", token.len()))?;
+        if answer == "STORED" {
+            Ok(session)
+        } else {
+            Err(format!("{ip}:11211 refused {user}: {answer}"))
+        }
+    }
+
+    /// Set `count` keys (noreply, then one `mn` to wait for them).
+    pub fn fill(&mut self, count: usize) -> Result<(), String> {
+        let mut text = String::new();
+        for i in 0..count {
+            text.push_str(&format!("set key-{i} 0 0 5 noreply\r\nvalue\r\n"));
+        }
+        text.push_str("mn\r\n");
+        match self.reply(&text)?.as_str() {
+            "MN" => Ok(()),
+            answer => Err(format!("answer to mn: {answer:?}")),
+        }
+    }
+}
+
 /// The memcached at `ip` answers `version` with `VERSION <version>`.
 pub fn memcached_version(ip: &str) -> Result<String, String> {
     let reply = Memcache::connect(ip)?.reply("version\r\n")?;

@@ -213,3 +213,13 @@ pub const SERVICE_MONITOR_CRD: &str = r#"{
     }]
   }
 }"#;
+
+/// A Secret `namespace/name` holding memcached's auth file `lines` (`-Y`).
+pub fn auth_secret(namespace: &str, name: &str, lines: &str) -> String {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "stringData": {"auth": lines},
+    })
+    .to_string()
+}
