@@ -1207,7 +1207,8 @@ fn unschedulable_problem(spec: &Defaulted, pod: &str, why: &str) -> Problem {
     let hint = if hard_anti_affinity(spec) {
         ": the hard anti-affinity preset lets no two of its pods share a node, and a Deployment \
          rollout adds a pod before it removes one, so it needs a node free of this Memcached's pods \
-         (add one, or choose workload StatefulSet, which replaces pods without a surge, or the soft preset)"
+         (add a node, run fewer replicas than nodes, or choose workload StatefulSet, which replaces \
+         pods without a surge)"
     } else {
         ""
     };

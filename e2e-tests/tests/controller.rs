@@ -1977,8 +1977,9 @@ fn free_address() -> Result<String, String> {
 /// Hard anti-affinity with as many replicas as nodes: a Deployment rollout
 /// adds a pod before removing one, and that pod finds no node. The Memcached
 /// says so (Degraded/RolloutUnschedulable, naming the pod, the scheduler's
-/// reason and the way out) instead of waiting silently; the soft preset
-/// then lets the rollout finish.
+/// reason and the way out) instead of waiting silently; one replica fewer
+/// than nodes then lets the rollout finish (the running pods' required
+/// anti-affinity repels any new pod, so the soft preset alone would not).
 fn surge_pod_unschedulable(env: &mut Env) -> Result<(), String> {
     let ns = "unschedulable";
     ensure_namespace(env, ns)?;
@@ -2005,7 +2006,7 @@ fn surge_pod_unschedulable(env: &mut Env) -> Result<(), String> {
         message.contains("no node can take") && message.contains("hard anti-affinity"),
         format!("the message names neither the scheduler's verdict nor the preset: {message}"),
     )?;
-    changed["highAvailability"]["antiAffinityPreset"] = json!("soft");
+    changed["replicas"] = json!(nodes - 1);
     env.kubectl.apply(&memcached(ns, "cache", changed))?;
     wait_for("the rollout finished, not Degraded", SETTLE, || {
         let mc = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
