@@ -324,19 +324,22 @@ bench-e2e: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECE
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench controller
 	$(MAKE) --no-print-directory bench-rollout bench-kubewarden
 
-## crd: regenerate deploy/crd.yaml from the API types.
+## crd: regenerate deploy/crd.yaml from the API types, and the Memcached reference (docs/reference) from it.
 crd:
 	$(CARGO) run --locked -q -p memcached-controller -- crd > deploy/crd.yaml
+	python3 hack/crd_reference.py
 
 ## fixtures: regenerate e2e-tests/fixtures from the seed documents it keeps (e2e-tests/fixtures/seeds).
 fixtures:
 	cd e2e-tests/fixtures && python3 generate.py
 
 ## lint: the Makefile itself (no variable used before its definition, every documented target real:
-## hack/check-makefile.sh), rustfmt, clippy with -D warnings (the workspace's lints, Cargo.toml) on every target and on the wasm
+## hack/check-makefile.sh), the docs (the generated Memcached reference current, every link and
+## anchor resolving; hack/check-docs.sh), rustfmt, clippy with -D warnings (the workspace's lints, Cargo.toml) on every target and on the wasm
 ## policy, gofmt and go vet of the Go control plane.
 lint: | toolchain
 	hack/check-makefile.sh
+	hack/check-docs.sh
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets --features $(FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --target $(WASM_TARGET) -p memcached-policy -- -D warnings
