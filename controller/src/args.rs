@@ -74,6 +74,40 @@ pub fn memcached_args(spec: &Defaulted) -> Vec<String> {
     args
 }
 
+/// The `stats settings` that show the settings a change in place may
+/// change (the memory geometry never changes in place): read back to confirm
+/// a pod runs its args.
+pub const CONFIRMED_SETTINGS: &[&str] = &[
+    "maxconns",
+    "num_threads",
+    "verbosity",
+    "auth_enabled_ascii",
+    "ssl_enabled",
+];
+
+/// What memcached reports in [`CONFIRMED_SETTINGS`] when it runs `spec`'s args.
+pub fn confirmed_settings(spec: &Defaulted) -> Vec<(&'static str, String)> {
+    let auth = if spec.sasl_enabled() {
+        format!("{AUTH_DIR}/{AUTH_KEY}")
+    } else {
+        "no".to_string()
+    };
+    let yes_no = |on: bool| if on { "yes" } else { "no" }.to_string();
+    vec![
+        ("maxconns", spec.max_connections().to_string()),
+        ("num_threads", spec.threads().to_string()),
+        ("verbosity", spec.verbosity().min(2).to_string()),
+        ("auth_enabled_ascii", auth),
+        ("ssl_enabled", yes_no(spec.tls_enabled())),
+    ]
+}
+
+/// `args` run NAPI IDs (`-N`): memcached 1.6.18 crashes on `stats settings` then.
+pub fn napi_ids(args: &[String]) -> bool {
+    args.iter()
+        .any(|a| a == "-N" || a.starts_with("--napi-ids") || (a.starts_with("-N") && a.len() > 2))
+}
+
 /// True when TLS is on and clients must present a certificate.
 pub fn client_cert_required(spec: &MemcachedSpec) -> bool {
     spec.tls_enabled()

@@ -12,20 +12,22 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use crate::apply::is_controlled_by;
-use crate::in_place::{failing, owned_replica_sets, ready, still_running, unschedulable};
+use crate::in_place::{failing, owned_replica_sets, still_running, unschedulable};
 use crate::labels::MEMCACHED_PORT;
 use crate::pacing::{Generations, Newest};
+use crate::pod_change::ready;
+use crate::stats::PodStats;
 
 /// The annotation a Deployment numbers its ReplicaSets with.
 const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 
 /// The pods of `live`'s rollout that `selector` selects, by generation, with
-/// the `items` each address last held.
+/// the `stats` each address last reported.
 pub async fn of(
     client: &Client,
     live: &Deployment,
     selector: &str,
-    items: BTreeMap<SocketAddr, u64>,
+    stats: BTreeMap<SocketAddr, PodStats>,
 ) -> Result<Generations, kube::Error> {
     let ns = live.namespace().unwrap_or_default();
     let sets = owned_replica_sets(&Api::namespaced(client.clone(), &ns), selector, live).await?;
@@ -58,7 +60,7 @@ pub async fn of(
             .filter(|p| ready(p))
             .filter_map(|p| address(p))
             .collect(),
-        items,
+        stats,
     })
 }
 

@@ -1,58 +1,66 @@
-//! A change of the memcached image alone, with warm restarts on, applied to
-//! the running pods in place: no pod is replaced, so none starts cold.
+//! A change warm restarts can take, applied to the running pods in place:
+//! no pod is replaced, so none starts cold. It is what
+//! [`crate::pod_change::Change`] holds: the memcached image and, with warm
+//! restarts, memcached's args and the Secret hash the pod's supervisor reads
+//! from its annotations ([`crate::warm_start`]); the memory geometry stays.
 //!
 //! A pod's container image can change without a new pod: the kubelet stops
 //! that container (its preStop hook saves memcached's cache to the
-//! memory-backed volume, see [`crate::pod_template`]) and starts the new
-//! image in the same pod, which restores the cache. A Deployment would
-//! instead replace every pod, so the change goes around it:
+//! memory-backed volume) and starts the new image in the same pod, which
+//! restores the cache; a pod's annotations can change too, and its
+//! supervisor then restarts memcached warm with the new args and the Secret
+//! files the kubelet refreshed. A Deployment would instead replace every
+//! pod, so the change goes around it:
 //!
 //! 1. the Deployment is applied with the new template, paused: its
 //!    controller creates no ReplicaSet for it;
-//! 2. the running ReplicaSet's template gets the new image and, once the
+//! 2. the running ReplicaSet's template gets the change and, once the
 //!    ReplicaSet controller has seen it (`observedGeneration`, from the
 //!    informers the Deployment controller shares), the Deployment is resumed
 //!    by the reconcile's apply: its controller finds that ReplicaSet equal to
 //!    its template and replaces no pod;
-//! 3. from the next reconcile on, one pod at a time gets the new image,
-//!    the next once every pod is Ready again with its container restarted.
+//! 3. from the next reconcile on, one pod at a time gets the change, the
+//!    next once every pod has taken its change
+//!    ([`crate::pod_change::taken`]: restarted, running what it was given,
+//!    warm again).
 //!
-//! The Deployment carries [`IN_PLACE_ANNOTATION`] (the image) from step 1
-//! until every pod runs the image, so a restarted controller carries on.
-//! A change that is not the image alone, or that meets a Deployment in the
-//! middle of a rollout, is rolled out by the Deployment as usual. StatefulSet
-//! mode: [`crate::stateful_in_place`].
+//! The Deployment carries [`IN_PLACE_ANNOTATION`] (the change's mark) from
+//! step 1 until every pod runs it, so a restarted controller carries on. A
+//! change a pod cannot take in place, or one that meets a Deployment in the
+//! middle of a rollout, is rolled out by the Deployment as usual.
+//! StatefulSet mode: [`crate::stateful_in_place`].
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
+use std::net::SocketAddr;
+
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::apply::{is_controlled_by, owns_replicas_of};
 use crate::intent::TemplateStamp;
-use crate::labels::{MANAGER, VERSION_LABEL};
-use crate::pod_template::MEMCACHED_CONTAINER;
+use crate::labels::MANAGER;
+use crate::pacing::Peers;
+use crate::pod_change::{self, Change, Seen, Taken, address, memcached_status, ready};
 use crate::workload::Workload;
 
-/// Deployment annotation: the memcached image being applied in place.
+/// Workload annotation: the mark of the change being applied in place
+/// ([`Change::mark`]; the key is from when that was the image alone).
 pub const IN_PLACE_ANNOTATION: &str = "memcached.c5c3.io/in-place-image";
-/// Pod annotation: the memcached container's restart count when its image
-/// was changed; the pod is restarted once the count is higher.
-pub const RESTARTS_ANNOTATION: &str = "memcached.c5c3.io/in-place-restarts";
 
 /// How long step 2 waits for the ReplicaSet controller; the next reconcile
 /// carries on after that.
 const OBSERVE_TIMEOUT: Duration = Duration::from_secs(5);
 const OBSERVE_POLL: Duration = Duration::from_millis(200);
 
-/// Where an in-place image change stands.
+/// Where a change in place stands.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
-    /// The image being applied.
-    pub image: String,
+    /// What it gives the pods, in words ([`Change::describe`]).
+    pub change: String,
     /// Pods whose memcached container has it (restarted or not yet).
     pub updated: i32,
     /// Pods.
@@ -62,6 +70,8 @@ pub struct Progress {
     /// Why the `restarting` pod's memcached container cannot run (a crash
     /// loop, an image that cannot be pulled): the change waits for a new image.
     pub stalled: Option<String>,
+    /// How the `restarting` pod, restarted, does not run what it was given.
+    pub mismatch: Option<String>,
     /// This reconcile changed the image of the `restarting` pod.
     pub started: bool,
 }
@@ -85,8 +95,8 @@ impl Progress {
             (None, _) => String::new(),
         };
         format!(
-            "memcached image {} applied in place: {} of {} pods have it{now}",
-            self.image, self.updated, self.pods
+            "{} applied in place: {} of {} pods have it{now}",
+            self.change, self.updated, self.pods
         )
     }
 
@@ -95,10 +105,20 @@ impl Progress {
     pub fn stalled_message(&self) -> Option<String> {
         let (pod, reason) = self.restarting.as_ref().zip(self.stalled.as_ref())?;
         Some(format!(
-            "pod {pod} does not come back with memcached image {}: its container is in {reason}; \
-             the other pods keep their image and their cache until spec.image names one that runs \
+            "pod {pod} does not come back with {}: its container is in {reason}; \
+             the other pods keep theirs and their cache until the spec names one that runs \
              (applied in place too)",
-            self.image
+            self.change
+        ))
+    }
+
+    /// The `Degraded` message while a restarted pod does not run its change.
+    pub fn mismatch_message(&self) -> Option<String> {
+        let (pod, how) = self.restarting.as_ref().zip(self.mismatch.as_ref())?;
+        Some(format!(
+            "pod {pod} was given {} in place but memcached says otherwise: {how}; \
+             the other pods wait (kubectl delete pod {pod} replaces it with the new template)",
+            self.change
         ))
     }
 }
@@ -123,45 +143,43 @@ impl From<kube::Error> for Failed {
     }
 }
 
-/// Start or carry on an in-place image change of the Deployment `live` (as
-/// the cache holds it, without its template), controlled by the Memcached
-/// `uid` whose pods `selector` selects, towards `desired`, which gets
-/// [`IN_PLACE_ANNOTATION`] while the change goes on. `None`: no change in
-/// place (none needed, done, or the Deployment rolls it out).
+/// Start or carry on a change in place of the Deployment `live` (as the
+/// cache holds it, without its template), controlled by the Memcached `uid`
+/// whose pods `selector` selects, towards `desired`, which gets
+/// [`IN_PLACE_ANNOTATION`] while the change goes on; `seen` tells what the
+/// pods run. `None`: no change in place (none needed, done, or the
+/// Deployment rolls it out).
 pub async fn converge(
     client: &Client,
     uid: &str,
     selector: &str,
     live: Option<&Deployment>,
     desired: &mut Deployment,
+    seen: &Seen<'_>,
 ) -> Result<Option<Progress>, Failed> {
     let Some(live) = live.filter(|l| is_controlled_by(*l, uid)) else {
         return Ok(None);
     };
-    let Some(template) = desired.template() else {
+    let Some(change) = desired.template().and_then(Change::of) else {
         return Ok(None);
     };
-    let Some(image) = memcached_image(template) else {
-        return Ok(None);
-    };
-    let change = template_change(template, &image);
     let ns = live.namespace().unwrap_or_default();
-    let marked = annotation(live, IN_PLACE_ANNOTATION) == Some(image.as_str());
+    let marked = annotation(live, IN_PLACE_ANNOTATION) == Some(change.mark().as_str());
     let paused = live.spec.as_ref().and_then(|s| s.paused) == Some(true);
     let replicas = live.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let starting = TemplateStamp::of(desired)
         .zip(TemplateStamp::of(live))
-        .is_some_and(|(new, running)| new.image_only_change(&running))
+        .is_some_and(|(new, running)| new.in_place_change(&running))
         && may_start(live, replicas);
     if !starting && !marked {
         return Ok(None);
     }
-    mark(desired, Some(&image));
+    mark(desired, Some(&change));
     let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns);
     let owned = owned_replica_sets(&sets, selector, live).await?;
     if starting || paused {
         let progress = Progress {
-            image,
+            change: change.describe(None),
             pods: replicas,
             ..Default::default()
         };
@@ -182,35 +200,38 @@ pub async fn converge(
             }
         }
     }
-    // Step 3, on the pods of the one running ReplicaSet with the image
-    // only; another running (a rollout started meanwhile) ends it.
+    // Step 3, on the pods of the one running ReplicaSet with the change;
+    // another running (a rollout started meanwhile) ends it.
     let running_sets = running(&owned);
     let [set] = running_sets.as_slice() else {
         mark(desired, None);
         return Ok(None);
     };
-    if !has_image(set, &image) {
+    if !has(set, &change) {
         mark(desired, None);
         return Ok(None);
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let running = running_pods(&pods, selector, &set.uid().unwrap_or_default()).await?;
-    let mut lagging: Vec<&Pod> = running.iter().filter(|p| lags(p, &image)).collect();
+    let mut lagging: Vec<&Pod> = running.iter().filter(|p| change.lags(p)).collect();
     lagging.sort_by_key(|p| p.name_any());
-    // Every pod runs the image: the annotation goes with the apply.
-    if lagging.is_empty() && running.iter().all(settled) {
+    // Every pod runs the change: the annotation goes with the apply.
+    if lagging.is_empty()
+        && running
+            .iter()
+            .all(|p| taken(&change, p, seen, &running) == Taken::Yes)
+    {
         mark(desired, None);
         return Ok(None);
     }
-    step(&pods, &image, &running, &lagging, change)
+    step(&pods, &change, &running, &lagging, change.patch(), seen)
         .await
         .map(Some)
 }
 
-/// An image-only change may start on `live` of `replicas`: its last rollout
-/// is complete, or an image change in place is under way (a newer image, or
-/// one that runs where the last does not, takes it over), and it is not
-/// being deleted.
+/// An image change may start on `live` of `replicas`: its last rollout
+/// is complete, or a change in place is under way (a newer one, or one that
+/// runs where the last does not, takes it over), and it is not being deleted.
 pub(crate) fn may_start<W: Workload>(live: &W, replicas: i32) -> bool {
     (live.rollout().complete(replicas) || annotation(live, IN_PLACE_ANNOTATION).is_some())
         && live.meta().deletion_timestamp.is_none()
@@ -237,36 +258,67 @@ pub(crate) async fn running_pods(
         .collect())
 }
 
-/// One step of the change to `image` over the `running` pods, of which
-/// `lagging` (in the order they go) lack it: none while a pod is not
-/// settled (one at a time); else the next lagging pod gets `patch` and the
-/// restart count it has now. A lagging pod whose container cannot run (on
-/// an image an earlier change gave it) does not hold the change: it goes
+/// Whether `pod` has taken `change`, the other `running` pods its peers;
+/// one not given it yet only needs to be Ready (one pod at a time is down).
+pub(crate) fn taken(change: &Change, pod: &Pod, seen: &Seen<'_>, running: &[Pod]) -> Taken {
+    if change.lags(pod) {
+        return if ready(pod) {
+            Taken::Yes
+        } else {
+            Taken::Waiting
+        };
+    }
+    let others: Vec<SocketAddr> = (running.iter())
+        .filter(|p| p.uid() != pod.uid() && ready(p))
+        .filter_map(address)
+        .collect();
+    pod_change::taken(pod, seen, Peers::of(others.iter(), seen.stats))
+}
+
+/// One step of `change` over the `running` pods, of which `lagging` (in
+/// the order they go) lack it: none while a pod has not taken its change
+/// (one at a time); else the next lagging pod gets `patch` (the change, and
+/// in StatefulSet mode the revision) and what tells its restart
+/// ([`Change::patch_for`]). A lagging pod whose container cannot run (on an
+/// image an earlier change gave it) does not hold the change: it goes
 /// first. One whose container does not exist yet is waited for, as its
 /// restart count would not tell its first start from a restart.
 pub(crate) async fn step(
     pods: &Api<Pod>,
-    image: &str,
+    change: &Change,
     running: &[Pod],
     lagging: &[&Pod],
-    mut patch: Value,
+    patch: Value,
+    seen: &Seen<'_>,
 ) -> Result<Progress, Failed> {
-    let broken = |p: &Pod| lags(p, image) && failing(p).is_some();
-    let restarting = running.iter().find(|p| !settled(p) && !broken(p));
+    let broken = |p: &Pod| change.lags(p) && failing(p).is_some();
+    let restarting = running
+        .iter()
+        .map(|p| (p, taken(change, p, seen, running)))
+        .find(|(p, taken)| *taken != Taken::Yes && !broken(p));
+    let pod = restarting.as_ref().map(|(p, _)| *p);
     let mut progress = Progress {
-        image: image.to_string(),
+        change: change.describe(lagging.first().copied().or(pod)),
         pods: len(running),
         updated: len(running) - len(lagging),
-        restarting: restarting.map(ResourceExt::name_any),
-        stalled: restarting.and_then(failing),
+        restarting: pod.map(ResourceExt::name_any),
+        stalled: pod.and_then(failing),
+        mismatch: match restarting {
+            Some((_, Taken::Mismatch(how))) => Some(how),
+            _ => None,
+        },
         started: false,
     };
     let next = lagging.iter().find(|p| broken(p)).or(lagging.first());
-    let (None, Some(next)) = (restarting, next) else {
+    let (None, Some(next)) = (pod, next) else {
         return Ok(progress);
     };
-    let restarts = memcached_status(next).map_or(0, |s| s.restart_count);
-    patch["metadata"]["annotations"] = json!({RESTARTS_ANNOTATION: restarts.to_string()});
+    // A new configuration alone waits for memcached's pid to be read.
+    let Some(record) = change.patch_for(next, seen) else {
+        return Ok(progress);
+    };
+    let mut patch = patch;
+    json_merge(&mut patch, record);
     let name = next.name_any();
     pods.patch(&name, &manager(), &Patch::Strategic(patch))
         .await
@@ -274,10 +326,23 @@ pub(crate) async fn step(
             error,
             retemplated: true,
         })?;
+    progress.change = change.describe(Some(next));
     progress.updated += 1;
     progress.restarting = Some(name);
     progress.started = true;
     Ok(progress)
+}
+
+/// Merge the objects of `from` into `into`.
+fn json_merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(into), Value::Object(from)) => {
+            for (key, value) in from {
+                json_merge(into.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (into, from) => *into = from,
+    }
 }
 
 /// What [`retemplate`] did.
@@ -322,19 +387,13 @@ async fn retemplate(
     owned: &[ReplicaSet],
     live: &Deployment,
     desired: &Deployment,
-    change: &Value,
+    change: &Change,
 ) -> Result<Retemplated, Failed> {
     let running_sets = running(owned);
     let [set] = running_sets.as_slice() else {
         return Ok(Retemplated::NotOneReplicaSet);
     };
-    let image = change["spec"]["containers"][0]["image"]
-        .as_str()
-        .unwrap_or_default();
-    if owned
-        .iter()
-        .any(|s| s.uid() != set.uid() && has_image(s, image))
-    {
+    if owned.iter().any(|s| s.uid() != set.uid() && has(s, change)) {
         return Ok(Retemplated::NotOneReplicaSet);
     }
     let deployments: Api<Deployment> =
@@ -356,8 +415,8 @@ async fn retemplate(
         .await?;
     let name = set.name_any();
     let mut generation = set.metadata.generation;
-    if !has_image(set, image) {
-        let patch = json!({"spec": {"template": change}});
+    if !has(set, change) {
+        let patch = json!({"spec": {"template": change.patch()}});
         let patched = sets
             .patch(&name, &manager(), &Patch::Strategic(patch))
             .await?;
@@ -379,23 +438,10 @@ async fn retemplate(
     }
 }
 
-/// What changes in a pod template for `image`, as a strategic merge patch:
-/// the memcached container's image and the version label that follows it.
-pub(crate) fn template_change(template: &PodTemplateSpec, image: &str) -> Value {
-    let version = template
-        .metadata
-        .as_ref()
-        .and_then(|m| m.labels.as_ref()?.get(VERSION_LABEL));
-    json!({
-        "metadata": {"labels": {VERSION_LABEL: version}},
-        "spec": {"containers": [{"name": MEMCACHED_CONTAINER, "image": image}]},
-    })
-}
-
-/// The ReplicaSet's template runs `image` in its memcached container.
-fn has_image(set: &ReplicaSet, image: &str) -> bool {
+/// The ReplicaSet's template gives its pods `change`.
+fn has(set: &ReplicaSet, change: &Change) -> bool {
     let template = set.spec.as_ref().and_then(|s| s.template.as_ref());
-    template.and_then(memcached_image).as_deref() == Some(image)
+    template.and_then(Change::of).as_ref() == Some(change)
 }
 
 /// The pod is neither being deleted nor finished.
@@ -421,38 +467,12 @@ pub(crate) fn annotation<'a>(workload: &'a impl Resource, key: &str) -> Option<&
 }
 
 /// Set (or with `None` remove) [`IN_PLACE_ANNOTATION`] on `desired`.
-pub(crate) fn mark(desired: &mut impl Resource, image: Option<&str>) {
+pub(crate) fn mark(desired: &mut impl Resource, change: Option<&Change>) {
     let annotations = desired.meta_mut().annotations.get_or_insert_default();
-    match image {
-        Some(image) => annotations.insert(IN_PLACE_ANNOTATION.into(), image.into()),
+    match change {
+        Some(change) => annotations.insert(IN_PLACE_ANNOTATION.into(), change.mark()),
         None => annotations.remove(IN_PLACE_ANNOTATION),
     };
-}
-
-/// The memcached container's image in a pod template.
-pub fn memcached_image(template: &PodTemplateSpec) -> Option<String> {
-    template
-        .spec
-        .as_ref()
-        .and_then(pod_memcached_image)
-        .map(str::to_string)
-}
-
-fn pod_memcached_image(spec: &PodSpec) -> Option<&str> {
-    spec.containers
-        .iter()
-        .find(|c| c.name == MEMCACHED_CONTAINER)?
-        .image
-        .as_deref()
-}
-
-pub(crate) fn memcached_status(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
-    pod.status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|s| s.name == MEMCACHED_CONTAINER)
 }
 
 /// Why the pod's memcached container cannot run, when it waits for a
@@ -485,37 +505,6 @@ pub(crate) fn unschedulable(pod: &Pod) -> Option<String> {
         .then(|| scheduled.message.clone().unwrap_or_default())
 }
 
-/// The pod's memcached container does not have `image` in its spec.
-pub(crate) fn lags(pod: &Pod, image: &str) -> bool {
-    pod.spec.as_ref().and_then(pod_memcached_image) != Some(image)
-}
-
-/// The pod's `Ready` condition is true.
-pub(crate) fn ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
-/// The pod is Ready and, if its image was changed in place, its memcached
-/// container has restarted since.
-pub(crate) fn settled(pod: &Pod) -> bool {
-    let ready = ready(pod);
-    let before: Option<i32> = pod
-        .annotations()
-        .get(RESTARTS_ANNOTATION)
-        .and_then(|r| r.parse().ok());
-    let status = memcached_status(pod);
-    let restarted = match before {
-        Some(before) => status.is_some_and(|s| s.restart_count > before),
-        None => true,
-    };
-    ready && restarted && status.is_some_and(|s| s.ready)
-}
-
 pub(crate) fn len<T>(items: &[T]) -> i32 {
     i32::try_from(items.len()).unwrap_or(i32::MAX)
 }
@@ -524,13 +513,13 @@ pub(crate) fn len<T>(items: &[T]) -> i32 {
 mod tests {
     use super::*;
 
-    fn pod(name: &str, image: &str, ready: bool, restarts: i32, annotated: Option<i32>) -> Pod {
+    fn pod(image: &str, ready: bool) -> Pod {
         serde_json::from_value(json!({
-            "metadata": {"name": name, "annotations": annotated.map(|a| json!({RESTARTS_ANNOTATION: a.to_string()}))},
+            "metadata": {"name": "a"},
             "spec": {"containers": [{"name": "memcached", "image": image}]},
             "status": {
                 "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
-                "containerStatuses": [{"name": "memcached", "ready": ready, "restartCount": restarts,
+                "containerStatuses": [{"name": "memcached", "ready": ready, "restartCount": 1,
                     "image": image, "imageID": "", "started": ready}],
             }
         }))
@@ -538,24 +527,9 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_is_settled_once_ready_after_its_restart() {
-        assert!(settled(&pod("a", "m:2", true, 0, None)));
-        assert!(!settled(&pod("a", "m:2", false, 0, None)), "not ready");
-        assert!(
-            !settled(&pod("a", "m:2", true, 3, Some(3))),
-            "patched, the old container still runs"
-        );
-        assert!(settled(&pod("a", "m:2", true, 4, Some(3))));
-        assert!(
-            !settled(&pod("a", "m:2", false, 4, Some(3))),
-            "restarted, not ready yet"
-        );
-    }
-
-    #[test]
     fn a_container_that_cannot_run_is_failing_one_that_starts_is_not() {
         let waiting = |reason: &str| {
-            let mut pod = pod("a", "m:2", false, 1, Some(0));
+            let mut pod = pod("m:2", false);
             let status = &mut pod
                 .status
                 .as_mut()
@@ -575,18 +549,17 @@ mod tests {
             Some("ImagePullBackOff")
         );
         assert_eq!(failing(&waiting("ContainerCreating")), None);
-        assert_eq!(failing(&pod("a", "m:2", true, 0, None)), None);
+        assert_eq!(failing(&pod("m:2", true)), None);
     }
 
     #[test]
     fn progress_says_which_pod_restarts() {
         let progress = Progress {
-            image: "memcached:1.6.39".into(),
+            change: "memcached image memcached:1.6.39".into(),
             updated: 2,
             pods: 3,
             restarting: Some("c-1".into()),
-            stalled: None,
-            started: false,
+            ..Default::default()
         };
         assert_eq!(
             progress.message(),
@@ -596,18 +569,27 @@ mod tests {
         assert_eq!(progress.stalled_message(), None);
         let stalled = Progress {
             stalled: Some("ImagePullBackOff".into()),
-            ..progress
+            ..progress.clone()
         };
         assert_eq!(stalled.summary(), "in place 2/3, c-1 ImagePullBackOff");
         assert_eq!(
             stalled.stalled_message().as_deref(),
             Some(
                 "pod c-1 does not come back with memcached image memcached:1.6.39: its container is \
-                 in ImagePullBackOff; the other pods keep their image and their cache until \
-                 spec.image names one that runs (applied in place too)"
+                 in ImagePullBackOff; the other pods keep theirs and their cache until the spec \
+                 names one that runs (applied in place too)"
             )
         );
-        assert!(lags(&pod("a", "m:1", true, 0, None), "m:2"));
-        assert!(!lags(&pod("a", "m:2", true, 0, None), "m:2"));
+        let mismatch = Progress {
+            mismatch: Some("restarted, it runs maxconns 1024 (not 2048)".into()),
+            ..progress
+        };
+        assert!(
+            mismatch
+                .mismatch_message()
+                .is_some_and(|m| m.starts_with("pod c-1 was given memcached image memcached:1.6.39 in place but memcached says otherwise: restarted, it runs maxconns 1024 (not 2048)")),
+            "{:?}",
+            mismatch.mismatch_message()
+        );
     }
 }

@@ -9,9 +9,11 @@
 //! template. A rendering that differs for the same intent is held: the
 //! running template is applied again as it is, until the intent changes.
 //!
-//! A third stamp, the digest of the template without the memcached image,
-//! tells a change of the image alone, which warm restarts apply in place
-//! (see [`crate::in_place`]).
+//! A third stamp, the digest of the template without what a pod can take
+//! in place (the memcached image and, with warm restarts, the args and the
+//! Secret hash its supervisor reads from its annotations, see
+//! [`crate::warm_start`]) but with the memory geometry of those args, tells
+//! a change warm restarts apply in place (see [`crate::in_place`]).
 //!
 //! The digests are SHA-256 of canonical JSON (object keys sorted), so they
 //! are the same for every build of every version of the controller.
@@ -25,14 +27,18 @@ use ring::digest::{SHA256, digest};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::labels::VERSION_LABEL;
+use memcached_api::extra_args::memory_file;
+
+use crate::labels::{SECRET_HASH_ANNOTATION, VERSION_LABEL};
 use crate::pod_template::{MEMCACHED_CONTAINER, RESTART_TRIGGER_ANNOTATION};
+use crate::warm_start::ARGS_ANNOTATION;
 
 /// Workload annotation: the digest of the intent its pod template was rendered for.
 pub const INTENT_ANNOTATION: &str = "memcached.c5c3.io/intent";
 /// Workload annotation: the digest of its pod template as rendered.
 pub const TEMPLATE_ANNOTATION: &str = "memcached.c5c3.io/template-hash";
-/// Workload annotation: the digest of its pod template without the memcached image.
+/// Workload annotation: the digest of its pod template without what a pod
+/// takes in place ([`base_digest`]).
 pub const BASE_ANNOTATION: &str = "memcached.c5c3.io/template-base-hash";
 
 /// The stamps of one pod template.
@@ -78,10 +84,10 @@ impl TemplateStamp {
     }
 
     /// True when the user changed the intent and this template differs
-    /// from the `running` one in the memcached image (and the version label)
-    /// alone. The same intent rendered differently is held instead: a new
-    /// default image of a new controller version restarts no pod.
-    pub fn image_only_change(&self, running: &TemplateStamp) -> bool {
+    /// from the `running` one only in what a pod takes in place. The same
+    /// intent rendered differently is held instead: a new default image of a
+    /// new controller version restarts no pod.
+    pub fn in_place_change(&self, running: &TemplateStamp) -> bool {
         self.intent != running.intent
             && self.template != running.template
             && self.base.is_some()
@@ -110,19 +116,30 @@ pub fn template_digest(template: &PodTemplateSpec) -> String {
     canonical_digest(template)
 }
 
-/// The digest of a pod template with the memcached container's image, and
-/// the version label that follows it, left out.
+/// The digest of a pod template without what a running pod takes in place:
+/// the memcached container's image and the version label that follows it,
+/// the args annotation and the Secret hash annotation. The memory geometry
+/// of those args stays in (a save restores only into the same geometry).
 pub fn base_digest(template: &PodTemplateSpec) -> String {
     let mut base = template.clone();
-    let labels = base.metadata.iter_mut().flat_map(|m| m.labels.as_mut());
-    for labels in labels {
-        labels.remove(VERSION_LABEL);
+    let mut geometry = Vec::new();
+    if let Some(metadata) = base.metadata.as_mut() {
+        if let Some(labels) = metadata.labels.as_mut() {
+            labels.remove(VERSION_LABEL);
+        }
+        if let Some(annotations) = metadata.annotations.as_mut() {
+            annotations.remove(SECRET_HASH_ANNOTATION);
+            if let Some(args) = annotations.remove(ARGS_ANNOTATION) {
+                let args: Vec<String> = args.lines().map(String::from).collect();
+                geometry = memory_file::geometry(&args);
+            }
+        }
     }
     let containers = base.spec.iter_mut().flat_map(|s| s.containers.iter_mut());
     for container in containers.filter(|c| c.name == MEMCACHED_CONTAINER) {
         container.image = None;
     }
-    canonical_digest(&base)
+    canonical_digest(&json!({"template": base, "memoryGeometry": geometry}))
 }
 
 /// SHA-256 of `value` as JSON with sorted object keys, first 16 bytes in hex.
@@ -207,22 +224,22 @@ mod tests {
         let bumped = stamp(&template("memcached:1.6.39", "exporter:0.15"), "i2");
         let exporter = stamp(&template("memcached:1.6.39", "exporter:0.16"), "i2");
         let new_default = stamp(&template("memcached:1.6.39", "exporter:0.15"), "i");
-        assert!(bumped.image_only_change(&running));
+        assert!(bumped.in_place_change(&running));
         assert!(
-            !new_default.image_only_change(&running),
+            !new_default.in_place_change(&running),
             "a new controller's default image, the spec unchanged: held"
         );
         assert!(
-            !exporter.image_only_change(&running),
+            !exporter.in_place_change(&running),
             "the exporter's image too"
         );
-        assert!(!running.image_only_change(&running), "no change");
+        assert!(!running.in_place_change(&running), "no change");
         let unstamped = TemplateStamp {
             base: None,
             ..running
         };
         assert!(
-            !bumped.image_only_change(&unstamped),
+            !bumped.in_place_change(&unstamped),
             "stamped by an older controller"
         );
     }

@@ -99,7 +99,13 @@ impl LiveStats {
     /// Keep what a collection read; reconcile the Memcached again when the
     /// numbers changed or a reconcile waits for another collection (not
     /// when it was forgotten meanwhile).
-    fn finished(&self, key: &str, stats: ClusterStats, readers: Readers, object: ObjectRef<Stored>) {
+    fn finished(
+        &self,
+        key: &str,
+        stats: ClusterStats,
+        readers: Readers,
+        object: ObjectRef<Stored>,
+    ) {
         let again = self.entries.lock().ok().and_then(|mut entries| {
             let entry = entries.get_mut(key)?;
             entry.running = false;

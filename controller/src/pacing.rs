@@ -15,8 +15,11 @@
 //! ReplicaSet is not warm, so the old pod it replaces keeps serving
 //! meanwhile, and resumes it once that pod is warm.
 //!
-//! Warm: Ready, with at least half the items of the median pod not yet
-//! replaced (or those hold fewer than [`MIN_ITEMS`]: nothing to warm), or
+//! Warm, by what clients feel: a pod that has served [`MIN_GETS`] gets
+//! since it started is warm once its hit ratio is at least [`RATIO_SHARE`]
+//! of the ratio of the Ready pods not yet replaced; one without that much
+//! traffic once it holds at least half the items of their median pod (or
+//! they hold fewer than [`MIN_ITEMS`]: nothing to warm). Or, at the latest,
 //! [`WARM_TIMEOUT`] after this controller first saw it (a StatefulSet's pod
 //! Ready; a Deployment's in any state, and none that cannot run is waited
 //! for). No stats read yet, after a restart, counts as not warm until then;
@@ -31,23 +34,59 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::{Deployment, RollingUpdateStatefulSetStrategy, StatefulSet};
 
 use crate::intent::TemplateStamp;
+use crate::stats::PodStats;
 use crate::workload::Workload;
 
 /// Peers holding fewer items than this have no cache worth waiting for.
 pub const MIN_ITEMS: u64 = 100;
+/// A pod that served this many gets since it started is judged by its hit ratio.
+pub const MIN_GETS: u64 = 100;
+/// The share of its peers' hit ratio a pod must be back to.
+pub const RATIO_SHARE: f64 = 0.9;
 /// How long a replaced pod may take to warm before the next is replaced.
 pub const WARM_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A pod the rollout waits for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Warming {
     /// Its name.
     pub pod: String,
-    /// Its items, when it is Ready and answered.
-    pub items: Option<u64>,
-    /// The median items of the Ready pods not yet replaced; `None` while
-    /// one of them has not answered.
-    pub peers: Option<u64>,
+    /// Its numbers, when it is Ready and answered.
+    pub now: Option<PodStats>,
+    /// What the Ready pods not yet replaced hold; `None` while one of them
+    /// has not answered.
+    pub peers: Option<Peers>,
+}
+
+/// What the pods a rollout has not reached yet hold.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Peers {
+    /// The items of their median pod.
+    pub items: u64,
+    /// Their hits over their gets since they started; `None` without gets.
+    pub hit_ratio: Option<f64>,
+}
+
+impl Peers {
+    /// Of the pods at `addresses`, from `stats`; `None` when one of them
+    /// has no numbers (it did not answer its last stats).
+    pub fn of<'a>(
+        addresses: impl Iterator<Item = &'a SocketAddr>,
+        stats: &BTreeMap<SocketAddr, PodStats>,
+    ) -> Option<Self> {
+        let pods = addresses
+            .map(|a| stats.get(a))
+            .collect::<Option<Vec<&PodStats>>>()?;
+        let mut items: Vec<u64> = pods.iter().map(|p| p.items).collect();
+        items.sort_unstable();
+        let (hits, gets) = pods
+            .iter()
+            .fold((0, 0), |(h, g), p| (h + p.hits, g + p.hits + p.misses));
+        Some(Peers {
+            items: items.get(items.len() / 2).copied().unwrap_or(0),
+            hit_ratio: (gets > 0).then(|| hits as f64 / gets as f64),
+        })
+    }
 }
 
 /// When each Memcached's rollout started waiting for its pod, by
@@ -88,13 +127,13 @@ impl Waits {
 }
 
 /// What pacing reads of the pods: the address of each Ready pod by name,
-/// and the items of each address that answered the last stats.
+/// and what each address that answered the last stats reported.
 #[derive(Default)]
 pub struct Pods {
     /// Ready pods' addresses, by pod name (`<name>-<ordinal>`).
     pub ready: BTreeMap<String, SocketAddr>,
-    /// `curr_items` by address.
-    pub items: BTreeMap<SocketAddr, u64>,
+    /// The last stats, by address.
+    pub stats: BTreeMap<SocketAddr, PodStats>,
 }
 
 /// Set the partition of `desired` (the StatefulSet of Memcached `key`
@@ -134,16 +173,16 @@ pub fn pace(
             return false;
         }
         let pods = pods();
-        let items = pods
+        let now = pods
             .ready
             .get(&ordinal_name(ordinal))
-            .and_then(|address| pods.items.get(address))
-            .copied();
+            .and_then(|address| pods.stats.get(address))
+            .cloned();
         let peers = (0..ordinal).filter_map(|o| pods.ready.get(&ordinal_name(o)));
         let warming = Warming {
             pod: ordinal_name(ordinal),
-            items,
-            peers: median_items(peers, &pods.items),
+            now,
+            peers: Peers::of(peers, &pods.stats),
         };
         let ready = pods.ready.contains_key(&warming.pod);
         let warm = warming.warm_or_waited(waits, key, ready);
@@ -192,8 +231,8 @@ pub struct Generations {
     pub newest: Option<Newest>,
     /// The addresses of the Ready pods of the older ReplicaSets.
     pub old: Vec<SocketAddr>,
-    /// `curr_items` by address.
-    pub items: BTreeMap<SocketAddr, u64>,
+    /// The last stats, by address.
+    pub stats: BTreeMap<SocketAddr, PodStats>,
 }
 
 /// Pods of an older template are left on `live`: a rollout that replaces
@@ -215,18 +254,18 @@ pub fn pace_deployment(
     desired: &mut Deployment,
     generations: Generations,
 ) -> Option<Warming> {
-    let Generations { newest, old, items } = generations;
+    let Generations { newest, old, stats } = generations;
     let Some(newest) = newest.filter(|n| !n.failing) else {
         waits.done(key);
         return None;
     };
     let warming = Warming {
         pod: newest.pod,
-        items: newest.address.and_then(|a| items.get(&a)).copied(),
-        peers: median_items(old.iter(), &items),
+        now: newest.address.and_then(|a| stats.get(&a)).cloned(),
+        peers: Peers::of(old.iter(), &stats),
     };
     // Nothing to warm: the Deployment goes at its own pace.
-    let nothing_to_warm = warming.peers.is_some_and(|p| p < MIN_ITEMS);
+    let nothing_to_warm = warming.peers.is_some_and(|p| p.items < MIN_ITEMS);
     if nothing_to_warm || warming.warm() || waits.waited_out(key, &warming.pod) {
         return None;
     }
@@ -234,25 +273,59 @@ pub fn pace_deployment(
     Some(warming)
 }
 
+/// What a pod is judged by.
+enum Gate {
+    /// Its hit ratio since it started, and the ratio it must reach.
+    HitRatio(f64, f64),
+    /// Its items, and the items it must hold.
+    Items(u64, u64),
+}
+
 impl Warming {
-    /// The Rollout column's note: `<pod> warming`.
+    /// The Rollout column's note: `<pod> warming` and the gate.
     pub fn summary(&self) -> String {
-        format!("{} warming", self.pod)
+        match self.gate() {
+            Some(Gate::HitRatio(now, wanted)) => {
+                format!("{} warming, hit ratio {now:.2} of {wanted:.2}", self.pod)
+            }
+            Some(Gate::Items(now, wanted)) => {
+                format!("{} warming, {now} of {wanted} items", self.pod)
+            }
+            None => format!("{} warming", self.pod),
+        }
     }
 
     /// The `Progressing` condition's note.
     pub fn message(&self) -> String {
-        let items = self.items.map_or("no".to_string(), |i| i.to_string());
-        match self.peers {
-            Some(peers) => format!(
-                "waiting for {} to warm ({items} items, half the median pod's {peers} wanted)",
-                self.pod
+        let pod = &self.pod;
+        match (self.gate(), &self.peers) {
+            (Some(Gate::HitRatio(now, wanted)), _) => format!(
+                "waiting for {pod} to warm (hit ratio {now:.2} since it started; {wanted:.2}, \
+                 {RATIO_SHARE} of the pods not yet replaced, wanted)"
             ),
-            None => format!(
-                "waiting for {} to warm ({items} items; the pods not yet replaced have not \
-                 answered stats, so how warm they are is not known)",
-                self.pod
+            (Some(Gate::Items(now, wanted)), _) => format!(
+                "waiting for {pod} to warm ({now} items, half the median pod's {} wanted)",
+                2 * wanted
             ),
+            (None, None) => format!(
+                "waiting for {pod} to warm (the pods not yet replaced have not answered stats, \
+                 so how warm they are is not known)"
+            ),
+            (None, Some(_)) => format!("waiting for {pod} to warm (it has not answered stats yet)"),
+        }
+    }
+
+    /// The rule this pod is judged by, with its numbers: the hit ratio once
+    /// it has traffic and its peers had gets, else the items.
+    fn gate(&self) -> Option<Gate> {
+        let (now, peers) = (self.now.as_ref()?, self.peers?);
+        let gets = now.hits + now.misses;
+        match peers.hit_ratio {
+            Some(ratio) if gets >= MIN_GETS => Some(Gate::HitRatio(
+                now.hits as f64 / gets as f64,
+                RATIO_SHARE * ratio,
+            )),
+            _ => Some(Gate::Items(now.items, peers.items.div_ceil(2))),
         }
     }
 
@@ -262,14 +335,17 @@ impl Warming {
         self.warm() || (ready && waits.waited_out(key, &self.pod))
     }
 
-    /// Ready and read, and holding at least half of its peers' median items
-    /// (or the peers hold too few to wait for). Not read yet (no stats
-    /// collected since a restart), or peers not read: not warm, until the timeout.
-    fn warm(&self) -> bool {
-        let (Some(items), Some(peers)) = (self.items, self.peers) else {
-            return false;
-        };
-        peers < MIN_ITEMS || items.saturating_mul(2) >= peers
+    /// Ready, read and past its [`Gate`] (or, judged by items, its peers
+    /// hold too few to wait for). Not read yet (no stats collected since a
+    /// restart), or peers not read: not warm, until the timeout.
+    pub fn warm(&self) -> bool {
+        match self.gate() {
+            Some(Gate::HitRatio(now, wanted)) => now >= wanted,
+            Some(Gate::Items(now, wanted)) => {
+                self.peers.is_some_and(|p| p.items < MIN_ITEMS) || now >= wanted
+            }
+            None => false,
+        }
     }
 }
 
@@ -288,19 +364,6 @@ fn next_partition(replicas: i32, live: i32, changes: bool, warm: impl FnOnce(i32
     } else {
         partition
     }
-}
-
-/// The median of the `items` of the pods at `addresses`; `None` when one
-/// of them has no number (it did not answer its last stats).
-fn median_items<'a>(
-    addresses: impl Iterator<Item = &'a SocketAddr>,
-    items: &BTreeMap<SocketAddr, u64>,
-) -> Option<u64> {
-    let mut values = addresses
-        .map(|a| items.get(a).copied())
-        .collect::<Option<Vec<u64>>>()?;
-    values.sort_unstable();
-    Some(values.get(values.len() / 2).copied().unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -326,33 +389,101 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_pod_is_warm_with_half_its_peers_items() {
-        let warming = |items, peers| Warming {
-            pod: "c-2".into(),
+    /// Stats of a pod holding `items` that served `hits` of `gets`.
+    fn served(items: u64, hits: u64, gets: u64) -> PodStats {
+        PodStats {
             items,
+            hits,
+            misses: gets - hits,
+            ..Default::default()
+        }
+    }
+
+    fn address(i: u8) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, i], 11211))
+    }
+
+    /// Pods at 10.0.0.<i> holding `items` each, no traffic.
+    fn holding(items: &[(u8, u64)]) -> BTreeMap<SocketAddr, PodStats> {
+        (items.iter())
+            .map(|(i, n)| (address(*i), served(*n, 0, 0)))
+            .collect()
+    }
+
+    #[test]
+    fn without_traffic_a_pod_is_warm_with_half_its_peers_items() {
+        let peers = |items| {
+            Some(Peers {
+                items,
+                hit_ratio: None,
+            })
+        };
+        let warming = |now: Option<u64>, peers| Warming {
+            pod: "c-2".into(),
+            now: now.map(|n| served(n, 0, 0)),
             peers,
         };
-        assert!(warming(Some(500), Some(1000)).warm());
-        assert!(!warming(Some(499), Some(1000)).warm());
-        assert!(!warming(None, Some(1000)).warm(), "not ready or not read");
-        assert!(warming(Some(0), Some(10)).warm(), "nothing to warm");
-        assert!(!warming(None, Some(0)).warm(), "no stats yet: wait for them");
+        assert!(warming(Some(500), peers(1000)).warm());
+        assert!(!warming(Some(499), peers(1000)).warm());
+        assert_eq!(
+            warming(Some(12), peers(1000)).summary(),
+            "c-2 warming, 12 of 500 items"
+        );
+        assert!(!warming(None, peers(1000)).warm(), "not ready or not read");
+        assert!(warming(Some(0), peers(10)).warm(), "nothing to warm");
+        assert!(
+            !warming(None, peers(0)).warm(),
+            "no stats yet: wait for them"
+        );
         assert!(
             !warming(Some(0), None).warm(),
             "peers that did not answer (a rotated password they refuse) are not empty peers"
         );
-        let address = |i: u8| SocketAddr::from(([10, 0, 0, i], 11211));
-        let items = BTreeMap::from([(address(1), 5), (address(2), 1), (address(3), 9)]);
-        let median = |of: &[u8]| median_items(of.iter().map(|&i| address(i)).collect::<Vec<_>>().iter(), &items);
-        assert_eq!(median(&[1, 2, 3]), Some(5));
-        assert_eq!(median(&[]), Some(0));
-        assert_eq!(median(&[1, 4]), None, "10.0.0.4 did not answer");
+        let stats = holding(&[(1, 5), (2, 1), (3, 9)]);
+        let of = |pods: &[u8]| {
+            let addresses: Vec<SocketAddr> = pods.iter().map(|&i| address(i)).collect();
+            Peers::of(addresses.iter(), &stats).map(|p| p.items)
+        };
+        assert_eq!(of(&[1, 2, 3]), Some(5), "the median");
+        assert_eq!(of(&[]), Some(0));
+        assert_eq!(of(&[1, 4]), None, "10.0.0.4 did not answer");
+    }
+
+    /// With traffic, what clients feel decides: the hit ratio since the pod
+    /// started against its peers' (90% of it wanted), whatever it holds.
+    #[test]
+    fn with_traffic_a_pod_is_warm_once_its_hit_ratio_is_back() {
+        let stats = BTreeMap::from([
+            (address(1), served(1000, 950, 1000)),
+            (address(2), served(1000, 850, 1000)),
+        ]);
+        let peers = Peers::of([address(1), address(2)].iter(), &stats);
+        assert_eq!(peers.and_then(|p| p.hit_ratio), Some(0.9));
+        let warming = |now| Warming {
+            pod: "c-2".into(),
+            now: Some(now),
+            peers,
+        };
+        let cold = warming(served(900, 400, 1000));
+        assert!(!cold.warm(), "holds most items, yet clients miss");
+        assert_eq!(cold.summary(), "c-2 warming, hit ratio 0.40 of 0.81");
+        assert!(
+            cold.message().contains("hit ratio 0.40 since it started"),
+            "{}",
+            cold.message()
+        );
+        assert!(warming(served(10, 810, 1000)).warm(), "clients hit again");
+        assert!(
+            !warming(served(10, 50, 99)).warm(),
+            "too few gets to judge by: the items decide"
+        );
+        assert!(warming(served(500, 50, 99)).warm());
+        let idle = Peers::of([address(3)].iter(), &holding(&[(3, 1000)]));
+        assert_eq!(idle.and_then(|p| p.hit_ratio), None, "peers without gets");
     }
 
     #[test]
     fn a_stateful_set_holds_while_the_pods_not_yet_replaced_cannot_be_read() {
-        let address = |i: u8| SocketAddr::from(([10, 0, 0, i], 11211));
         let mut live = StatefulSet::default();
         live.metadata.generation = Some(2);
         let spec = live.spec.get_or_insert_default();
@@ -374,22 +505,33 @@ mod tests {
             desired.spec.get_or_insert_default().replicas = Some(3);
             let pods = || Pods {
                 ready: (0..3).map(|o| (format!("c-{o}"), address(o))).collect(),
-                items: items.iter().map(|(i, n)| (address(*i), *n)).collect(),
+                stats: holding(items),
             };
-            let waiting = pace(&Waits::default(), "ns/c", "c", Some(&live), &mut desired, pods);
+            let waiting = pace(
+                &Waits::default(),
+                "ns/c",
+                "c",
+                Some(&live),
+                &mut desired,
+                pods,
+            );
             let strategy = desired.spec.unwrap().update_strategy.unwrap();
             (strategy.rolling_update.and_then(|r| r.partition), waiting)
         };
         // c-2 replaced and empty; c-0 and c-1 full: held.
         let (held, waiting) = partition(&[(0, 1000), (1, 1000), (2, 0)]);
         assert_eq!(held, Some(2));
-        assert_eq!(waiting.map(|w| w.peers), Some(Some(1000)));
+        assert_eq!(waiting.and_then(|w| w.peers).map(|p| p.items), Some(1000));
         // c-0 and c-1 refuse the rotated credentials: not known to be cold, held.
         let (held, waiting) = partition(&[(2, 0)]);
         assert_eq!(held, Some(2), "unread peers are never taken for empty ones");
         let waiting = waiting.expect("waits for c-2");
         assert_eq!(waiting.peers, None);
-        assert!(waiting.message().contains("have not answered stats"), "{}", waiting.message());
+        assert!(
+            waiting.message().contains("have not answered stats"),
+            "{}",
+            waiting.message()
+        );
         // Warm: the next ordinal.
         let (next, waiting) = partition(&[(0, 1000), (1, 1000), (2, 600)]);
         assert_eq!((next, waiting), (Some(1), None));
@@ -397,7 +539,6 @@ mod tests {
 
     #[test]
     fn a_deployment_waits_paused_for_its_newest_pod_to_warm() {
-        let address = |i: u8| SocketAddr::from(([10, 0, 0, i], 11211));
         let generations =
             |pod: &str, ready: bool, failing: bool, items: &[(u8, u64)]| Generations {
                 newest: Some(Newest {
@@ -407,7 +548,7 @@ mod tests {
                     unschedulable: None,
                 }),
                 old: vec![address(1), address(2)],
-                items: items.iter().map(|(i, n)| (address(*i), *n)).collect(),
+                stats: holding(items),
             };
         let waits = Waits::default();
         let paused = |generations: Generations| {

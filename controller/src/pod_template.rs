@@ -16,10 +16,9 @@ use memcached_api::{Defaulted, Memcached, MemcachedSpec};
 
 use crate::args::{self, AUTH_DIR, TLS_DIR, WARM_RESTART_DIR};
 use crate::intent::{self, TemplateStamp};
-use crate::labels::{self, MEMCACHED_PORT, METRICS_PORT};
+use crate::labels::{self, MEMCACHED_PORT, METRICS_PORT, SECRET_HASH_ANNOTATION};
+use crate::warm_start;
 
-/// Pod-template annotation with a hash of the referenced Secrets' data.
-pub const SECRET_HASH_ANNOTATION: &str = "memcached.c5c3.io/secret-hash";
 /// CR annotation copied to the pod template to force a rollout.
 pub const RESTART_TRIGGER_ANNOTATION: &str = "memcached.c5c3.io/restart-trigger";
 /// Volume of the authentication Secret.
@@ -30,27 +29,6 @@ pub const TLS_VOLUME: &str = "tls";
 pub const MEMCACHED_CONTAINER: &str = "memcached";
 /// Memory-backed volume holding memcached's memory file (warm restarts).
 pub const WARM_RESTART_VOLUME: &str = "warm-restart";
-/// What the preStop hook runs with warm restarts, after any graceful
-/// shutdown delay: SIGUSR1 makes memcached (the container's PID 1) save its
-/// cache and exit. The hook then waits for that exit, so the SIGTERM the
-/// kubelet sends after the hook cannot cut the save short; memcached's exit
-/// ends the hook with it.
-pub const SAVE_AND_WAIT: &str = "kill -USR1 1 && while kill -0 1; do sleep 1; done";
-
-/// The memcached container's command with warm restarts: memcached restores
-/// a saved cache only when the wall clock has moved on a second since the
-/// save (its `stop_time` check), and the kubelet starts the new container
-/// sooner than that; so when a save is there, wait a second, then run
-/// memcached (on `PATH`, as PID 1) with the container's args.
-pub fn warm_start_command() -> Vec<String> {
-    let meta = format!("{WARM_RESTART_DIR}/{}.meta", args::MEMORY_FILE);
-    vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        format!("if [ -e {meta} ]; then sleep 1; fi; exec memcached \"$@\""),
-        "memcached".into(),
-    ]
-}
 
 /// What a workload of either kind is made of.
 pub struct Template {
@@ -84,6 +62,11 @@ pub fn build(mc: &Memcached, spec: &Defaulted, secret_hash: Option<&str>) -> Tem
     pod_labels.insert(labels::VERSION_LABEL.into(), version);
 
     let mut annotations = spec.pod_annotations.clone().unwrap_or_default();
+    // With warm restarts the pod reads its args from here (see crate::warm_start).
+    if spec.warm_restart_enabled() {
+        let args = warm_start::args_annotation(&args::memcached_args(spec));
+        annotations.insert(warm_start::ARGS_ANNOTATION.into(), args);
+    }
     if let Some(hash) = secret_hash {
         annotations.insert(SECRET_HASH_ANNOTATION.into(), hash.into());
     }
@@ -161,11 +144,14 @@ fn memcached_container(spec: &Defaulted, image: String) -> Container {
         }),
         ..Default::default()
     });
+    // With warm restarts a supervisor runs memcached with the args of the
+    // pod's annotation, which can change without a new pod.
+    let warm = spec.warm_restart_enabled();
     Container {
         name: MEMCACHED_CONTAINER.into(),
         image: Some(image),
-        command: spec.warm_restart_enabled().then(warm_start_command),
-        args: Some(args::memcached_args(spec)),
+        command: warm.then(warm_start::command),
+        args: (!warm).then(|| args::memcached_args(spec)),
         ports: Some(vec![port("memcached", MEMCACHED_PORT)]),
         liveness_probe: Some(probe(10, 10)),
         readiness_probe: Some(probe(5, 5)),
@@ -186,9 +172,7 @@ fn pre_stop_script(spec: &Defaulted) -> Option<String> {
     let delay = spec
         .graceful_shutdown_seconds()
         .map(|(delay, _)| format!("sleep {delay}"));
-    let save = spec
-        .warm_restart_enabled()
-        .then(|| SAVE_AND_WAIT.to_string());
+    let save = spec.warm_restart_enabled().then(warm_start::save_and_wait);
     match (delay, save) {
         (Some(delay), Some(save)) => Some(format!("{delay}; {save}")),
         (one, other) => one.or(other),
@@ -271,6 +255,7 @@ fn volumes(spec: &Defaulted) -> Vec<Volume> {
         .collect();
     if spec.warm_restart_enabled() {
         volumes.push(warm_restart_volume(spec));
+        volumes.push(warm_start::run_volume());
     }
     volumes
 }
@@ -309,6 +294,12 @@ fn volume_mounts(spec: &MemcachedSpec, memcached: bool) -> Vec<VolumeMount> {
         mounts.push(VolumeMount {
             name: WARM_RESTART_VOLUME.into(),
             mount_path: WARM_RESTART_DIR.into(),
+            ..Default::default()
+        });
+        mounts.push(VolumeMount {
+            name: warm_start::RUN_VOLUME.into(),
+            mount_path: warm_start::RUN_DIR.into(),
+            read_only: Some(true),
             ..Default::default()
         });
     }

@@ -2,6 +2,7 @@
 //! memcached. Level-triggered: everything is computed from the CR and the
 //! cluster as they are now.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -40,12 +41,13 @@ use crate::labels::{MANAGER, MEMCACHED_PORT};
 use crate::live_stats::LiveStats;
 use crate::metrics::{Instance, Metrics};
 use crate::network_policy::Access;
+use crate::pod_change::Seen;
 use crate::pod_template::{AUTH_VOLUME, TLS_VOLUME, hard_anti_affinity, secret_mounts};
 use crate::secrets::{self, Mounted, SecretCache, SecretData, SecretStamp};
-use crate::stats::{ClusterStats, Credentials, StatsClient, Tls};
+use crate::stats::{ClusterStats, Credentials, PodStats, StatsClient, Tls};
 use crate::status::{self, Observed};
-use crate::streaks::Streaks;
 use crate::stored::{Stored, Unreadable};
+use crate::streaks::Streaks;
 use crate::workload::{Rollout, Workload, desired_replicas, initial_replicas};
 use crate::{generations, in_place, pacing, server_list, service_monitor, stateful_in_place, tls};
 
@@ -190,7 +192,7 @@ async fn converge_children(
     let Workloads { current, previous } = match desired.workload {
         DesiredWorkload::Deployment(mut d) => {
             if !hold && spec.warm_restart_enabled() {
-                in_place = converge_in_place(&mut applied, &uid, &mut d).await?;
+                in_place = converge_in_place(&mut applied, spec, &uid, &mut d).await?;
             }
             if in_place.is_none() {
                 warming = pace_deployment(ctx, mc, spec, &mut d, &mut applied.problems).await?;
@@ -200,7 +202,7 @@ async fn converge_children(
         }
         DesiredWorkload::StatefulSet(mut s) => {
             if !hold && spec.warm_restart_enabled() {
-                in_place = converge_stateful_in_place(&mut applied, &uid, &mut s).await?;
+                in_place = converge_stateful_in_place(&mut applied, spec, &uid, &mut s).await?;
             }
             if in_place.is_none() {
                 warming = pace(ctx, mc, &mut s).await?;
@@ -293,8 +295,8 @@ async fn inform_in_place(ctx: &Context, mc: &Memcached, progress: Option<&in_pla
     };
     let pod = progress.restarting.as_deref().unwrap_or_default();
     let note = format!(
-        "pod {pod} restarts with memcached image {} in place: its cache is saved and restored",
-        progress.image
+        "pod {pod} restarts with {} in place: its cache is saved and restored",
+        progress.change
     );
     let pods = ApiResource::erase::<Pod>(&());
     let target = Target {
@@ -363,7 +365,7 @@ async fn report(
 async fn live_numbers(
     ctx: &Context,
     mc: &Memcached,
-    spec: &MemcachedSpec,
+    spec: &Defaulted,
     secrets: &SecretData,
     problems: &mut Vec<Problem>,
 ) -> ClusterStats {
@@ -868,6 +870,7 @@ pub const IN_PLACE_FORBIDDEN: &str = "InPlaceForbidden";
 /// change is reported and rolled out by the Deployment with new pods.
 async fn converge_in_place(
     applied: &mut Applied<'_>,
+    spec: &Defaulted,
     uid: &str,
     desired: &mut Deployment,
 ) -> Result<Option<in_place::Progress>, Error> {
@@ -875,8 +878,14 @@ async fn converge_in_place(
     let live = live_workload(ctx, &ctx.cache.deployments, mc).await?;
     let selector = crate::labels::selector_string(mc);
     let original = desired.clone();
-    let failed = match in_place::converge(&ctx.client, uid, &selector, live.as_ref(), desired).await
-    {
+    let (stats, settings) = (pod_stats(ctx, mc), args::confirmed_settings(spec));
+    let seen = Seen {
+        stats: &stats,
+        settings: &settings,
+    };
+    let converged =
+        in_place::converge(&ctx.client, uid, &selector, live.as_ref(), desired, &seen).await;
+    let failed = match converged {
         Ok(progress) => return Ok(stalled_in_place(applied, progress)),
         Err(failed) => failed,
     };
@@ -904,6 +913,7 @@ async fn converge_in_place(
 /// (403), the change is reported and rolled out with new pods, paced.
 async fn converge_stateful_in_place(
     applied: &mut Applied<'_>,
+    spec: &Defaulted,
     uid: &str,
     desired: &mut StatefulSet,
 ) -> Result<Option<in_place::Progress>, Error> {
@@ -911,8 +921,14 @@ async fn converge_stateful_in_place(
     let live = live_workload(ctx, &ctx.cache.stateful_sets, mc).await?;
     let selector = crate::labels::selector_string(mc);
     let original = desired.clone();
+    let (stats, settings) = (pod_stats(ctx, mc), args::confirmed_settings(spec));
+    let seen = Seen {
+        stats: &stats,
+        settings: &settings,
+    };
     let converged =
-        stateful_in_place::converge(&ctx.client, uid, &selector, live.as_ref(), desired).await;
+        stateful_in_place::converge(&ctx.client, uid, &selector, live.as_ref(), desired, &seen)
+            .await;
     let failed = match converged {
         Ok(progress) => return Ok(stalled_in_place(applied, progress)),
         Err(failed) => failed,
@@ -931,22 +947,31 @@ async fn converge_stateful_in_place(
 
 /// Degraded reason while a pod cannot run the image an in-place change gave it.
 pub const IN_PLACE_STALLED: &str = "InPlaceStalled";
+/// Degraded reason while a pod restarted in place does not run what it was given.
+pub const IN_PLACE_MISMATCH: &str = "InPlaceMismatch";
 
-/// `progress`, reported as [`IN_PLACE_STALLED`] when a pod cannot run its new image.
+/// `progress`, reported as [`IN_PLACE_STALLED`] when a pod cannot run its
+/// change, as [`IN_PLACE_MISMATCH`] when memcached does not run it.
 fn stalled_in_place(
     applied: &mut Applied<'_>,
     progress: Option<in_place::Progress>,
 ) -> Option<in_place::Progress> {
-    if let Some(message) = progress
-        .as_ref()
-        .and_then(in_place::Progress::stalled_message)
-    {
-        applied.problems.push(Problem {
-            reason: IN_PLACE_STALLED,
-            message,
-        });
+    let reported = progress.as_ref().and_then(|p| {
+        let stalled = p.stalled_message().map(|m| (IN_PLACE_STALLED, m));
+        stalled.or_else(|| p.mismatch_message().map(|m| (IN_PLACE_MISMATCH, m)))
+    });
+    if let Some((reason, message)) = reported {
+        applied.problems.push(Problem { reason, message });
     }
     progress
+}
+
+/// What the last stats collected say of each of `mc`'s pods.
+fn pod_stats(ctx: &Context, mc: &Memcached) -> BTreeMap<SocketAddr, PodStats> {
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    (ctx.live_stats.last(&ns, &name))
+        .map(|s| s.pods)
+        .unwrap_or_default()
 }
 
 /// The API server's message when it refused an in-place change (400, 403,
@@ -1026,7 +1051,8 @@ const MAX_FAILURE_BACKOFF: Duration = Duration::from_secs(160);
 
 /// Requeue a failed reconcile with exponential backoff: 5 s doubling to 160 s.
 pub fn error_policy(mc: Arc<Stored>, error: &Error, ctx: Arc<Context>) -> Action {
-    let (failures, delay) = (ctx.failures).next(&key(mc.as_ref()), FAILURE_BACKOFF, MAX_FAILURE_BACKOFF);
+    let (failures, delay) =
+        (ctx.failures).next(&key(mc.as_ref()), FAILURE_BACKOFF, MAX_FAILURE_BACKOFF);
     tracing::warn!(error = %error, failures, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
@@ -1136,11 +1162,7 @@ async fn pace(
             .into_iter()
             .filter_map(|(host, address)| Some((host?, address)))
             .collect(),
-        items: ctx
-            .live_stats
-            .last(&ns, &name)
-            .map(|s| s.items)
-            .unwrap_or_default(),
+        stats: pod_stats(ctx, mc),
     };
     Ok(pacing::pace(
         &ctx.waits,
@@ -1167,7 +1189,6 @@ async fn pace_deployment(
     desired: &mut Deployment,
     problems: &mut Vec<Problem>,
 ) -> Result<Option<pacing::Warming>, Error> {
-    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
     let live = live_workload(ctx, &ctx.cache.deployments, mc).await?;
     // A new template (the next change, or the fix of one that cannot run)
     // goes to the Deployment unpaused: it starts the next rollout.
@@ -1176,11 +1197,9 @@ async fn pace_deployment(
         ctx.waits.done(&key(mc));
         return Ok(None);
     };
-    let items = (ctx.live_stats.last(&ns, &name))
-        .map(|s| s.items)
-        .unwrap_or_default();
     let selector = crate::labels::selector_string(mc);
-    let generations = match generations::of(&ctx.client, &live, &selector, items).await {
+    let stats = pod_stats(ctx, mc);
+    let generations = match generations::of(&ctx.client, &live, &selector, stats).await {
         Ok(generations) => generations,
         Err(error) => {
             // Held as it is: a failed list neither pauses nor resumes.
@@ -1221,7 +1240,7 @@ fn unschedulable_problem(spec: &Defaulted, pod: &str, why: &str) -> Problem {
 /// A stats client that speaks what the pods speak, with what the Secrets
 /// hold; an error when TLS is on but cannot be set up (never plain text then).
 pub fn stats_client(
-    spec: &MemcachedSpec,
+    spec: &Defaulted,
     secrets: &SecretData,
     server_name: ServerName<'static>,
 ) -> Result<StatsClient, String> {
@@ -1253,7 +1272,19 @@ pub fn stats_client(
     } else {
         None
     };
-    Ok(StatsClient { tls, credentials })
+    // What a pod runs is confirmed from its `stats settings` during a change
+    // in place; memcached 1.6.18 crashes on that command when run with `-N`.
+    let run_args = args::memcached_args(spec);
+    let settings = if spec.warm_restart_enabled() && !args::napi_ids(&run_args) {
+        args::CONFIRMED_SETTINGS
+    } else {
+        &[]
+    };
+    Ok(StatsClient {
+        tls,
+        credentials,
+        settings,
+    })
 }
 
 /// Write the status computed from `observed` when it differs from `previous`.

@@ -18,7 +18,8 @@ use ring::hmac;
 
 use crate::args::AUTH_KEY;
 use crate::cache::Meta;
-use crate::pod_template::{AUTH_VOLUME, SECRET_HASH_ANNOTATION, secret_mounts};
+use crate::labels::SECRET_HASH_ANNOTATION;
+use crate::pod_template::{AUTH_VOLUME, secret_mounts};
 use crate::stored::Stored;
 
 /// One Secret's data: key to bytes.

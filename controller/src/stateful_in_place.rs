@@ -1,6 +1,6 @@
-//! StatefulSet mode of [`crate::in_place`]: a change of the memcached image
-//! alone, with warm restarts on, applied to the running pods in place, so
-//! none is replaced and none starts cold.
+//! StatefulSet mode of [`crate::in_place`]: a change warm restarts can take
+//! (the memcached image, memcached's args, the Secrets), applied to the
+//! running pods in place, so none is replaced and none starts cold.
 //!
 //! A StatefulSet replaces a pod whose `controller-revision-hash` label is not
 //! its update revision, unless the pod's ordinal is below the `partition`;
@@ -10,19 +10,20 @@
 //!    above every ordinal: its controller records the new revision and
 //!    replaces no pod;
 //! 2. once its controller has seen that template, one pod at a time (the
-//!    highest ordinal first, as a StatefulSet rolls) gets the new image and
+//!    highest ordinal first, as a StatefulSet rolls) gets the change and
 //!    the update revision's label: the kubelet restarts just its memcached
-//!    container (saved and restored), and the StatefulSet counts the pod as
-//!    updated; the next once every pod is Ready again with its container
-//!    restarted;
+//!    container for a new image, the pod's supervisor restarts memcached for
+//!    new args or Secrets (saved and restored either way), and the
+//!    StatefulSet counts the pod as updated; the next once every pod has
+//!    taken its change;
 //! 3. with every pod on the update revision the mark goes and the partition
 //!    is left to [`crate::pacing`], which lowers it one ordinal per warm pod:
 //!    every pod is on the update revision, so none is replaced, and the
 //!    StatefulSet makes that revision current.
 //!
 //! [`IN_PLACE_ANNOTATION`] marks the StatefulSet from step 1 until every
-//! pod runs the image, so a restarted controller carries on. A change that
-//! is not the image alone, or that meets a rollout, is paced as usual.
+//! pod runs the change, so a restarted controller carries on. A change a
+//! pod cannot take in place, or that meets a rollout, is paced as usual.
 
 use k8s_openapi::api::apps::v1::{RollingUpdateStatefulSetStrategy, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -32,32 +33,34 @@ use serde_json::json;
 
 use crate::apply::is_controlled_by;
 use crate::in_place::{
-    Failed, IN_PLACE_ANNOTATION, Progress, annotation, lags, len, mark, may_start, memcached_image,
-    running_pods, settled, step, template_change,
+    Failed, IN_PLACE_ANNOTATION, Progress, annotation, len, mark, may_start, running_pods, step,
+    taken,
 };
 use crate::intent::TemplateStamp;
+use crate::pod_change::{Change, Seen, Taken};
 use crate::workload::Workload;
 
 /// The pod label a StatefulSet compares with its update revision.
 pub const REVISION_LABEL: &str = "controller-revision-hash";
 
-/// Start or carry on an in-place image change of the StatefulSet `live` (as
-/// the cache holds it, without its template), controlled by the Memcached
-/// `uid` whose pods `selector` selects, towards `desired`, which gets
+/// Start or carry on a change in place of the StatefulSet `live` (as the
+/// cache holds it, without its template), controlled by the Memcached `uid`
+/// whose pods `selector` selects, towards `desired`, which gets
 /// [`IN_PLACE_ANNOTATION`] and a partition that holds every pod while the
-/// change goes on. `None`: no change in place (none needed, done, or the
-/// StatefulSet rolls it out).
+/// change goes on; `seen` tells what the pods run. `None`: no change in
+/// place (none needed, done, or the StatefulSet rolls it out).
 pub async fn converge(
     client: &Client,
     uid: &str,
     selector: &str,
     live: Option<&StatefulSet>,
     desired: &mut StatefulSet,
+    seen: &Seen<'_>,
 ) -> Result<Option<Progress>, Failed> {
     let Some(live) = live.filter(|l| is_controlled_by(*l, uid)) else {
         return Ok(None);
     };
-    let Some(image) = desired.template().and_then(memcached_image) else {
+    let Some(change) = desired.template().and_then(Change::of) else {
         return Ok(None);
     };
     let (new, running) = (TemplateStamp::of(desired), TemplateStamp::of(live));
@@ -65,9 +68,9 @@ pub async fn converge(
     let starting = new
         .as_ref()
         .zip(running.as_ref())
-        .is_some_and(|(new, running)| new.image_only_change(running))
+        .is_some_and(|(new, running)| new.in_place_change(running))
         && may_start(live, replicas);
-    let marked = annotation(live, IN_PLACE_ANNOTATION) == Some(image.as_str());
+    let marked = annotation(live, IN_PLACE_ANNOTATION) == Some(change.mark().as_str());
     // Marked for this image, but the template changed again (not a new
     // rendering of the same intent, which is held): paced as usual.
     let retemplated = new
@@ -77,10 +80,10 @@ pub async fn converge(
         mark(desired, None);
         return Ok(None);
     }
-    mark(desired, Some(&image));
+    mark(desired, Some(&change));
     hold_every_pod(desired);
     let progress = Progress {
-        image: image.clone(),
+        change: change.describe(None),
         pods: replicas,
         ..Default::default()
     };
@@ -95,30 +98,30 @@ pub async fn converge(
     let running = running_pods(&pods, selector, &live.uid().unwrap_or_default()).await?;
     let mut lagging: Vec<&Pod> = running
         .iter()
-        .filter(|p| lags(p, &image) || p.labels().get(REVISION_LABEL) != Some(&revision))
+        .filter(|p| change.lags(p) || p.labels().get(REVISION_LABEL) != Some(&revision))
         .collect();
-    // A pod with the image but not the update revision: the template moved
+    // A pod with the change but not the update revision: the template moved
     // on outside this change (`kubectl rollout restart`, a webhook), so the
     // StatefulSet rolls it, paced.
-    if lagging.iter().any(|p| !lags(p, &image)) {
+    if lagging.iter().any(|p| !change.lags(p)) {
         mark(desired, None);
         return Ok(None);
     }
-    // Every pod runs the image on the update revision: pacing lowers the
+    // Every pod runs the change on the update revision: pacing lowers the
     // partition, replacing none. A pod missing (being recreated from the
     // current, old revision) gets it first.
-    if lagging.is_empty() && running.iter().all(settled) && len(&running) >= replicas {
+    let all_taken = running
+        .iter()
+        .all(|p| taken(&change, p, seen, &running) == Taken::Yes);
+    if lagging.is_empty() && all_taken && len(&running) >= replicas {
         mark(desired, None);
         return Ok(None);
     }
     // The highest ordinal first, as a StatefulSet rolls.
     lagging.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
-    let Some(template) = desired.template() else {
-        return Ok(None);
-    };
-    let mut patch = template_change(template, &image);
+    let mut patch = change.patch();
     patch["metadata"]["labels"][REVISION_LABEL] = json!(revision);
-    step(&pods, &image, &running, &lagging, patch)
+    step(&pods, &change, &running, &lagging, patch, seen)
         .await
         .map(Some)
 }

@@ -67,6 +67,30 @@ pub struct ServerStats {
     pub get_misses: u64,
     /// `curr_items`
     pub curr_items: u64,
+    /// `pid`: another process after a restart (its `uptime` goes on across
+    /// a warm restart, a pid does not).
+    pub pid: u32,
+    /// The [`StatsClient::settings`] of its `stats settings`, by name.
+    pub settings: BTreeMap<String, String>,
+}
+
+/// What one pod's memcached last reported, for rollouts: how warm it is and
+/// what it runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodStats {
+    /// `curr_items`
+    pub items: u64,
+    /// `get_hits` since it started.
+    pub hits: u64,
+    /// `get_misses` since it started.
+    pub misses: u64,
+    /// `pid`
+    pub pid: u32,
+    /// The settings read, by name (none unless asked for).
+    pub settings: BTreeMap<String, String>,
+    /// Read only with the client that read it before: it refuses the
+    /// current credentials or certificate (it runs older Secrets).
+    pub stale_secrets: bool,
 }
 
 /// The numbers of every reachable server, combined.
@@ -84,13 +108,13 @@ pub struct ClusterStats {
     pub reachable: usize,
     /// Servers that accepted a connection but gave no usable answer, and how.
     pub unanswered: BTreeMap<SocketAddr, Unanswered>,
-    /// `curr_items` of each server that answered (how warm each pod is).
-    pub items: BTreeMap<SocketAddr, u64>,
+    /// What each server that answered reported of itself.
+    pub pods: BTreeMap<SocketAddr, PodStats>,
 }
 
 impl ClusterStats {
-    /// The same numbers for the status: the per-pod items aside, which move
-    /// with every write to a busy cache and matter only to a paced rollout
+    /// The same numbers for the status: the per-pod numbers aside, which
+    /// move with every write to a busy cache and matter only to a rollout
     /// (which requeues on its own).
     pub fn same_status(&self, other: &Self) -> bool {
         self.version == other.version
@@ -187,6 +211,17 @@ pub struct StatsClient {
     pub tls: Option<Tls>,
     /// Credentials, sent only to a server that asks for authentication.
     pub credentials: Option<Credentials>,
+    /// The `stats settings` to read and keep (none: the command is not sent;
+    /// memcached 1.6.18 crashes on it when started with `-N`).
+    pub settings: &'static [&'static str],
+}
+
+/// Which client read a server.
+enum Reader {
+    /// The current one.
+    Now(StatsClient),
+    /// The one that read it before, the current being refused.
+    Before(StatsClient),
 }
 
 /// The client that last read each server. A pod keeps the Secrets it
@@ -206,7 +241,11 @@ impl StatsClient {
     /// client's TLS or credentials with the client in `readers` that read
     /// it last; `readers` then holds the client that read each server now
     /// (or last, for one not read), for the servers still listed.
-    pub async fn collect_with(&self, addresses: &[SocketAddr], readers: &mut Readers) -> ClusterStats {
+    pub async fn collect_with(
+        &self,
+        addresses: &[SocketAddr],
+        readers: &mut Readers,
+    ) -> ClusterStats {
         let mut addresses = addresses.to_vec();
         addresses.sort();
         let reads = addresses
@@ -217,6 +256,8 @@ impl StatsClient {
         let (mut hits, mut gets) = (0u128, 0u128);
         let mut read_by = BTreeMap::new();
         for (addr, (result, reader)) in addresses.iter().zip(results) {
+            let stale_secrets = matches!(reader, Some(Reader::Before(_)));
+            let reader = reader.map(|(Reader::Now(r) | Reader::Before(r))| r);
             if let Some(reader) = reader.or_else(|| readers.0.remove(addr)) {
                 read_by.insert(*addr, reader);
             }
@@ -229,7 +270,15 @@ impl StatsClient {
                         (stats.curr_connections - 1).max(0);
                     hits += u128::from(stats.get_hits);
                     gets += u128::from(stats.get_hits) + u128::from(stats.get_misses);
-                    combined.items.insert(*addr, stats.curr_items);
+                    let pod = PodStats {
+                        items: stats.curr_items,
+                        hits: stats.get_hits,
+                        misses: stats.get_misses,
+                        pid: stats.pid,
+                        settings: stats.settings,
+                        stale_secrets,
+                    };
+                    combined.pods.insert(*addr, pod);
                 }
                 Err(e) => match Unanswered::of(&e) {
                     Some(how) => {
@@ -251,13 +300,13 @@ impl StatsClient {
         &self,
         addr: SocketAddr,
         before: Option<&StatsClient>,
-    ) -> (Result<ServerStats, StatsError>, Option<StatsClient>) {
+    ) -> (Result<ServerStats, StatsError>, Option<Reader>) {
         let result = self.fetch(addr).await;
         match (&result, before) {
-            (Ok(_), _) => (result, Some(self.clone())),
+            (Ok(_), _) => (result, Some(Reader::Now(self.clone()))),
             (Err(StatsError::Auth(_) | StatsError::Tls(_)), Some(before)) => {
                 let again = before.fetch(addr).await;
-                let reader = again.is_ok().then(|| before.clone());
+                let reader = again.is_ok().then(|| Reader::Before(before.clone()));
                 // Neither reads it: this client's refusal is the one to report.
                 (if again.is_ok() { again } else { result }, reader)
             }
@@ -300,7 +349,8 @@ impl StatsClient {
         send(&mut stream, b"stats\r\n").await?;
         let first = read_line(&mut stream).await?;
         if first != UNAUTHENTICATED {
-            return read_stats(&mut stream, first).await;
+            let stats = read_stats(&mut stream, first).await?;
+            return self.with_settings(&mut stream, stats).await;
         }
         let Some(c) = &self.credentials else {
             return Err(StatsError::Auth(
@@ -316,7 +366,29 @@ impl StatsClient {
         }
         send(&mut stream, b"stats\r\n").await?;
         let first = read_line(&mut stream).await?;
-        read_stats(&mut stream, first).await
+        let stats = read_stats(&mut stream, first).await?;
+        self.with_settings(&mut stream, stats).await
+    }
+
+    /// `stats` with the [`StatsClient::settings`] of `stats settings`.
+    async fn with_settings<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        stream: &mut BufReader<S>,
+        mut stats: ServerStats,
+    ) -> Result<ServerStats, StatsError> {
+        if self.settings.is_empty() {
+            return Ok(stats);
+        }
+        send(stream, b"stats settings\r\n").await?;
+        let first = read_line(stream).await?;
+        read_lines(stream, first, |key, value| {
+            if self.settings.contains(&key) {
+                stats.settings.insert(key.into(), value.into());
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(stats)
     }
 }
 
@@ -340,13 +412,26 @@ fn io_error(error: std::io::Error) -> StatsError {
     }
 }
 
-/// The `STAT` lines up to `END`, `first` already read; at most
-/// [`MAX_RESPONSE_BYTES`] in all.
+/// The numbers of a `stats` answer, `first` line already read.
 async fn read_stats<S: AsyncRead + Unpin>(
     stream: &mut BufReader<S>,
     first: String,
 ) -> Result<ServerStats, StatsError> {
     let mut stats = ServerStats::default();
+    read_lines(stream, first, |key, value| {
+        parse_stat(&mut stats, key, value)
+    })
+    .await?;
+    Ok(stats)
+}
+
+/// Each `STAT <key> <value>` line up to `END` to `each`, `first` already
+/// read; at most [`MAX_RESPONSE_BYTES`] in all.
+async fn read_lines<S: AsyncRead + Unpin>(
+    stream: &mut BufReader<S>,
+    first: String,
+    mut each: impl FnMut(&str, &str) -> Result<(), StatsError>,
+) -> Result<(), StatsError> {
     let mut read = 0;
     let mut line = first;
     loop {
@@ -355,11 +440,11 @@ async fn read_stats<S: AsyncRead + Unpin>(
             return Err(StatsError::Protocol("answer too long".into()));
         }
         if line == "END" {
-            return Ok(stats);
+            return Ok(());
         }
         let mut fields = line.split_ascii_whitespace();
         match (fields.next(), fields.next(), fields.next()) {
-            (Some("STAT"), Some(key), Some(value)) => parse_stat(&mut stats, key, value)?,
+            (Some("STAT"), Some(key), Some(value)) => each(key, value)?,
             _ => return Err(StatsError::Protocol(format!("unexpected line {line:?}"))),
         }
         line = read_line(stream).await?;
@@ -380,6 +465,7 @@ fn parse_stat(stats: &mut ServerStats, key: &str, value: &str) -> Result<(), Sta
         "get_hits" => stats.get_hits = number(key, value)?,
         "get_misses" => stats.get_misses = number(key, value)?,
         "curr_items" => stats.curr_items = number(key, value)?,
+        "pid" => stats.pid = number(key, value)?,
         _ => {}
     }
     Ok(())
@@ -424,13 +510,17 @@ mod tests {
     #[test]
     fn per_pod_items_are_not_status_numbers() {
         let address: SocketAddr = "10.0.0.1:11211".parse().unwrap();
+        let pod = |items| PodStats {
+            items,
+            ..Default::default()
+        };
         let before = ClusterStats {
             hit_ratio: Some("0.50".into()),
-            items: BTreeMap::from([(address, 10)]),
+            pods: BTreeMap::from([(address, pod(10))]),
             ..Default::default()
         };
         let written = ClusterStats {
-            items: BTreeMap::from([(address, 11)]),
+            pods: BTreeMap::from([(address, pod(11))]),
             ..before.clone()
         };
         assert!(before.same_status(&written));

@@ -95,7 +95,7 @@ pub fn compute(
     let rolling = seen.invalid_spec.is_none()
         && (seen.switching
             || seen.in_place.is_some()
-        || seen.warming.is_some()
+            || seen.warming.is_some()
             || seen.updated < seen.desired
             || seen.ready < seen.desired);
     let (degraded, degraded_reason, degraded_message) = if let Some(errors) = &seen.invalid_spec {
@@ -333,7 +333,7 @@ mod tests {
         assert_eq!(cond(&s, "Progressing").reason, "RolloutInProgress");
         let mut in_place = seen(3, 3);
         in_place.in_place = Some(Progress {
-            image: "memcached:1.6.39".into(),
+            change: "memcached image memcached:1.6.39".into(),
             updated: 2,
             pods: 3,
             restarting: Some("c-1".into()),
@@ -355,11 +355,20 @@ mod tests {
         paced.updated = 1;
         paced.warming = Some(Warming {
             pod: "c-2".into(),
-            items: Some(10),
-            peers: Some(1000),
+            now: Some(crate::stats::PodStats {
+                items: 10,
+                ..Default::default()
+            }),
+            peers: Some(crate::pacing::Peers {
+                items: 1000,
+                hit_ratio: None,
+            }),
         });
         let s = compute(None, &paced, &ClusterStats::default(), &at(1));
-        assert_eq!(s.rollout.as_deref(), Some("1/3 updated, c-2 warming"));
+        assert_eq!(
+            s.rollout.as_deref(),
+            Some("1/3 updated, c-2 warming, 10 of 500 items")
+        );
         assert_eq!(
             cond(&s, "Progressing").message,
             "1 of 3 replicas updated, 3 ready; waiting for c-2 to warm (10 items, half the median pod's 1000 wanted)"
@@ -418,7 +427,10 @@ mod tests {
                 "{type_}: not ScaledToZero or DeploymentComplete"
             );
         }
-        assert_eq!(cond(&s, "Ready").message, "nothing runs: the spec is invalid");
+        assert_eq!(
+            cond(&s, "Ready").message,
+            "nothing runs: the spec is invalid"
+        );
         assert_eq!(
             (s.replicas, s.ready_replicas, s.ready.as_deref()),
             (None, None, None),

@@ -6,13 +6,13 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{loopback_args, make_pki, readable_tempdir, start, start_via};
+use common::{loopback_args, make_pki, readable_tempdir, start};
 use memcached_api::{MemcachedSpec, apply_defaults};
 use memcached_controller::args::{AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, memcached_args};
-use memcached_controller::pod_template::{SAVE_AND_WAIT, warm_start_command};
 use memcached_controller::reconcile::stats_client;
 use memcached_controller::secrets::SecretData;
 use memcached_controller::tls::server_name;
+use memcached_controller::warm_start;
 use serde_json::json;
 
 /// Start memcached with the rendered args of `spec`, Secret files in a temp dir.
@@ -597,62 +597,206 @@ fn fill_and_count(addr: std::net::SocketAddr, count: usize) -> u64 {
     items.expect("stats has curr_items")
 }
 
-/// Warm restarts on the real memcached, with the rendered command and args
-/// (the memory file in a temp dir where the pod mounts its tmpfs): the stop
-/// the preStop hook makes (SIGUSR1, then waiting for the exit) saves the
-/// cache, and the container command started at once (as the kubelet does)
-/// has every key: memcached restores only once the wall clock has moved on a
-/// second since the save (`stop_time` in memcached.c), and the command waits
-/// for that. A start with another maxMemoryMB finds the file incompatible and
-/// starts cold, as does a stop without the save (SIGTERM).
+/// Warm restarts on the real memcached through the pod's supervisor
+/// (`warm_start`), its volumes in a temp dir where the pod mounts them, the
+/// args file written as the kubelet writes the downward API volume:
+/// a changed args annotation restarts memcached warm with the new settings
+/// (a new process, every key kept), so does a changed Secret hash; the
+/// preStop hook returns once the save is done and the supervisor then waits
+/// for SIGTERM (no hook failure), and the container's next start restores
+/// every key; SIGTERM alone saves too; another `maxMemoryMB` starts cold, and
+/// memcached restores nothing in the second of the save (the supervisor
+/// waits for the next).
 #[test]
-fn warm_restart_keeps_the_cache_across_the_hooks_stop() {
+fn the_supervisor_restarts_memcached_warm_when_the_pod_changes() {
     use std::os::unix::fs::PermissionsExt;
-    assert!(
-        SAVE_AND_WAIT.starts_with("kill -USR1 1 "),
-        "{SAVE_AND_WAIT}"
-    );
     let dir = tempfile::tempdir().unwrap();
     // memcached drops to an unprivileged user when the tests run as root.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let args_for = |max_memory_mb: i32| -> Vec<String> {
-        let spec = apply_defaults(
-            serde_json::from_value(
-                json!({"warmRestart": {"enabled": true}, "memcached": {"maxMemoryMB": max_memory_mb}}),
-            )
-            .unwrap(),
-        );
-        let root = dir.path().display().to_string();
-        memcached_args(&spec)
-            .into_iter()
-            .map(|a| a.replace(WARM_RESTART_DIR, &root))
-            .collect()
+    let (data, run) = (dir.path().join("data"), dir.path().join("run"));
+    for d in [&data, &run] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let local = |text: &str| {
+        text.replace(warm_start::RUN_DIR, &run.display().to_string())
+            .replace(WARM_RESTART_DIR, &data.display().to_string())
     };
-    let root = dir.path().display().to_string();
-    let container_command: Vec<String> = warm_start_command()
-        .into_iter()
-        .map(|part| part.replace(WARM_RESTART_DIR, &root))
-        .collect();
-    let restart = |args: &[String]| start_via(&container_command, args);
-    let args = args_for(64);
+    let port = common::free_port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // What the kubelet writes from the pod's annotations.
+    let annotate = |spec: serde_json::Value, secrets: &str| {
+        let spec = apply_defaults(serde_json::from_value(spec).unwrap());
+        let mut args: Vec<String> = memcached_args(&spec).iter().map(|a| local(a)).collect();
+        args.extend(loopback_args(port));
+        args.extend(["-u".into(), "nobody".into()]);
+        std::fs::write(run.join("args"), warm_start::args_annotation(&args)).unwrap();
+        std::fs::write(run.join("secrets"), secrets).unwrap();
+    };
+    let warm = |threads: i32, connections: i32| {
+        json!({"warmRestart": {"enabled": true},
+            "memcached": {"maxMemoryMB": 64, "threads": threads, "maxConnections": connections}})
+    };
+    let command: Vec<String> = warm_start::command().iter().map(|c| local(c)).collect();
+    let start = || Supervised::start(&command, addr);
+
+    annotate(warm(4, 1024), "");
+    let mut supervisor = start();
+    assert_eq!(fill_and_count(addr, 5_000), 5_000);
+    let first = settings(addr);
+
+    annotate(warm(2, 512), "");
+    let changed = wait_for_new_process(addr, &first["pid"]);
     assert_eq!(
-        fill_and_count(start(&args).addr, 0),
-        0,
-        "a first start is cold"
+        (
+            changed["num_threads"].as_str(),
+            changed["maxconns"].as_str()
+        ),
+        ("2", "512"),
+        "the new args"
+    );
+    assert_eq!(fill_and_count(addr, 0), 5_000, "warm across the change");
+
+    annotate(warm(2, 512), "rotated");
+    let rotated = wait_for_new_process(addr, &changed["pid"]);
+    assert_eq!(
+        fill_and_count(addr, 0),
+        5_000,
+        "warm across a Secret change"
     );
 
-    let server = start(&args);
-    assert_eq!(fill_and_count(server.addr, 5_000), 5_000);
-    assert!(server.stop_with("USR1").success());
-    let server = restart(&args);
-    assert_eq!(fill_and_count(server.addr, 0), 5_000, "warm after the save");
+    // The preStop hook returns once the save is done; the supervisor waits
+    // for the kubelet's SIGTERM.
+    let hook = local(&warm_start::save_and_wait()).replace(
+        "kill -USR1 1 ",
+        &format!("kill -USR1 {} ", supervisor.pid()),
+    );
+    let hooked = std::process::Command::new("sh")
+        .args(["-c", &hook])
+        .status()
+        .unwrap();
+    assert!(hooked.success(), "the hook fails no more");
+    assert!(supervisor.running(), "alive until SIGTERM");
+    assert!(supervisor.stop_with("TERM").success());
+    let supervisor = start();
+    assert_ne!(settings(addr)["pid"], rotated["pid"]);
+    assert_eq!(fill_and_count(addr, 0), 5_000, "warm after the hook's stop");
 
-    assert!(server.stop_with("TERM").success());
-    let server = restart(&args);
-    assert_eq!(fill_and_count(server.addr, 0), 0, "SIGTERM saves nothing");
+    assert!(supervisor.stop_with("TERM").success());
+    let supervisor = start();
+    assert_eq!(fill_and_count(addr, 0), 5_000, "SIGTERM alone saves too");
 
-    assert_eq!(fill_and_count(server.addr, 100), 100);
-    assert!(server.stop_with("USR1").success());
-    let resized = restart(&args_for(128));
-    assert_eq!(fill_and_count(resized.addr, 0), 0, "another -m starts cold");
+    assert!(supervisor.stop_with("TERM").success());
+    let mut resized = warm(2, 512);
+    resized["memcached"]["maxMemoryMB"] = json!(128);
+    annotate(resized, "rotated");
+    let _supervisor = start();
+    assert_eq!(fill_and_count(addr, 0), 0, "another -m starts cold");
+}
+
+/// The supervisor, as the container runs it.
+struct Supervised(std::process::Child);
+
+impl Supervised {
+    /// Start `command` and wait until memcached listens at `addr`.
+    fn start(command: &[String], addr: std::net::SocketAddr) -> Self {
+        let child = std::process::Command::new(&command[0])
+            .args(&command[1..])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let supervised = Supervised(child);
+        wait_until(
+            || std::net::TcpStream::connect(addr).is_ok(),
+            "memcached to listen",
+        );
+        supervised
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    fn running(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+
+    /// Send `signal`; its exit status.
+    fn stop_with(mut self, signal: &str) -> std::process::ExitStatus {
+        let kill = std::process::Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let mut status = None;
+        wait_until(
+            || {
+                status = self.0.try_wait().unwrap();
+                status.is_some()
+            },
+            "the supervisor to exit",
+        );
+        status.unwrap()
+    }
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Wait (at most 15 s) until `done`.
+fn wait_until(mut done: impl FnMut() -> bool, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `stats` and `stats settings` of the memcached at `addr`, by name.
+fn settings(addr: std::net::SocketAddr) -> BTreeMap<String, String> {
+    read_settings(addr).unwrap()
+}
+
+/// [`settings`], or the error of a memcached restarting meanwhile.
+fn read_settings(addr: std::net::SocketAddr) -> std::io::Result<BTreeMap<String, String>> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.write_all(b"stats\r\nstats settings\r\n")?;
+    let mut values = BTreeMap::new();
+    let mut ends = 0;
+    for line in BufReader::new(stream).lines() {
+        let line = line?;
+        if line == "END" {
+            ends += 1;
+            if ends == 2 {
+                break;
+            }
+        }
+        if let Some((name, value)) = line.strip_prefix("STAT ").and_then(|l| l.split_once(' ')) {
+            values.insert(name.to_string(), value.to_string());
+        }
+    }
+    Ok(values)
+}
+
+/// [`settings`] once another memcached process than `pid` answers at `addr`.
+fn wait_for_new_process(addr: std::net::SocketAddr, pid: &str) -> BTreeMap<String, String> {
+    let mut now = BTreeMap::new();
+    wait_until(
+        || {
+            now = read_settings(addr).unwrap_or_default();
+            now.get("pid").is_some_and(|p| p != pid)
+        },
+        "memcached restarted",
+    );
+    now
 }

@@ -3,6 +3,7 @@
 use memcached_api::{Memcached, apply_defaults};
 use memcached_controller::desired::{Desired, Workload};
 use memcached_controller::server_list;
+use memcached_controller::warm_start;
 use serde_json::{Value, json};
 
 fn memcached(spec: Value) -> Memcached {
@@ -209,17 +210,30 @@ fn warm_restarts_keep_the_memory_file_on_tmpfs_and_save_it_on_stop() {
         "highAvailability": {"gracefulShutdown": {"enabled": true, "preStopDelaySeconds": 7}}}),
         None,
     ));
-    let save = "kill -USR1 1 && while kill -0 1; do sleep 1; done";
+    let save = "kill -USR1 1 && while [ ! -e /var/lib/memcached/saved ]; do sleep 1; done";
+    // The supervisor reads memcached's args from the pod's annotation, one per line.
     assert_contains(
         &warm,
-        &json!({"spec": {"template": {"spec": {
-        "volumes": [{"name": "warm-restart", "emptyDir": {"medium": "Memory", "sizeLimit": "257Mi"}}],
+        &json!({"spec": {"template": {
+        "metadata": {"annotations": {"memcached.c5c3.io/args":
+            "-m\n256\n-c\n1024\n-t\n4\n-I\n1m\n-e\n/var/lib/memcached/memory_file"}},
+        "spec": {
+        "volumes": [
+            {"name": "warm-restart", "emptyDir": {"medium": "Memory", "sizeLimit": "257Mi"}},
+            {"name": "run", "downwardAPI": {"items": [
+                {"path": "args", "fieldRef": {"fieldPath": "metadata.annotations['memcached.c5c3.io/args']"}},
+                {"path": "secrets", "fieldRef": {"fieldPath": "metadata.annotations['memcached.c5c3.io/secret-hash']"}}]}}],
         "containers": [{
-            "command": ["/bin/sh", "-c",
-                "if [ -e /var/lib/memcached/memory_file.meta ]; then sleep 1; fi; exec memcached \"$@\"", "memcached"],
-            "args": ["-m", "256", "-c", "1024", "-t", "4", "-I", "1m", "-e", "/var/lib/memcached/memory_file"],
-            "volumeMounts": [{"name": "warm-restart", "mountPath": "/var/lib/memcached"}],
+            "command": warm_start::command(),
+            "volumeMounts": [{"name": "warm-restart", "mountPath": "/var/lib/memcached"},
+                {"name": "run", "mountPath": "/etc/memcached/run", "readOnly": true}],
             "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", format!("sleep 7; {save}")]}}}}]}}}}),
+    );
+    assert!(
+        warm["spec"]["template"]["spec"]["containers"][0]
+            .get("args")
+            .is_none(),
+        "the args are the annotation's"
     );
     let without_delay = workload(&desired(json!({"warmRestart": {"enabled": true}}), None));
     assert_contains(
@@ -232,6 +246,11 @@ fn warm_restarts_keep_the_memory_file_on_tmpfs_and_save_it_on_stop() {
     assert!(pod.get("volumes").is_none(), "{pod}");
     assert!(pod["containers"][0].get("lifecycle").is_none(), "{pod}");
     assert!(pod["containers"][0].get("command").is_none(), "{pod}");
+    assert!(
+        cold["spec"]["template"]["metadata"]["annotations"]
+            .get("memcached.c5c3.io/args")
+            .is_none()
+    );
 }
 
 #[test]

@@ -29,14 +29,25 @@ import (
 // memcachedContainer is the container the operator runs memcached in.
 const memcachedContainer = "memcached"
 
+// With warm restarts the container runs a supervisor that reads memcached's
+// args, one per line, from this pod annotation, and restarts memcached warm
+// when it or the Secret hash annotation changes (controller/src/warm_start.rs).
+const (
+	argsAnnotation       = "memcached.c5c3.io/args"
+	secretHashAnnotation = "memcached.c5c3.io/secret-hash"
+)
+
 // podRuntime plays the kubelet's container runtime, for two kinds of pods.
 //
 // memcached: for every Running pod with a memcached container it starts the
-// real memcached on the pod's IP with the container's args, its Secret
-// volumes written where the args expect them, marks the pod Ready once
-// memcached listens, and kills it when the pod goes away. A pod whose Secret
-// is missing stays unready and is retried, like a pod stuck in
-// ContainerCreating.
+// real memcached on the pod's IP with the container's args (or those of the
+// pod's args annotation, as the warm-restart supervisor does), its Secret
+// and emptyDir volumes written where the args expect them, marks the pod
+// Ready once memcached listens, and kills it when the pod goes away. Like the
+// supervisor, it restarts memcached warm (SIGUSR1 saves, the start a second
+// later restores) when the pod's args or Secret hash annotations change. A
+// pod whose Secret is missing stays unready and is retried, like a pod stuck
+// in ContainerCreating.
 //
 // The operator (operator.go): a pod whose container runs the operator's
 // image runs the controller binary, probed and stopped as the kubelet would.
@@ -74,6 +85,8 @@ type process struct {
 	stopProbes context.CancelFunc
 	// terminating: SIGTERM was sent (under podRuntime.mu).
 	terminating bool
+	// config: the pod's args and Secret hash annotations it started with.
+	config string
 }
 
 func startPodRuntime(ctx context.Context, client kubernetes.Interface, config runtimeConfig) error {
@@ -139,8 +152,12 @@ func (r *podRuntime) sync(ctx context.Context, obj any) {
 	}
 	r.forgetExited(ctx, pod)
 	r.mu.Lock()
-	_, started := r.running[pod.UID]
+	proc, started := r.running[pod.UID]
 	r.mu.Unlock()
+	if started && memcached != nil && proc.config != supervisedConfig(pod) && supervised(pod) {
+		r.restartWarm(ctx, pod, memcached, proc)
+		return
+	}
 	if started {
 		return
 	}
@@ -170,7 +187,11 @@ func (r *podRuntime) startMemcached(ctx context.Context, pod *corev1.Pod, contai
 		// memcached refuses to run as root without naming the user to run as.
 		args = append(args, "-u", "root")
 	}
-	for _, arg := range append(commandArgs(container), container.Args...) {
+	given := append(commandArgs(container), container.Args...)
+	if supervised(pod) {
+		given = strings.Split(pod.Annotations[argsAnnotation], "\n")
+	}
+	for _, arg := range given {
 		for mountPath, hostPath := range mounts {
 			arg = strings.ReplaceAll(arg, mountPath+"/", hostPath+"/")
 		}
@@ -180,11 +201,44 @@ func (r *podRuntime) startMemcached(ctx context.Context, pod *corev1.Pod, contai
 	if err != nil {
 		return err
 	}
+	proc.config = supervisedConfig(pod)
 	r.mu.Lock()
 	r.running[pod.UID] = proc
 	r.mu.Unlock()
 	go r.markReadyWhenListening(ctx, pod, memcachedPort(container))
 	return nil
+}
+
+// supervised: the pod's memcached runs under the warm-restart supervisor.
+func supervised(pod *corev1.Pod) bool {
+	_, ok := pod.Annotations[argsAnnotation]
+	return ok
+}
+
+// supervisedConfig is what the supervisor restarts memcached for.
+func supervisedConfig(pod *corev1.Pod) string {
+	return pod.Annotations[argsAnnotation] + "\n" + pod.Annotations[secretHashAnnotation]
+}
+
+// restartWarm does what the supervisor does when the pod's annotations
+// change: SIGUSR1 (memcached saves its memory file and exits), then, a second
+// later (memcached restores nothing in the second of its save), memcached
+// again with the new args and the Secret files as they are now.
+func (r *podRuntime) restartWarm(ctx context.Context, pod *corev1.Pod, container *corev1.Container, proc *process) {
+	r.mu.Lock()
+	delete(r.running, pod.UID)
+	r.mu.Unlock()
+	_ = proc.cmd.Process.Signal(syscall.SIGUSR1)
+	select {
+	case <-proc.exited:
+	case <-time.After(10 * time.Second):
+		proc.kill()
+	}
+	time.Sleep(time.Second)
+	dir := filepath.Join(r.root, pod.Namespace, pod.Name+"-"+string(pod.UID)[:8])
+	if err := r.startMemcached(ctx, pod, container, dir); err != nil {
+		klog.ErrorS(err, "memcached not restarted", "pod", klog.KObj(pod))
+	}
 }
 
 // spawn starts a container's process, its output in <dir>/<container>.log,
@@ -286,6 +340,15 @@ func (r *podRuntime) writeVolumes(ctx context.Context, pod *corev1.Pod, containe
 	mounts := map[string]string{}
 	for _, mount := range container.VolumeMounts {
 		volume := volumeNamed(pod, mount.Name)
+		if volume != nil && volume.EmptyDir != nil {
+			// The warm-restart memory file's volume: kept across restarts.
+			target := filepath.Join(dir, mount.Name)
+			if err := os.MkdirAll(target, 0o777); err != nil {
+				return nil, err
+			}
+			mounts[strings.TrimSuffix(mount.MountPath, "/")] = target
+			continue
+		}
 		if volume == nil || volume.Secret == nil {
 			continue
 		}

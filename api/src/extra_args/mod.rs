@@ -4,6 +4,7 @@
 //! argument as written and what to use instead.
 
 pub mod getopt;
+pub mod memory_file;
 pub mod options;
 pub mod values;
 

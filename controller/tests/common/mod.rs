@@ -58,18 +58,9 @@ pub fn free_port() -> u16 {
 
 /// Start memcached with `args` on a free loopback port and wait until it accepts connections.
 pub fn start(args: &[String]) -> Memcached {
-    start_via(&["memcached".to_string()], args)
-}
-
-/// [`start`] through a container command (`program` and its first
-/// arguments) that ends up running memcached with `args`.
-pub fn start_via(command_line: &[String], args: &[String]) -> Memcached {
     let port = free_port();
-    let mut command = Command::new(&command_line[0]);
-    command
-        .args(&command_line[1..])
-        .args(args)
-        .args(loopback_args(port));
+    let mut command = Command::new("memcached");
+    command.args(args).args(loopback_args(port));
     if is_root() {
         command.args(["-u", "nobody"]);
     }

@@ -208,7 +208,16 @@ fn strategic_merge(stored: &mut Value, patch: &Value) {
     match (stored, patch) {
         (Value::Object(stored), Value::Object(patch)) => {
             for (key, value) in patch {
-                strategic_merge(stored.entry(key.clone()).or_insert(Value::Null), value);
+                if value.is_null() {
+                    stored.remove(key); // null deletes, as in any merge patch
+                } else {
+                    let empty = if value.is_object() {
+                        json!({})
+                    } else {
+                        Value::Null
+                    };
+                    strategic_merge(stored.entry(key.clone()).or_insert(empty), value);
+                }
             }
         }
         (Value::Array(stored), Value::Array(patch))
