@@ -42,7 +42,7 @@ DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iprou
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
 	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip openssl:openssl
 
-.PHONY: all help prereqs toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-rollout bench-kubewarden push image push-image lint fmt fixtures crd clean
+.PHONY: all help prereqs toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-guest bench-rollout bench-kubewarden push image push-image lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -296,6 +296,14 @@ BENCH_REQUEST := e2e-tests/fixtures/requests/seed-valid-cr-with-all-features-v1b
 ROUNDS ?= 1
 bench-kwctl: annotated-policy.wasm
 	python3 e2e-tests/kwctl_bench.py "$(KWCTL)" $(ROUNDS) annotated-policy.wasm $(BENCH_REQUEST) $(BENCH_REFERENCE)
+
+## bench-guest: the policies' own `validate` timed inside wasmtime as policy-server 1.35 configures it (epoch
+## deadline and ticker, waPC `__guest_call`, host callbacks timed and taken out): ours on the full-featured CR,
+## Kubewarden's capabilities-psp and psa-label-enforcer on their own requests and settings (../shared/bench), on
+## a warm instance (as kwctl bench) and on a fresh instance per request (as policy-server); medians and ratios,
+## last ours / capabilities-psp, warm (benches/guest.rs; ROUNDS=n rounds, 5 unless given).
+bench-guest: policy.wasm
+	BENCH_REFERENCE=$(BENCH_REFERENCE) $(CARGO) bench --locked -p e2e-tests --bench guest
 
 ## bench-rollout: on the real node (as e2e-node), 3 warm-restart replicas and 20,000 keys through the
 ## HashClient of pymemcache: the keys an image change keeps (applied in place), the worst read-through pass during a config
