@@ -23,7 +23,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -525,7 +525,11 @@ fn keep_endpoints(slice: &mut EndpointSlice) {
     slice.metadata.owner_references = None;
     slice.ports = None;
     for endpoint in &mut slice.endpoints {
-        endpoint.target_ref = None;
+        // The pod's name alone: the metrics name pods.
+        endpoint.target_ref = endpoint.target_ref.take().map(|r| ObjectReference {
+            name: r.name,
+            ..Default::default()
+        });
         endpoint.hints = None;
         endpoint.node_name = None;
         endpoint.zone = None;

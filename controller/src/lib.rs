@@ -22,6 +22,7 @@ pub mod intent;
 pub mod labels;
 pub mod leadership;
 pub mod live_stats;
+pub mod memcached_metrics;
 pub mod metrics;
 pub mod metrics_auth;
 pub mod metrics_tls;

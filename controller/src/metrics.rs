@@ -12,10 +12,11 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::api_requests::Counts;
+use crate::memcached_metrics::Board;
 use crate::process::ProcessCollector;
 
 /// One Memcached.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct Instance {
     /// Namespace.
     pub namespace: String,
@@ -33,12 +34,16 @@ pub struct Metrics {
     ready: Family<Instance, Gauge>,
     api_requests: Counts,
     known: Mutex<HashSet<Instance>>,
+    /// Each Memcached's conditions and its pods' numbers.
+    pub memcacheds: Board,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(ProcessCollector));
+        let memcacheds = Board::default();
+        registry.register_collector(Box::new(memcacheds.clone()));
         let ours = registry.sub_registry_with_prefix("memcached_operator");
         let reconciles = Counter::default();
         let errors = Counter::default();
@@ -77,6 +82,7 @@ impl Default for Metrics {
             ready,
             api_requests,
             known: Mutex::default(),
+            memcacheds,
         }
     }
 }
@@ -104,8 +110,12 @@ impl Metrics {
         let Ok(mut known) = self.known.lock() else {
             return;
         };
+        let keep = |instance: &Instance| {
+            namespace.is_some_and(|ns| ns != instance.namespace) || exists(instance)
+        };
+        self.memcacheds.retain(keep);
         known.retain(|instance| {
-            let keep = namespace.is_some_and(|ns| ns != instance.namespace) || exists(instance);
+            let keep = keep(instance);
             if !keep {
                 self.desired.remove(instance);
                 self.ready.remove(instance);

@@ -328,7 +328,7 @@ async fn report(
         name: name.clone(),
     };
     ctx.metrics
-        .replicas(instance, observed.desired, observed.ready);
+        .replicas(instance.clone(), observed.desired, observed.ready);
     let stats = if serving {
         live_numbers(ctx, mc, spec, secrets, &mut observed.problems).await
     } else {
@@ -338,7 +338,10 @@ async fn report(
         .find(|p| p.reason == APPLY_FAILED)
         .map(|p| p.message.clone());
     let api = Api::namespaced(ctx.client.clone(), &ns);
-    write_status(&api, &name, mc.status.as_ref(), &observed, &stats).await?;
+    let status = write_status(&api, &name, mc.status.as_ref(), &observed, &stats).await?;
+    let pods = pod_names(&ctx.cache.endpoint_slices, &ns, &name);
+    let conditions = status.conditions.unwrap_or_default();
+    (ctx.metrics.memcacheds).show(instance, &conditions, &stats, &pods);
     if let Some(message) = refused {
         return Err(Error::Refused(message));
     }
@@ -548,7 +551,7 @@ where
     };
     let api = Api::namespaced(ctx.client.clone(), &ns);
     let previous = refused.status;
-    write_status(
+    let status = write_status(
         &api,
         &object.name_any(),
         previous,
@@ -556,6 +559,14 @@ where
         &ClusterStats::default(),
     )
     .await?;
+    let instance = Instance {
+        namespace: ns.clone(),
+        name: object.name_any(),
+    };
+    let conditions = status.conditions.unwrap_or_default();
+    ctx.metrics
+        .memcacheds
+        .show_conditions(instance, &conditions);
     ctx.failures.end(&key(object));
     Ok(Action::await_change())
 }
@@ -1097,6 +1108,35 @@ fn observe(
     }
 }
 
+/// The pods behind the headless Service `service`, by memcached address.
+fn pod_names(
+    slices: &Store<EndpointSlice>,
+    ns: &str,
+    service: &str,
+) -> BTreeMap<SocketAddr, String> {
+    let slices = service_slices(slices, ns, service);
+    (slices.iter())
+        .flat_map(|s| &s.endpoints)
+        .filter_map(|e| Some((e.target_ref.as_ref()?.name.clone()?, e.addresses.first()?)))
+        .filter_map(|(pod, a)| Some((SocketAddr::new(a.parse().ok()?, MEMCACHED_PORT as u16), pod)))
+        .collect()
+}
+
+/// The EndpointSlices of the headless Service `service`.
+fn service_slices(
+    slices: &Store<EndpointSlice>,
+    ns: &str,
+    service: &str,
+) -> Vec<Arc<EndpointSlice>> {
+    slices.state_filter(|s| {
+        s.metadata.namespace.as_deref() == Some(ns)
+            && s.labels()
+                .get("kubernetes.io/service-name")
+                .map(String::as_str)
+                == Some(service)
+    })
+}
+
 /// Ready pod addresses behind the headless Service `service`.
 fn ready_addresses(slices: &Store<EndpointSlice>, ns: &str, service: &str) -> Vec<SocketAddr> {
     let mut addresses: Vec<SocketAddr> = ready_endpoints(slices, ns, service)
@@ -1115,13 +1155,7 @@ fn ready_endpoints(
     ns: &str,
     service: &str,
 ) -> Vec<(Option<String>, SocketAddr)> {
-    let slices = slices.state_filter(|s| {
-        s.metadata.namespace.as_deref() == Some(ns)
-            && s.labels()
-                .get("kubernetes.io/service-name")
-                .map(String::as_str)
-                == Some(service)
-    });
+    let slices = service_slices(slices, ns, service);
     slices
         .iter()
         .flat_map(|s| &s.endpoints)
@@ -1287,19 +1321,20 @@ pub fn stats_client(
     })
 }
 
-/// Write the status computed from `observed` when it differs from `previous`.
-/// Patched as a [`Stored`]: the response of an unreadable Memcached decodes too.
+/// Write the status computed from `observed` when it differs from `previous`;
+/// the status. Patched as a [`Stored`]: the response of an unreadable
+/// Memcached decodes too.
 async fn write_status(
     api: &Api<Stored>,
     name: &str,
     previous: Option<&MemcachedStatus>,
     observed: &Observed,
     stats: &ClusterStats,
-) -> Result<(), Error> {
+) -> Result<MemcachedStatus, Error> {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let new = status::compute(previous, observed, stats, &now);
     if previous == Some(&new) {
-        return Ok(());
+        return Ok(new);
     }
     let mut patch =
         json!({"apiVersion": Memcached::api_version(&()), "kind": "Memcached", "status": new});
@@ -1320,7 +1355,7 @@ async fn write_status(
                      (helm upgrade never upgrades a chart's crds/)"
                 );
             }
-            result => return result.map(drop).map_err(Error::from),
+            result => return result.map(|_| new).map_err(Error::from),
         }
     }
 }

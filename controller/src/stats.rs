@@ -67,6 +67,10 @@ pub struct ServerStats {
     pub get_misses: u64,
     /// `curr_items`
     pub curr_items: u64,
+    /// `evictions`
+    pub evictions: u64,
+    /// `max_connections`
+    pub max_connections: i64,
     /// `pid`: another process after a restart (its `uptime` goes on across
     /// a warm restart, a pid does not).
     pub pid: u32,
@@ -84,6 +88,12 @@ pub struct PodStats {
     pub hits: u64,
     /// `get_misses` since it started.
     pub misses: u64,
+    /// `evictions` since it started.
+    pub evictions: u64,
+    /// Clients' connections (`curr_connections` less the reading one).
+    pub connections: i64,
+    /// `max_connections`
+    pub max_connections: i64,
     /// `pid`
     pub pid: u32,
     /// The settings read, by name (none unless asked for).
@@ -266,14 +276,17 @@ impl StatsClient {
                     combined.reachable += 1;
                     combined.version.get_or_insert(stats.version);
                     // Less the connection asking: clients' connections only.
-                    *combined.current_connections.get_or_insert(0) +=
-                        (stats.curr_connections - 1).max(0);
+                    let connections = (stats.curr_connections - 1).max(0);
+                    *combined.current_connections.get_or_insert(0) += connections;
                     hits += u128::from(stats.get_hits);
                     gets += u128::from(stats.get_hits) + u128::from(stats.get_misses);
                     let pod = PodStats {
                         items: stats.curr_items,
                         hits: stats.get_hits,
                         misses: stats.get_misses,
+                        evictions: stats.evictions,
+                        connections,
+                        max_connections: stats.max_connections,
                         pid: stats.pid,
                         settings: stats.settings,
                         stale_secrets,
@@ -466,6 +479,8 @@ fn parse_stat(stats: &mut ServerStats, key: &str, value: &str) -> Result<(), Sta
         "get_misses" => stats.get_misses = number(key, value)?,
         "curr_items" => stats.curr_items = number(key, value)?,
         "pid" => stats.pid = number(key, value)?,
+        "evictions" => stats.evictions = number(key, value)?,
+        "max_connections" => stats.max_connections = number(key, value)?,
         _ => {}
     }
     Ok(())
