@@ -6,10 +6,11 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::defaults::{Defaulted, apply_defaults};
+use crate::defaults::{Addition, Defaulted, apply_defaults};
 use crate::field::{ErrorList, Path, invalid_message};
-use crate::pod_security::{self, Level};
-use crate::types::{GROUP, KIND, MemcachedSpec, SECTIONS, VERSIONS};
+use crate::pod_changes::{PodSource, RESTART_TRIGGER_ANNOTATION, pod_creating_change};
+use crate::pod_security::{self, Level, Violation};
+use crate::types::{GROUP, KIND, MemcachedSpec, REPLICAS_BOUNDS, SECTIONS, VERSIONS};
 use crate::validation::{self, ObjectName, Options};
 
 /// `Kind.group`, as Kubernetes prefixes invalid-object messages.
@@ -173,10 +174,16 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
     let mut warnings = Vec::new();
     let old = (request.operation == "UPDATE")
         .then(|| decode(&request.old_object, "oldObject").ok())
-        .flatten();
-    if let Some(warning) = release_replicas_to_autoscaler(&mut spec, old.as_ref()) {
-        warnings.push(warning);
+        .flatten()
+        .map(|spec| Stored {
+            spec,
+            running: status_replicas(&request.old_object),
+            restart_trigger: restart_trigger(&request.old_object),
+        });
+    if let Some(old) = &old {
+        warnings.extend(replicas_across_autoscaling(&mut spec, old));
     }
+    let replicas = spec.replicas;
 
     let metadata = |key: &str| {
         request
@@ -189,23 +196,38 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
         name: metadata("name").unwrap_or(&request.name),
         generate_name: metadata("generateName").unwrap_or_default(),
     };
-    let checked = validation::check(object_name, spec, &settings.options);
+    let mut level = EffectiveLevel::of(&request, settings);
+    let checked = validation::check_at(object_name, spec, &settings.options, level.level);
     warnings.extend(checked.warnings);
     if !checked.errors.is_empty() {
         return rejection(&request, &checked.errors, warnings);
     }
-    let spec = checked.spec;
+    warnings.extend(level.warning.take());
     // Like Pod Security admission, judged once the object is valid.
-    if let Some(refusal) = pod_security_refusal(&request, settings, &spec, old, &mut warnings) {
-        return Decision::Reject {
-            message: format!(
-                "{QUALIFIED_KIND} {:?} is forbidden: {refusal}",
-                object_name.name
-            ),
-            code: FORBIDDEN_CODE,
-            warnings,
-        };
-    }
+    let judged = Judged {
+        completed: checked.spec,
+        added: &checked.added,
+        // The spec without what the level's defaulting added.
+        plain: || {
+            apply_defaults(MemcachedSpec {
+                replicas,
+                ..original.clone()
+            })
+        },
+    };
+    let spec = match judge_pod_security(&request, &level, judged, old.as_ref(), &mut warnings) {
+        Ok(spec) => spec,
+        Err(refusal) => {
+            return Decision::Reject {
+                message: format!(
+                    "{QUALIFIED_KIND} {:?} is forbidden: {refusal}",
+                    object_name.name
+                ),
+                code: FORBIDDEN_CODE,
+                warnings,
+            };
+        }
+    };
     if !settings.mutate || *spec == original {
         return Decision::Accept { warnings };
     }
@@ -215,58 +237,179 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
     }
 }
 
-/// Why the pods built from `spec` violate the Pod Security level that applies
-/// (the stricter of the settings' and the namespace's), in Pod Security
-/// admission's words with the spec field of each violation.
-///
-/// Like Pod Security admission, which lets pod updates through that change
-/// nothing it checks, an UPDATE is refused only for violations the stored
-/// object (`old`) does not already have: a Memcached admitted before its
-/// namespace or the settings tightened can still be scaled and edited; the
-/// violations it keeps are warned about.
-fn pod_security_refusal(
-    request: &Request,
-    settings: &Settings,
-    spec: &Defaulted,
-    old: Option<MemcachedSpec>,
-    warnings: &mut Vec<String>,
-) -> Option<String> {
-    let namespace_level = match &request.namespace_enforce {
-        NamespaceEnforce::NotRead | NamespaceEnforce::Label(None) => Level::Privileged,
-        NamespaceEnforce::Label(Some(label)) => Level::from_label(label),
-        NamespaceEnforce::Unreadable(why) => {
-            warnings.push(format!(
-                "the Pod Security label of namespace {:?} could not be read ({why}): judged at \"restricted\"",
-                request.namespace
-            ));
-            Level::Restricted
+/// The stored Memcached of an UPDATE, as far as the decision goes.
+struct Stored {
+    spec: MemcachedSpec,
+    /// `status.replicas`: the replicas its workload runs (the controller's
+    /// record of the workload's desired replicas).
+    running: Option<i32>,
+    /// Its [`RESTART_TRIGGER_ANNOTATION`].
+    restart_trigger: Option<String>,
+}
+
+/// `status.replicas` of an object, when it holds a count.
+fn status_replicas(object: &Value) -> Option<i32> {
+    let replicas = object.get("status")?.get("replicas")?.as_i64()?;
+    i32::try_from(replicas).ok().filter(|r| *r >= 0)
+}
+
+/// The restart trigger annotation of an object.
+fn restart_trigger(object: &Value) -> Option<String> {
+    let annotations = object.get("metadata")?.get("annotations")?;
+    annotations
+        .get(RESTART_TRIGGER_ANNOTATION)?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The Pod Security level a request is judged at: the stricter of the
+/// settings' and its namespace's `enforce` label.
+struct EffectiveLevel {
+    level: Level,
+    /// The namespace's label asks for more than the settings.
+    enforced_by_namespace: bool,
+    /// Why the namespace could not be read.
+    warning: Option<String>,
+}
+
+impl EffectiveLevel {
+    fn of(request: &Request, settings: &Settings) -> Self {
+        let (namespace_level, warning) = match &request.namespace_enforce {
+            NamespaceEnforce::NotRead | NamespaceEnforce::Label(None) => (Level::Privileged, None),
+            NamespaceEnforce::Label(Some(label)) => (Level::from_label(label), None),
+            NamespaceEnforce::Unreadable(why) => (
+                Level::Restricted,
+                Some(format!(
+                    "the Pod Security label of namespace {:?} could not be read ({why}): judged at \"restricted\"",
+                    request.namespace
+                )),
+            ),
+        };
+        let labelled = matches!(request.namespace_enforce, NamespaceEnforce::Label(Some(_)));
+        EffectiveLevel {
+            level: settings.pod_security.max(namespace_level),
+            enforced_by_namespace: labelled && namespace_level > settings.pod_security,
+            warning,
         }
-    };
-    let level = settings.pod_security.max(namespace_level);
+    }
+}
+
+/// A valid spec, defaulted for the level, before Pod Security has its say.
+struct Judged<'a, F> {
+    /// Defaulted and completed for the level.
+    completed: Defaulted,
+    /// What the completion added.
+    added: &'a [Addition],
+    /// Defaulted without the completion.
+    plain: F,
+}
+
+/// The spec to admit, or why the pods built from it violate the Pod
+/// Security level that applies, in Pod Security admission's words with the
+/// spec field of each violation.
+///
+/// Pod Security admission judges every new pod. An UPDATE that creates no
+/// pod ([`pod_creating_change`]: scaling down, the PodDisruptionBudget, the
+/// NetworkPolicy, ...) may keep the violations the stored object already
+/// has, so a Memcached admitted before its namespace or the settings
+/// tightened can still be scaled down and edited; the violations it keeps are
+/// warned about. Such an update gets the spec without the level's completion
+/// when the completion alone would roll the pods out. Any other update is
+/// judged as a CREATE is.
+fn judge_pod_security<F: FnOnce() -> Defaulted>(
+    request: &Request,
+    level: &EffectiveLevel,
+    judged: Judged<'_, F>,
+    old: Option<&Stored>,
+    warnings: &mut Vec<String>,
+) -> Result<Defaulted, String> {
+    let Judged {
+        completed,
+        added,
+        plain,
+    } = judged;
     let path = Path::new("spec");
-    let violations = pod_security::check(spec, level, &path);
-    if violations.is_empty() {
-        return None;
+    let violations = pod_security::check(&completed, level.level, &path);
+    let added_warning = || {
+        let added: Vec<String> = added.iter().map(ToString::to_string).collect();
+        format!(
+            "set for PodSecurity \"{}:latest\", which the spec left unset: {}; set them to choose other values the level allows",
+            level.level,
+            added.join(", ")
+        )
+    };
+    if violations.is_empty() && added.is_empty() {
+        return Ok(completed);
     }
     if let Some(old) = old {
-        let old = apply_defaults(old);
-        let kept = pod_security::check(&old, level, &path);
-        if violations.iter().all(|v| kept.contains(v)) {
-            warnings.push(format!(
-                "existing violations of PodSecurity \"{level}:latest\" kept by this update: {}",
-                joined(&violations)
-            ));
-            return None;
+        let stored = apply_defaults(old.spec.clone());
+        let before = PodSource {
+            spec: &stored,
+            restart_trigger: old.restart_trigger.as_deref(),
+            running: old.running,
+        };
+        let trigger = restart_trigger(&request.object);
+        let creates = |spec: &MemcachedSpec| {
+            let after = PodSource {
+                spec,
+                restart_trigger: trigger.as_deref(),
+                running: None,
+            };
+            pod_creating_change(&before, &after)
+        };
+        let kept = pod_security::check(&stored, level.level, &path);
+        let keeps = |violations: &[Violation]| violations.iter().all(|v| kept.contains(v));
+        let kept_warning = |violations: &[Violation]| {
+            format!(
+                "existing violations of PodSecurity \"{}:latest\" kept by this update, which creates no pod: {}",
+                level.level,
+                joined(violations)
+            )
+        };
+        let plain = (!added.is_empty()).then(plain);
+        match creates(plain.as_ref().unwrap_or(&completed)) {
+            // The user's changes create no pod: keep the pods' template, so
+            // the level's completion is taken only when it changes nothing.
+            None => {
+                if creates(&completed).is_none() {
+                    if !added.is_empty() {
+                        warnings.push(added_warning());
+                    }
+                    if !violations.is_empty() {
+                        warnings.push(kept_warning(&violations));
+                    }
+                    return Ok(completed);
+                }
+                if let Some(plain) = plain {
+                    let remaining = pod_security::check(&plain, level.level, &path);
+                    if keeps(&remaining) {
+                        warnings.push(kept_warning(&remaining));
+                        return Ok(plain);
+                    }
+                }
+            }
+            Some(field) if !violations.is_empty() && keeps(&violations) => {
+                warnings.push(format!(
+                    "this update changes {field}, which creates pods, and Pod Security admission judges every \
+                     new pod: the violations the stored Memcached already has are refused too; fix them, or make \
+                     only changes that create no pod (scaling down, the PodDisruptionBudget, the NetworkPolicy, ...)"
+                ));
+            }
+            Some(_) => {}
         }
     }
-    let labelled = matches!(request.namespace_enforce, NamespaceEnforce::Label(Some(_)));
-    let enforced_by = if labelled && namespace_level > settings.pod_security {
+    if violations.is_empty() {
+        warnings.push(added_warning());
+        return Ok(completed);
+    }
+    let enforced_by = if level.enforced_by_namespace {
         format!(" (enforced by namespace {:?})", request.namespace)
     } else {
         String::new()
     };
-    Some(format!(
-        "violates PodSecurity \"{level}:latest\"{enforced_by}: {}",
+    Err(format!(
+        "violates PodSecurity \"{}:latest\"{enforced_by}: {}",
+        level.level,
         joined(&violations)
     ))
 }
@@ -425,22 +568,74 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
+/// `spec.replicas` on an UPDATE that turns autoscaling on or off.
+fn replicas_across_autoscaling(spec: &mut MemcachedSpec, old: &Stored) -> Option<String> {
+    match (old.spec.autoscaling_enabled(), spec.autoscaling_enabled()) {
+        (false, true) => release_replicas_to_autoscaler(spec, &old.spec),
+        (true, false) => hold_replicas_of_autoscaler(spec, old),
+        _ => None,
+    }
+}
+
 /// On the UPDATE that enables autoscaling, a `replicas` carried over unchanged
 /// from the old object (usually put there by defaulting) is dropped so a plain
 /// `kubectl apply` works; a value changed in the same request stays an error.
-fn release_replicas_to_autoscaler(
-    spec: &mut MemcachedSpec,
-    old: Option<&MemcachedSpec>,
-) -> Option<String> {
-    let old = old?;
+fn release_replicas_to_autoscaler(spec: &mut MemcachedSpec, old: &MemcachedSpec) -> Option<String> {
     let replicas = spec.replicas?;
-    if !spec.autoscaling_enabled() || old.autoscaling_enabled() || old.replicas != Some(replicas) {
+    if old.replicas != Some(replicas) {
         return None;
     }
     spec.replicas = None;
     Some(format!(
         "spec.replicas ({replicas}) was removed: autoscaling is now enabled and the HorizontalPodAutoscaler owns the replica count"
     ))
+}
+
+/// On the UPDATE that disables autoscaling, the workload keeps the scale the
+/// autoscaler left rather than the default of 1 replica: an absent
+/// `replicas` becomes the old `status.replicas` (or, without one, the old
+/// `minReplicas`), with a warning; a `replicas` below `status.replicas` is
+/// admitted with a warning counting the pods that will go.
+fn hold_replicas_of_autoscaler(spec: &mut MemcachedSpec, old: &Stored) -> Option<String> {
+    let advice = "set spec.replicas to choose another count";
+    if let Some(replicas) = spec.replicas {
+        let running = old.running.filter(|r| replicas < *r)?;
+        return Some(format!(
+            "spec.replicas ({replicas}) is below the {running} replicas the HorizontalPodAutoscaler ran \
+             (status.replicas): disabling autoscaling removes {} pods, and the keys they cache",
+            running - replicas
+        ));
+    }
+    let (scale, what) = match old.running {
+        Some(running) => (
+            running,
+            format!("the HorizontalPodAutoscaler ran {running} replicas (status.replicas)"),
+        ),
+        None => {
+            let min = old.spec.autoscaling.as_ref().and_then(|a| a.min_replicas);
+            let min = min.unwrap_or(1);
+            (
+                min,
+                format!(
+                    "the autoscaler's minimum is {min} (spec.autoscaling.minReplicas; status.replicas is unset)"
+                ),
+            )
+        }
+    };
+    let held = scale.clamp(0, *REPLICAS_BOUNDS.end());
+    spec.replicas = Some(held);
+    Some(if held < scale {
+        format!(
+            "spec.replicas set to {held}, its maximum, as autoscaling is now disabled: {what}, so {} pods will \
+             go, and the keys they cache; {advice}",
+            scale - held
+        )
+    } else {
+        format!(
+            "spec.replicas set to {held} as autoscaling is now disabled: {what}, and the default of 1 replica \
+             applies only to a new Memcached; {advice}"
+        )
+    })
 }
 
 /// The submitted object with exactly the changes defaulting made to its spec;

@@ -6,6 +6,7 @@ pub mod defaults;
 pub mod duration;
 pub mod extra_args;
 pub mod field;
+pub mod pod_changes;
 pub mod pod_security;
 pub mod quantity;
 pub mod types;

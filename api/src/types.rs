@@ -92,6 +92,36 @@ pub const SECTIONS: [&str; 12] = [
     "service",
 ];
 
+/// The error of `replicas` beside enabled autoscaling, after the value.
+macro_rules! replicas_with_autoscaling {
+    () => {
+        "spec.replicas and spec.autoscaling.enabled are mutually exclusive"
+    };
+}
+
+/// `spec.replicas: Invalid value: 3: <this>`: `replicas` while autoscaling is enabled.
+pub const REPLICAS_WITH_AUTOSCALING: &str = replicas_with_autoscaling!();
+
+/// The CEL rule (`x-kubernetes-validations` of `spec`) by which the API
+/// server itself refuses `replicas` beside enabled autoscaling, however the
+/// Memcached is written: `kubectl scale` (the `scale` subresource, whose
+/// Scale tells the policy nothing about autoscaling) included. It is
+/// evaluated on the Memcached the update makes; the policy's mutation (which
+/// drops a carried-over `replicas` when autoscaling is enabled) runs before.
+pub const REPLICAS_WITH_AUTOSCALING_RULE: &str = "!has(self.replicas) || !has(self.autoscaling) || \
+     !has(self.autoscaling.enabled) || !self.autoscaling.enabled";
+
+/// Its message, the policy's own words: with the rule on `spec` and
+/// `fieldPath: .replicas`, the API server writes `spec.replicas: Invalid
+/// value: ` and this (an object's value is never shown). `format` on a
+/// literal keeps the estimated cost bounded; `string(self.replicas) + ...`
+/// has no bounded size and makes kube-apiserver refuse the CRD.
+pub const REPLICAS_WITH_AUTOSCALING_MESSAGE_EXPRESSION: &str = concat!(
+    "'%d: ",
+    replicas_with_autoscaling!(),
+    "'.format([self.replicas])"
+);
+
 /// Desired state of a Memcached cluster.
 #[cfg_attr(feature = "kube", derive(kube::CustomResource))]
 #[cfg_attr(
@@ -125,6 +155,15 @@ pub const SECTIONS: [&str; 12] = [
 )]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend("x-kubernetes-validations" = [{
+        "rule": REPLICAS_WITH_AUTOSCALING_RULE,
+        "messageExpression": REPLICAS_WITH_AUTOSCALING_MESSAGE_EXPRESSION,
+        "message": REPLICAS_WITH_AUTOSCALING,
+        "fieldPath": ".replicas",
+    }]))
+)]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedSpec {
     /// Number of memcached pods, 0-64; default 1. Must be absent while

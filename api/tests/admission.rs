@@ -293,12 +293,12 @@ fn an_unreadable_namespace_is_judged_restricted_with_a_warning() {
     let Decision::Reject {
         message, warnings, ..
     } = judged_in(
-        json!({"security": {"containerSecurityContext": {}}}),
+        json!({"security": {"containerSecurityContext": {"runAsNonRoot": false}}}),
         Level::Privileged,
         unreadable.clone(),
     )
     else {
-        panic!("an empty container context is not restricted")
+        panic!("runAsNonRoot: false is not restricted")
     };
     assert!(message.contains("\"restricted:latest\": "), "{message}");
     let expected = "the Pod Security label of namespace \"team-a\" could not be read (forbidden): judged at \"restricted\"";
@@ -336,34 +336,331 @@ fn the_namespace_is_needed_only_below_restricted_for_memcacheds() {
     assert!(!needs_namespace(&delete, &at(Level::Baseline)));
 }
 
-#[test]
-fn an_update_is_refused_only_for_violations_the_stored_object_lacks() {
-    let privileged: Value = serde_json::from_str(PRIVILEGED).unwrap();
-    let update = |spec: Value, old: Value| {
-        review(request("UPDATE", cr(spec), cr(old)), &Settings::default())
-    };
-    // Scaling a Memcached admitted before the level tightened: admitted, with a warning.
-    let mut scaled = privileged.clone();
-    scaled["replicas"] = json!(3);
-    let warnings = match update(scaled, privileged.clone()) {
+fn update(spec: Value, old: Value) -> Decision {
+    review(request("UPDATE", cr(spec), cr(old)), &Settings::default())
+}
+
+fn warnings_of(decision: Decision) -> Vec<String> {
+    match decision {
         Decision::Mutate { warnings, .. } | Decision::Accept { warnings } => warnings,
-        other => panic!("an update adding no violation is admitted: {other:?}"),
+        other => panic!("expected an admission, got {other:?}"),
+    }
+}
+
+/// A Memcached admitted before the level tightened: privileged, 3 replicas.
+fn stored_privileged() -> Value {
+    let mut privileged: Value = serde_json::from_str(PRIVILEGED).unwrap();
+    privileged["replicas"] = json!(3);
+    privileged["highAvailability"] = json!({"antiAffinityPreset": "soft"});
+    privileged["monitoring"] = json!({"enabled": false});
+    privileged["resources"] = json!({"requests": {"cpu": "100m"}});
+    privileged
+}
+
+/// Updates that create no pod, named: they keep the stored object's
+/// violations, with a warning.
+macro_rules! creates_no_pod {
+    ($($name:ident: $change:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let mut spec = stored_privileged();
+            let change: fn(&mut Value) = $change;
+            change(&mut spec);
+            let warnings = warnings_of(update(spec, stored_privileged()));
+            assert!(
+                warnings.iter().any(|w| w.starts_with(
+                    "existing violations of PodSecurity \"restricted:latest\" kept by this update, which creates \
+                     no pod: spec.security.containerSecurityContext.privileged: privileged ("
+                )),
+                "{warnings:?}"
+            );
+        }
+    )*};
+}
+
+creates_no_pod! {
+    unchanged_keeps_violations: |_| {};
+    scaling_down_keeps_violations: |s| s["replicas"] = json!(1);
+    a_disruption_budget_keeps_violations: |s| {
+        s["highAvailability"]["podDisruptionBudget"] = json!({"enabled": true, "maxUnavailable": 1});
     };
-    assert!(
-        warnings.iter().any(|w| w.starts_with(
-            "existing violations of PodSecurity \"restricted:latest\" kept by this update: \
-             spec.security.containerSecurityContext.privileged: privileged ("
-        )),
-        "{warnings:?}"
-    );
-    // A new violation is refused, listing every violation.
-    let mut worse = privileged.clone();
+    a_network_policy_keeps_violations: |s| {
+        s["networkPolicy"] = json!({"enabled": true, "allowedSources": [{"podSelector": {}}]});
+    };
+    a_server_list_keeps_violations: |s| s["serverListConfigMap"] = json!("servers");
+    service_annotations_keep_violations: |s| s["service"] = json!({"annotations": {"a": "b"}});
+    exporter_settings_with_monitoring_off_keep_violations: |s| {
+        s["monitoring"] = json!({"enabled": false, "exporterImage": "exporter:2", "serviceMonitor": {"interval": "1m"}});
+    };
+}
+
+#[test]
+fn a_new_violation_is_refused_listing_every_violation() {
+    let mut worse = stored_privileged();
     worse["security"]["containerSecurityContext"]["runAsUser"] = json!(0);
-    let (message, code) = rejection(update(worse, privileged));
+    let (message, code) = rejection(update(worse, stored_privileged()));
     assert_eq!(code, 403);
     assert!(message.contains("privileged ("), "{message}");
     assert!(message.contains("runAsUser=0"), "{message}");
-    // A CREATE of the same object is refused.
-    let (_, code) = rejection(create(serde_json::from_str(PRIVILEGED).unwrap()));
+    let (_, code) = rejection(create(stored_privileged()));
     assert_eq!(code, 403);
+}
+
+/// Updates that create pods, each named by the field that makes it: judged
+/// as the new pods will be, the stored object's violations included.
+macro_rules! creates_pods {
+    ($($name:ident: $field:literal => $change:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let mut spec = stored_privileged();
+            let change: fn(&mut Value) = $change;
+            change(&mut spec);
+            let decision = update(spec, stored_privileged());
+            let Decision::Reject { message, code, warnings } = decision else {
+                panic!("an update creating pods is judged like a CREATE: {decision:?}")
+            };
+            assert_eq!(code, 403);
+            assert!(message.contains("privileged ("), "{message}");
+            let expected = format!(
+                "this update changes {}, which creates pods, and Pod Security admission judges every new pod: the \
+                 violations the stored Memcached already has are refused too; fix them, or make only changes that \
+                 create no pod (scaling down, the PodDisruptionBudget, the NetworkPolicy, ...)",
+                $field
+            );
+            assert!(warnings.contains(&expected), "{warnings:?}");
+        }
+    )*};
+}
+
+creates_pods! {
+    scaling_up_creates_pods: "spec.replicas" => |s| s["replicas"] = json!(4);
+    raising_max_memory_creates_pods: "spec.memcached.maxMemoryMB" => |s| s["memcached"] = json!({"maxMemoryMB": 128});
+    a_new_image_creates_pods: "spec.image" => |s| s["image"] = json!("memcached:1.6.39");
+    pod_labels_create_pods: "spec.podLabels" => |s| s["podLabels"] = json!({"team": "cache"});
+    tolerations_create_pods: "spec.tolerations" => |s| s["tolerations"] = json!([{"operator": "Exists"}]);
+    graceful_shutdown_creates_pods: "spec.highAvailability.gracefulShutdown" => |s| {
+        s["highAvailability"]["gracefulShutdown"] = json!({"enabled": true});
+    };
+    enabling_autoscaling_creates_pods: "spec.autoscaling.maxReplicas" => |s| {
+        s.as_object_mut().unwrap().remove("replicas");
+        s["autoscaling"] = json!({"enabled": true, "maxReplicas": 5});
+    };
+    switching_the_workload_creates_pods: "spec.workload" => |s| s["workload"] = json!("StatefulSet");
+}
+
+#[test]
+fn the_restart_trigger_creates_pods() {
+    let mut triggered = cr(stored_privileged());
+    triggered["metadata"]["annotations"]["memcached.c5c3.io/restart-trigger"] = json!("1");
+    let decision = review(
+        request("UPDATE", triggered, cr(stored_privileged())),
+        &Settings::default(),
+    );
+    let Decision::Reject { warnings, .. } = decision else {
+        panic!("a restart creates pods: {decision:?}")
+    };
+    assert!(
+        warnings[1].starts_with(
+            "this update changes metadata.annotations[memcached.c5c3.io/restart-trigger], which creates pods"
+        ),
+        "{warnings:?}"
+    );
+}
+
+/// The stored object of an autoscaled Memcached, its workload at `running`
+/// replicas when given.
+fn autoscaled(running: Option<i32>) -> Value {
+    let mut old = cr(json!({"resources": {"requests": {"cpu": "100m"}},
+        "autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 20}}));
+    if let Some(running) = running {
+        old["status"] = json!({"replicas": running});
+    }
+    old
+}
+
+/// `autoscaling.enabled: false` with `replicas` (or none), from `old`: the
+/// stored replicas and the warnings.
+fn disable_autoscaling(replicas: Option<i32>, old: Value) -> (Value, Vec<String>) {
+    let mut spec = json!({"resources": {"requests": {"cpu": "100m"}},
+        "autoscaling": {"enabled": false, "minReplicas": 2, "maxReplicas": 20}});
+    if let Some(replicas) = replicas {
+        spec["replicas"] = json!(replicas);
+    }
+    match review(request("UPDATE", cr(spec), old), &Settings::default()) {
+        Decision::Mutate { object, warnings } => (object["spec"]["replicas"].clone(), warnings),
+        other => panic!("expected a mutation: {other:?}"),
+    }
+}
+
+macro_rules! disabling_autoscaling {
+    ($($name:ident: $replicas:expr, $old:expr => $stored:expr, $warning:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let (stored, warnings) = disable_autoscaling($replicas, $old);
+            assert_eq!(stored, json!($stored));
+            let expected: Option<&str> = $warning;
+            assert_eq!(warnings, expected.into_iter().map(String::from).collect::<Vec<_>>());
+        }
+    )*};
+}
+
+disabling_autoscaling! {
+    disabling_autoscaling_keeps_the_scale_the_autoscaler_left: None, autoscaled(Some(10)) => 10, Some(
+        "spec.replicas set to 10 as autoscaling is now disabled: the HorizontalPodAutoscaler ran 10 replicas \
+         (status.replicas), and the default of 1 replica applies only to a new Memcached; set spec.replicas to \
+         choose another count");
+    disabling_autoscaling_without_a_status_keeps_the_minimum: None, autoscaled(None) => 2, Some(
+        "spec.replicas set to 2 as autoscaling is now disabled: the autoscaler's minimum is 2 \
+         (spec.autoscaling.minReplicas; status.replicas is unset), and the default of 1 replica applies only to a \
+         new Memcached; set spec.replicas to choose another count");
+    disabling_autoscaling_beyond_the_replica_bound_keeps_64: None, autoscaled(Some(100)) => 64, Some(
+        "spec.replicas set to 64, its maximum, as autoscaling is now disabled: the HorizontalPodAutoscaler ran 100 \
+         replicas (status.replicas), so 36 pods will go, and the keys they cache; set spec.replicas to choose \
+         another count");
+    disabling_autoscaling_to_fewer_replicas_counts_the_pods_that_go: Some(3), autoscaled(Some(10)) => 3, Some(
+        "spec.replicas (3) is below the 10 replicas the HorizontalPodAutoscaler ran (status.replicas): disabling \
+         autoscaling removes 7 pods, and the keys they cache");
+    disabling_autoscaling_to_as_many_replicas_says_nothing: Some(10), autoscaled(Some(10)) => 10, None;
+    disabling_autoscaling_to_more_replicas_says_nothing: Some(12), autoscaled(Some(10)) => 12, None;
+}
+
+#[test]
+fn replicas_are_held_only_when_autoscaling_is_turned_off() {
+    // Already off: the default applies as ever.
+    let mut old = cr(json!({"replicas": 5}));
+    old["status"] = json!({"replicas": 5});
+    let (stored, warnings) = disable_autoscaling(None, old);
+    assert_eq!((stored, warnings), (json!(1), vec![]));
+    // Still on: no replicas.
+    let spec = json!({"resources": {"requests": {"cpu": "100m"}},
+        "autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 20}});
+    let Decision::Mutate { object, .. } = review(
+        request("UPDATE", cr(spec), autoscaled(Some(10))),
+        &Settings::default(),
+    ) else {
+        panic!("expected a mutation")
+    };
+    assert!(object["spec"].get("replicas").is_none());
+}
+
+/// The Go operator's own `security-contexts` end-to-end Memcached: hardened,
+/// but leaving the seccomp profile and the user unset.
+fn go_operator_hardened() -> Value {
+    json!({"replicas": 1, "image": "memcached:1.6",
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}},
+        "memcached": {"maxMemoryMB": 64, "threads": 4}, "monitoring": {"enabled": true},
+        "security": {"podSecurityContext": {"runAsNonRoot": true, "fsGroup": 65534},
+            "containerSecurityContext": {"runAsNonRoot": true, "readOnlyRootFilesystem": true,
+                "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}})
+}
+
+/// CREATEs of security contexts the user left incomplete, named, at a level:
+/// the contexts stored and the warning, or the refusal.
+macro_rules! completed_for_the_level {
+    ($($name:ident: $spec:expr, $level:expr => $expected:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let expected: Result<(Value, Option<&str>), &str> = $expected;
+            let decision = judged_in($spec, $level, NamespaceEnforce::NotRead);
+            match (decision, expected) {
+                (Decision::Mutate { object, warnings }, Ok((security, warning))) => {
+                    assert_eq!(object["spec"]["security"], security);
+                    let warning: Vec<String> = warning.into_iter().map(String::from).collect();
+                    assert_eq!(warnings, warning);
+                }
+                (Decision::Reject { message, code: 403, .. }, Err(violations)) => {
+                    let level = $level;
+                    assert_eq!(
+                        message,
+                        format!("Memcached.memcached.c5c3.io \"my-cache\" is forbidden: violates PodSecurity \
+                                 \"{level}:latest\": {violations}")
+                    );
+                }
+                (decision, expected) => panic!("{decision:?}, expected {expected:?}"),
+            }
+        }
+    )*};
+}
+
+completed_for_the_level! {
+    the_go_operators_hardened_memcached_is_completed: go_operator_hardened(), Level::Restricted => Ok((
+        json!({"podSecurityContext": {"runAsNonRoot": true, "fsGroup": 65534, "runAsUser": 11211,
+                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containerSecurityContext": {"runAsNonRoot": true, "readOnlyRootFilesystem": true,
+                "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}),
+        Some("set for PodSecurity \"restricted:latest\", which the spec left unset: \
+              spec.security.podSecurityContext.runAsUser: 11211, \
+              spec.security.podSecurityContext.seccompProfile.type: RuntimeDefault; set them to choose other \
+              values the level allows")));
+    a_user_alone_is_completed: json!({"security": {"podSecurityContext": {"runAsUser": 1000}}}), Level::Restricted => Ok((
+        json!({"podSecurityContext": {"runAsUser": 1000, "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containerSecurityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                "capabilities": {"drop": ["ALL"]}}}),
+        Some("set for PodSecurity \"restricted:latest\", which the spec left unset: \
+              spec.security.podSecurityContext.runAsNonRoot: true, \
+              spec.security.podSecurityContext.seccompProfile.type: RuntimeDefault; set them to choose other \
+              values the level allows")));
+    an_empty_container_context_is_completed: json!({"security": {"containerSecurityContext": {}}}), Level::Restricted => Ok((
+        json!({"podSecurityContext": {"runAsNonRoot": true, "runAsUser": 11211, "runAsGroup": 11211, "fsGroup": 11211,
+                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containerSecurityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}),
+        Some("set for PodSecurity \"restricted:latest\", which the spec left unset: \
+              spec.security.containerSecurityContext.allowPrivilegeEscalation: false, \
+              spec.security.containerSecurityContext.capabilities.drop: [ALL]; set them to choose other values \
+              the level allows")));
+    below_restricted_nothing_is_added: json!({"security": {"podSecurityContext": {"runAsUser": 1000}}}), Level::Baseline => Ok((
+        json!({"podSecurityContext": {"runAsUser": 1000},
+            "containerSecurityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                "capabilities": {"drop": ["ALL"]}}}),
+        None));
+    a_value_the_level_forbids_is_refused_alone: json!({"security": {"podSecurityContext": {"runAsNonRoot": false}}}),
+        Level::Restricted => Err("spec.security.podSecurityContext.runAsNonRoot: runAsNonRoot != true (pod must not \
+            set securityContext.runAsNonRoot=false)");
+    root_gets_no_run_as_non_root: json!({"security": {"podSecurityContext": {"runAsUser": 0}}}),
+        Level::Restricted => Err("spec.security.podSecurityContext.runAsNonRoot: runAsNonRoot != true (pod or \
+            container \"memcached\" must set securityContext.runAsNonRoot=true), \
+            spec.security.podSecurityContext.runAsUser: runAsUser=0 (pod must not set runAsUser=0)");
+    a_dropped_list_of_the_users_is_kept: json!({"security": {"containerSecurityContext": {"capabilities": {"drop": ["NET_RAW"]}}}}),
+        Level::Restricted => Err("spec.security.containerSecurityContext.capabilities.drop: unrestricted capabilities \
+            (container \"memcached\" must set securityContext.capabilities.drop=[\"ALL\"])");
+    privilege_gets_no_allow_privilege_escalation: json!({"security": {"containerSecurityContext": {"privileged": true}}}),
+        Level::Restricted => Err("spec.security.containerSecurityContext.privileged: privileged (container \
+            \"memcached\" must not set securityContext.privileged=true), \
+            spec.security.containerSecurityContext.allowPrivilegeEscalation: allowPrivilegeEscalation != false \
+            (container \"memcached\" must set securityContext.allowPrivilegeEscalation=false)");
+}
+
+#[test]
+fn the_completion_is_not_taken_when_it_alone_would_replace_the_pods() {
+    // Stored before the completion existed, in a namespace now restricted.
+    let old = json!({"replicas": 3, "security": {"podSecurityContext": {"runAsUser": 1000}}});
+    let mut scaled_down = old.clone();
+    scaled_down["replicas"] = json!(2);
+    let warnings = warnings_of(update(scaled_down, old.clone()));
+    assert_eq!(
+        warnings,
+        [
+            "existing violations of PodSecurity \"restricted:latest\" kept by this update, which creates no pod: \
+          spec.security.podSecurityContext.runAsNonRoot: runAsNonRoot != true (pod or container \"memcached\" \
+          must set securityContext.runAsNonRoot=true), spec.security.podSecurityContext.seccompProfile: \
+          seccompProfile (pod or container \"memcached\" must set securityContext.seccompProfile.type to \
+          \"RuntimeDefault\" or \"Localhost\")"
+        ]
+    );
+    // An update that replaces the pods anyway gets it.
+    let mut bigger = old.clone();
+    bigger["memcached"] = json!({"maxMemoryMB": 128});
+    bigger["resources"] = json!({"limits": {"memory": "256Mi"}});
+    let Decision::Mutate { object, warnings } = update(bigger, old) else {
+        panic!("expected a mutation")
+    };
+    assert_eq!(
+        object["spec"]["security"]["podSecurityContext"],
+        json!({"runAsUser": 1000, "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("set for PodSecurity"),
+        "{warnings:?}"
+    );
 }

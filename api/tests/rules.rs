@@ -227,3 +227,29 @@ fn warns_privileged_container() {
     );
     assert!(warned(json!({})).is_empty());
 }
+
+const HARD_SURGE: &str = "spec.highAvailability.antiAffinityPreset hard with spec.workload Deployment: a rollout \
+    (a changed spec, a rotated Secret) first adds one pod, which needs a node none of this Memcached's pods runs on; \
+    with as many replicas as schedulable nodes it stays Pending and the rollout never finishes. Use spec.workload \
+    StatefulSet (it replaces a pod without adding one) or antiAffinityPreset soft, or keep a node spare";
+
+/// The `hard` preset where a rollout surges a pod, named by case.
+macro_rules! hard_anti_affinity {
+    ($($name:ident: $spec:tt => $warned:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let expected: &[&str] = if $warned { &[HARD_SURGE] } else { &[] };
+            assert_eq!(warned(json!($spec)), expected);
+        }
+    )*};
+}
+
+hard_anti_affinity! {
+    hard_in_deployment_mode_warns: {"highAvailability": {"antiAffinityPreset": "hard"}} => true;
+    hard_in_explicit_deployment_mode_warns:
+        {"workload": "Deployment", "replicas": 3, "highAvailability": {"antiAffinityPreset": "hard"}} => true;
+    hard_in_statefulset_mode_is_quiet:
+        {"workload": "StatefulSet", "highAvailability": {"antiAffinityPreset": "hard"}} => false;
+    soft_is_quiet: {"highAvailability": {"antiAffinityPreset": "soft"}} => false;
+    the_default_preset_is_quiet: {"highAvailability": {}} => false;
+}

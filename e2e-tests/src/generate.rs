@@ -335,7 +335,12 @@ pub fn request(rng: &mut Rng) -> Value {
     let old = if operation == "CREATE" {
         Value::Null
     } else {
-        object(rng)
+        let mut old = object(rng);
+        // The replicas its workload runs, which turning autoscaling off keeps.
+        if old.is_object() && rng.chance(50) {
+            old["status"] = json!({"replicas": int(rng)});
+        }
+        old
     };
     json!({"uid": "u", "operation": operation, "name": "c", "namespace": "n",
         "kind": {"group": group, "version": version, "kind": kind}, "object": new, "oldObject": old})
@@ -680,6 +685,9 @@ pub fn boundary_specs() -> Vec<(String, Value)> {
             json!({"windowsOptions": {"gmsaCredentialSpecName": "gmsa"}}),
             json!({"windowsOptions": {"gmsaCredentialSpecName": "Gmsa"}}),
             json!({"windowsOptions": {"gmsaCredentialSpec": ""}}),
+            json!({"runAsUser": 1000}),
+            json!({"runAsNonRoot": true, "fsGroup": 65534}),
+            json!({"runAsNonRoot": false}),
         ],
     );
     each(
@@ -709,6 +717,16 @@ pub fn boundary_specs() -> Vec<(String, Value)> {
             json!({"windowsOptions": {"hostProcess": true}}),
             json!({"seLinuxOptions": {"user": "system_u", "role": "system_r"}}),
         ],
+    );
+    // The Go operator's hardened Memcached (its test/e2e/security-contexts):
+    // restricted but for the seccomp profile and a numeric user.
+    with(
+        &mut c,
+        "hardened, seccomp and user unset",
+        json!({"monitoring": {"enabled": true}, "security": {
+            "podSecurityContext": {"runAsNonRoot": true, "fsGroup": 65534},
+            "containerSecurityContext": {"runAsNonRoot": true, "readOnlyRootFilesystem": true,
+                "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}}),
     );
     with(
         &mut c,

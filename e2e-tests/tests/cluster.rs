@@ -69,9 +69,13 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         "12. a namespace's Pod Security label, read by policy-server for the policy at podSecurityLevel baseline",
         namespace_pod_security,
     ),
+    (
+        "13. kubectl scale of an autoscaled Memcached: refused by the CRD's rule, in the policy's words",
+        scale_while_autoscaling,
+    ),
     // Last: the controller's own Deployment replaces the host process for good.
     (
-        "13. the controller Deployment: both replicas Ready, a rollout restart finishes, one leader at a time",
+        "14. the controller Deployment: both replicas Ready, a rollout restart finishes, one leader at a time",
         controller_rollout,
     ),
 ];
@@ -294,6 +298,16 @@ fn minimal_ready(env: &mut Env) -> Result<(), String> {
         } else {
             Err(status.to_string())
         }
+    })?;
+    // The client gone, the status counts none (so later scenarios see a
+    // settled status).
+    drop(session);
+    touch(env, ns, "cache")?;
+    wait_for("no client connection in status", SETTLE, || {
+        let status = get(env, ns, "cache")?["status"].clone();
+        (status["currentConnections"] == 0)
+            .then_some(())
+            .ok_or_else(|| status.to_string())
     })?;
     let printed = env.kubectl.ok(&["get", "memcached", "cache", "-n", ns])?;
     check(
@@ -1200,6 +1214,72 @@ fn judged_by_namespace(env: &Env, strict: &str, lenient: &str) -> Result<(), Str
         relabelled.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// `kubectl scale` writes `spec.replicas` through the `scale` subresource,
+/// whose Scale tells the policy nothing about autoscaling: the CRD's CEL rule
+/// on `spec` (`memcached_api::REPLICAS_WITH_AUTOSCALING_RULE`), which
+/// kube-apiserver evaluates on the Memcached the scale update makes, refuses
+/// it with the words the policy uses for the same spec. Without autoscaling
+/// the same command scales.
+fn scale_while_autoscaling(env: &mut Env) -> Result<(), String> {
+    let ns = "scale-rule";
+    ensure_namespace(env, ns)?;
+    let autoscaled = json!({"resources": {"requests": {"cpu": "50m"}},
+        "autoscaling": {"enabled": true, "minReplicas": 1, "maxReplicas": 3}});
+    env.kubectl
+        .apply(&memcached(ns, "autoscaled", autoscaled))?;
+    env.kubectl
+        .apply(&memcached(ns, "fixed", json!({"replicas": 1})))?;
+    let result = scale_refused(env, ns);
+    let cleanup = env
+        .kubectl
+        .ok(&["delete", "namespace", ns, "--wait=true"])
+        .map(drop);
+    result.and(cleanup)
+}
+
+fn scale_refused(env: &Env, ns: &str) -> Result<(), String> {
+    let scale = |name: &str| {
+        env.kubectl.run(
+            &["scale", "memcached", name, "-n", ns, "--replicas=5"],
+            None,
+        )
+    };
+    let refused = scale("autoscaled");
+    let expected = format!(
+        "The Memcached \"autoscaled\" is invalid: spec.replicas: Invalid value: 5: {}",
+        memcached_api::REPLICAS_WITH_AUTOSCALING
+    );
+    check(
+        !refused.success && refused.stderr.contains(&expected),
+        format!(
+            "kubectl scale of an autoscaled Memcached: expected\n       {expected}\n     kubectl printed\n       {}{}",
+            refused.stdout.trim(),
+            refused.stderr.trim()
+        ),
+    )?;
+    let stored = get(env, ns, "autoscaled")?;
+    check(
+        stored["spec"].get("replicas").is_none(),
+        format!(
+            "spec.replicas stored beside autoscaling: {}",
+            stored["spec"]
+        ),
+    )?;
+    let scaled = scale("fixed");
+    check(
+        scaled.success,
+        format!(
+            "kubectl scale without autoscaling: {}",
+            scaled.stderr.trim()
+        ),
+    )?;
+    let stored = get(env, ns, "fixed")?;
+    check(
+        stored["spec"]["replicas"] == 5,
+        format!("scaled to {}", stored["spec"]["replicas"]),
+    )
 }
 
 /// deploy/policy-audit.yaml alone in the admission chain: an invalid

@@ -326,10 +326,14 @@ fn autoscaling_handover(env: &mut Env) -> Result<(), String> {
     // And back: autoscaling turned off without a replica count keeps the
     // pods the autoscaler ran, and kubectl says so.
     let watch = ReplicaWatch::start(env, ns, "cache")?;
-    let applied = env
-        .kubectl
-        .run(&["apply", "-f", "-"], Some(&memcached(ns, "cache", unscaled)));
-    check(applied.success, format!("kubectl apply: {}", applied.stderr))?;
+    let applied = env.kubectl.run(
+        &["apply", "-f", "-"],
+        Some(&memcached(ns, "cache", unscaled)),
+    );
+    check(
+        applied.success,
+        format!("kubectl apply: {}", applied.stderr),
+    )?;
     println!("     {}", applied.stderr.trim());
     check(
         applied.stderr.contains("Warning:") && applied.stderr.contains("spec.replicas"),
@@ -1991,7 +1995,8 @@ fn surge_pod_unschedulable(env: &mut Env) -> Result<(), String> {
     wait_ready(env, ns, "cache", nodes as i64)?;
     let mut changed = hard;
     changed["memcached"] = json!({"verbosity": 1});
-    env.kubectl.apply(&memcached(ns, "cache", changed.clone()))?;
+    env.kubectl
+        .apply(&memcached(ns, "cache", changed.clone()))?;
     let message = wait_for("Degraded RolloutUnschedulable", SETTLE, || {
         let mc = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
         match condition(&mc, "Degraded") {
@@ -2036,18 +2041,27 @@ fn rotation_stays_paced(env: &mut Env) -> Result<(), String> {
     env.kubectl.apply(&memcached(ns, "cache", spec))?;
     wait_ready(env, ns, "cache", 3)?;
     let pods = |env: &Env| -> Result<BTreeMap<String, (String, String)>, String> {
-        let listed = env
-            .kubectl
-            .get(&["pods", "-n", ns, "-l", "app.kubernetes.io/instance=cache"])?;
+        let listed =
+            env.kubectl
+                .get(&["pods", "-n", ns, "-l", "app.kubernetes.io/instance=cache"])?;
         Ok(listed["items"]
             .as_array()
             .into_iter()
             .flatten()
             .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
             .map(|p| {
-                let name = p["metadata"]["name"].as_str().unwrap_or_default().to_string();
-                let uid = p["metadata"]["uid"].as_str().unwrap_or_default().to_string();
-                let ip = p["status"]["podIP"].as_str().unwrap_or_default().to_string();
+                let name = p["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let uid = p["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let ip = p["status"]["podIP"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 (name, (uid, ip))
             })
             .collect())

@@ -17,10 +17,13 @@
 //! Validity is judged at `podSecurityLevel: privileged`, as the API server
 //! does not judge Pod Security itself. Pod Security gets a differential of its
 //! own: every admitted CR that sets a security context or pod annotations is
-//! judged again at `baseline` and `restricted`, and its rendered workload is
-//! created with `--dry-run=server` in a namespace whose Pod Security admission
-//! warns at that level; the policy must refuse exactly when Pod Security
-//! admission warns, with the same reasons and details.
+//! judged again at `baseline` and `restricted`, and the workload rendered from
+//! it as defaulted for that level (`apply_defaults_at`: at `restricted` the
+//! security contexts are completed, which is the policy's answer when it
+//! admits) is created with `--dry-run=server` in a namespace whose Pod
+//! Security admission warns at that level; the policy must refuse exactly
+//! when Pod Security admission warns, with the same reasons and details, and
+//! when it admits, answer with the contexts that workload has.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
@@ -29,7 +32,9 @@ use e2e_tests::Policy;
 use e2e_tests::cluster::{Binaries, Cluster, Kubectl, Outcome, enter_network_namespace};
 use e2e_tests::generate::{Rng, boundary_specs, spec};
 use e2e_tests::workspace_root;
-use memcached_api::{Memcached, apply_defaults};
+use memcached_api::Memcached;
+use memcached_api::defaults::apply_defaults_at;
+use memcached_api::pod_security::Level;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "differential";
@@ -183,11 +188,17 @@ fn create_request(cr: &Value) -> Value {
 /// What `memcached-controller render` builds from the CR, valid or not (given a uid, as a stored CR has,
 /// for the owner references), its objects as JSON.
 fn render(cr: &Value) -> Result<Vec<Value>, String> {
+    render_at(cr, Level::Privileged)
+}
+
+/// [`render`] of the CR defaulted for a Pod Security level.
+fn render_at(cr: &Value, level: Level) -> Result<Vec<Value>, String> {
     let mut owned = cr.clone();
     owned["metadata"]["uid"] = json!("00000000-0000-4000-8000-000000000001");
     let mc: Memcached =
         serde_json::from_value(owned).map_err(|e| format!("not a Memcached: {e}"))?;
-    let yaml = memcached_controller::render::objects(&mc, &apply_defaults(mc.spec.clone()))?;
+    let (spec, _) = apply_defaults_at(mc.spec.clone(), level);
+    let yaml = memcached_controller::render::objects(&mc, &spec)?;
     let documents: Vec<Value> = serde_saphyr::from_multiple(&yaml).map_err(|e| e.to_string())?;
     let mut objects = Vec::new();
     for object in documents {
@@ -358,19 +369,16 @@ fn report(kubectl: &Kubectl, cases: &[Case], accepted: &HashSet<String>) -> usiz
 fn pod_security(kubectl: &Kubectl, policy: &Policy, cases: &[Case]) -> usize {
     let (mut judged, mut refused, mut failures) = (0, 0, Vec::new());
     for case in cases.iter().filter(|c| sets_pod_security(&c.cr["spec"])) {
-        let (Ok(cr), Ok(objects)) = (&case.verdict, &case.objects) else {
-            continue;
-        };
-        let Some(workload) = objects
-            .iter()
-            .find(|o| matches!(o["kind"].as_str(), Some("Deployment" | "StatefulSet")))
-        else {
+        let (Ok(cr), Ok(_)) = (&case.verdict, &case.objects) else {
             continue;
         };
         for level in POD_SECURITY_LEVELS {
+            let Some((workload, security)) = workload_at(cr, level) else {
+                continue;
+            };
             judged += 1;
-            let ours = policy_violations(policy, cr, level);
-            let theirs = admission_warning(kubectl, workload, level);
+            let ours = policy_violations(policy, cr, level, &security);
+            let theirs = admission_warning(kubectl, &workload, level);
             refused += usize::from(matches!(ours, Ok(Some(_))));
             if ours != theirs {
                 failures.push(format!(
@@ -390,6 +398,20 @@ fn pod_security(kubectl: &Kubectl, policy: &Policy, cases: &[Case]) -> usize {
     failures.len()
 }
 
+/// The workload rendered from `cr` defaulted for `level`, and the spec's
+/// `security` as defaulted.
+fn workload_at(cr: &Value, level: &str) -> Option<(Value, Value)> {
+    let level: Level = serde_json::from_value(json!(level)).ok()?;
+    let objects = render_at(cr, level).ok()?;
+    let workload = objects
+        .into_iter()
+        .find(|o| matches!(o["kind"].as_str(), Some("Deployment" | "StatefulSet")))?;
+    let mc: Memcached = serde_json::from_value(cr.clone()).ok()?;
+    let (spec, _) = apply_defaults_at(mc.spec, level);
+    let security = serde_json::to_value(&spec.security).ok()?;
+    Some((workload, security))
+}
+
 /// A spec that sets what Pod Security judges.
 fn sets_pod_security(spec: &Value) -> bool {
     let security = &spec["security"];
@@ -399,10 +421,26 @@ fn sets_pod_security(spec: &Value) -> bool {
 }
 
 /// The reasons and details of the policy's Pod Security refusal of `cr` at
-/// `level`, its spec fields taken out: Pod Security admission's text.
-fn policy_violations(policy: &Policy, cr: &Value, level: &str) -> Result<Option<String>, String> {
+/// `level`, its spec fields taken out: Pod Security admission's text. When
+/// it admits, its answer must hold the `security` that was judged.
+fn policy_violations(
+    policy: &Policy,
+    cr: &Value,
+    level: &str,
+    security: &Value,
+) -> Result<Option<String>, String> {
     let answer = policy.validate(&create_request(cr), &json!({"podSecurityLevel": level}))?;
     if answer["accepted"] == true {
+        let stored = answer
+            .get("mutated_object")
+            .filter(|m| m.is_object())
+            .unwrap_or(cr);
+        if stored["spec"]["security"] != *security {
+            return Err(format!(
+                "admitted with security {}, judged {security}",
+                stored["spec"]["security"]
+            ));
+        }
         return Ok(None);
     }
     let message = answer["message"].as_str().unwrap_or_default();

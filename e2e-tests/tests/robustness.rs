@@ -151,3 +151,37 @@ fn a_huge_quantity_is_capped_not_a_crash() {
         .unwrap();
     assert_rejected(&answer, "quantities must match");
 }
+
+/// Turning autoscaling off reads the stored object's `status.replicas`: a
+/// status of any shape gives a replica count within the schema's bounds.
+#[test]
+fn a_hostile_status_holds_sane_replicas() {
+    let policy = Policy::load().unwrap();
+    let spec = |enabled: bool| {
+        json!({"resources": {"requests": {"cpu": "1"}},
+            "autoscaling": {"enabled": enabled, "minReplicas": 3, "maxReplicas": 100}})
+    };
+    for (status, held) in [
+        (json!({"replicas": "10"}), 3),
+        (json!({"replicas": -5}), 3),
+        (json!({"replicas": 2_147_483_648i64}), 3),
+        (json!({"replicas": 1.5}), 3),
+        (json!({"replicas": null}), 3),
+        (json!([1]), 3),
+        (json!("status"), 3),
+        (json!({"replicas": 100}), 64),
+        (json!({"replicas": 0}), 0),
+    ] {
+        let mut old = cr(spec(true));
+        old["status"] = status.clone();
+        let mut update = request(cr(spec(false)));
+        update["operation"] = json!("UPDATE");
+        update["oldObject"] = old;
+        let answer = policy.validate(&update, &json!({})).unwrap();
+        assert_eq!(answer["accepted"], true, "{status}: {answer}");
+        assert_eq!(
+            answer["mutated_object"]["spec"]["replicas"], held,
+            "{status}: {answer}"
+        );
+    }
+}

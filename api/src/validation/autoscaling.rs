@@ -17,7 +17,7 @@ use super::resources::{has_request, validate_container_resource_name};
 use super::schema::within;
 use crate::field::{ErrorList, FieldError, MAX_ERRORS_PER_LIST, Path, Stage};
 use crate::quantity::Quantity;
-use crate::types::{AUTOSCALING_REPLICAS_BOUNDS, AutoscalingSpec};
+use crate::types::{AUTOSCALING_REPLICAS_BOUNDS, AutoscalingSpec, REPLICAS_WITH_AUTOSCALING};
 
 /// `MaxPeriodSeconds` of a scaling policy.
 pub const MAX_PERIOD_SECONDS: i32 = 1800;
@@ -93,7 +93,7 @@ fn scaling_rules(autoscaling: &AutoscalingSpec, scaled: &Scaled<'_>, path: &Path
         errors.push(FieldError::invalid(
             scaled.spec_path.child("replicas"),
             replicas,
-            "spec.replicas and spec.autoscaling.enabled are mutually exclusive",
+            REPLICAS_WITH_AUTOSCALING,
         ));
     }
     if let (Some(min), Some(max)) = (autoscaling.min_replicas, autoscaling.max_replicas)

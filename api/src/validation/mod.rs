@@ -17,7 +17,7 @@ mod monitoring;
 mod names;
 mod network;
 pub mod pod;
-mod pod_annotations;
+pub(crate) mod pod_annotations;
 mod resources;
 mod scheduling;
 mod schema;
@@ -41,8 +41,9 @@ use scheduling::{validate_tolerations, validate_topology_spread};
 use security::validate_security;
 use workload::{validate_replicas, validate_server_list_config_map, validate_workload};
 
-use crate::defaults::{Defaulted, apply_defaults};
+use crate::defaults::{Addition, Defaulted, apply_defaults, complete_for};
 use crate::field::{ErrorList, Path};
+use crate::pod_security::Level;
 use crate::quantity::Quantity;
 use crate::types::MemcachedSpec;
 
@@ -86,6 +87,9 @@ pub struct ObjectName<'a> {
 pub struct Checked {
     /// The defaulted spec.
     pub spec: Defaulted,
+    /// What defaulting added to the security contexts for the Pod Security
+    /// level (see [`apply_defaults_at`]).
+    pub added: Vec<Addition>,
     /// Every violation of the object with that spec.
     pub errors: ErrorList,
     /// What is admitted but probably not meant.
@@ -93,13 +97,32 @@ pub struct Checked {
 }
 
 /// Default `spec`, validate the object with it, and list its warnings: what
-/// the policy, the controller and `render` each judge a Memcached by.
+/// the policy, the controller and `render` each judge a Memcached by. No Pod
+/// Security level is known here: the security contexts the user gave are
+/// taken as they are ([`check_at`] completes them for a level).
 pub fn check(object: ObjectName<'_>, spec: MemcachedSpec, options: &Options) -> Checked {
+    check_at(object, spec, options, Level::Privileged)
+}
+
+/// [`check`] with the security contexts completed for the Pod Security
+/// `level` the pods must meet ([`apply_defaults_at`]).
+pub fn check_at(
+    object: ObjectName<'_>,
+    spec: MemcachedSpec,
+    options: &Options,
+    level: Level,
+) -> Checked {
     let spec = apply_defaults(spec);
+    // Validated before the completion, which adds only values the API server
+    // accepts: the errors show the contexts as the user wrote them.
+    let errors = validate_object(object, &spec, options);
+    let warnings = warnings(&spec);
+    let (spec, added) = complete_for(spec, level);
     Checked {
-        errors: validate_object(object, &spec, options),
-        warnings: warnings(&spec),
         spec,
+        added,
+        errors,
+        warnings,
     }
 }
 

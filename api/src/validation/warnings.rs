@@ -26,7 +26,23 @@ pub fn warnings(spec: &Defaulted) -> Vec<String> {
     }
     warnings.extend(network_policy_open_to_all(spec));
     warnings.extend(privileged_container(spec));
+    warnings.extend(hard_anti_affinity_surge(spec));
     warnings
+}
+
+/// The `hard` preset in Deployment mode: a rollout surges one pod, which the
+/// required anti-affinity keeps off every node that runs one of the
+/// Memcached's pods. With as many pods as schedulable nodes it stays Pending,
+/// and the rollout (a changed spec, a rotated Secret) never finishes.
+fn hard_anti_affinity_surge(spec: &MemcachedSpec) -> Option<String> {
+    let ha = spec.high_availability.as_ref()?;
+    (ha.anti_affinity_preset.as_deref() == Some("hard") && !spec.stateful_set()).then(|| {
+        "spec.highAvailability.antiAffinityPreset hard with spec.workload Deployment: a rollout (a changed spec, \
+         a rotated Secret) first adds one pod, which needs a node none of this Memcached's pods runs on; with as \
+         many replicas as schedulable nodes it stays Pending and the rollout never finishes. Use spec.workload \
+         StatefulSet (it replaces a pod without adding one) or antiAffinityPreset soft, or keep a node spare"
+            .to_string()
+    })
 }
 
 /// A minAvailable that the autoscaler's minimum scale cannot exceed.
