@@ -94,7 +94,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         older_crd,
     ),
     (
-        "14. the controller's token writes only objects it manages (deploy/rbac-writes-guard.yaml)",
+        "14. the controller's token writes only objects it manages (deploy/rbac-writes-guard.yaml), creates only those a Memcached owns, and puts back a removed label",
         writes_only_its_own,
     ),
     (
@@ -1136,6 +1136,7 @@ fn older_crd(env: &mut Env) -> Result<(), String> {
 fn writes_only_its_own(env: &mut Env) -> Result<(), String> {
     let ns = "guard";
     ensure_namespace(env, ns)?;
+    let deployment_of = deployment;
     let deployment = |name: &str, labels: Value| {
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": ns, "labels": labels},
@@ -1169,10 +1170,21 @@ fn writes_only_its_own(env: &mut Env) -> Result<(), String> {
         &["apply", "-f", "-"],
         Some(&deployment("unlabelled", json!({}))),
     )?;
-    let own = deployment(
-        "labelled",
-        json!({"app.kubernetes.io/managed-by": "memcached-operator"}),
-    );
+    let managed = json!({"app.kubernetes.io/managed-by": "memcached-operator"});
+    // Labelled alone is not enough to create: a stolen token could make a
+    // labelled Deployment anywhere (kube-system).
+    refused(
+        &["apply", "-f", "-"],
+        Some(&deployment("labelled", managed.clone())),
+    )?;
+    // Created with a Memcached as its controller owner: the controller's own.
+    env.kubectl.apply(&memcached(ns, "cache", json!({})))?;
+    wait_ready(env, ns, "cache", 1)?;
+    let owner = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
+    let mut own: Value = serde_json::from_str(&deployment("labelled", managed)).map_err(|e| e.to_string())?;
+    own["metadata"]["ownerReferences"] = json!([{"apiVersion": "memcached.c5c3.io/v1beta1",
+        "kind": "Memcached", "name": "cache", "uid": owner["metadata"]["uid"], "controller": true}]);
+    let own = own.to_string();
     for args in [
         &["apply", "-f", "-"][..],
         &["delete", "deployment", "labelled", "-n", ns][..],
@@ -1183,6 +1195,27 @@ fn writes_only_its_own(env: &mut Env) -> Result<(), String> {
             format!("kubectl {args:?} as the controller: {outcome:?}"),
         )?;
     }
+    // Someone removes the label of a managed Deployment: the controller's
+    // next apply puts it back (the object is still the Memcached's), instead
+    // of being refused for good.
+    env.kubectl.ok(&[
+        "label",
+        "deployment",
+        "cache",
+        "-n",
+        ns,
+        "app.kubernetes.io/managed-by-",
+    ])?;
+    touch(env, ns, "cache")?;
+    wait_for("the label back, no ApplyFailed", SETTLE, || {
+        let d = deployment_of(env, ns, "cache")?;
+        let mc = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
+        let degraded = condition(&mc, "Degraded").cloned().unwrap_or_default();
+        (d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "memcached-operator"
+            && degraded["reason"] != "ApplyFailed")
+            .then_some(())
+            .ok_or_else(|| format!("labels {}, Degraded {degraded}", d["metadata"]["labels"]))
+    })?;
     delete_namespace(env, ns)
 }
 
