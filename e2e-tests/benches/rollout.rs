@@ -9,26 +9,31 @@
 //!    reference, as a patched image is), which the controller applies to
 //!    each pod in place: the keys the client still finds afterwards, and the
 //!    pods kept;
-//! 2. in each mode, a config change that needs new pods
-//!    (`memcached.verbosity`): an application with a read-through cache
+//! 2. in each mode, a config change memcached restarts warm
+//!    (`memcached.threads` and `verbosity`), which the controller applies to
+//!    each pod in place (the pod's supervisor restarts memcached with its
+//!    memory file): an application with a read-through cache
 //!    (`sharding.py serve`, oslo.cache's get-or-create) reads every key in
-//!    passes while the workload replaces the pods, its client configured
-//!    anew before each pass; the worst pass's hits;
-//! 3. a controller upgrade whose rendering differs: every workload's
+//!    passes meanwhile, its client configured anew before each pass; the
+//!    worst pass's hits, the pods kept and the time it took;
+//! 3. in each mode, a config change that needs new pods (the memory
+//!    geometry: `memcached.maxMemoryMB`, which a save cannot be restored
+//!    into), read through the same way while the workload replaces the pods,
+//!    paced; the worst pass's hits;
+//! 4. a controller upgrade whose rendering differs: every workload's
 //!    template stamp is set to another digest (what an older controller
 //!    leaves) and the controller restarted; the pods restarted within 30 s
 //!    of its first reconcile.
 //!
-//! The last line: `rollout: image change kept X% of keys, config change
-//! served Y% of keys at its worst moment (...), controller upgrade restarted
-//! Z pods`. Reported, never asserted.
+//! The last line: `rollout: image change kept X% of keys, warm config change
+//! kept W% of keys at its worst moment, cold config change served Y% at its
+//! worst moment, controller upgrade restarted Z pods`. Reported, never
+//! asserted.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::hash_client::{
-    self, ClientConfig, Mode, count, ready_pods, serve, sharding_with, store,
-};
+use e2e_tests::cluster::hash_client::{self, Mode, count, ready_pods, serve, sharding_with, store};
 use e2e_tests::cluster::node;
 use e2e_tests::cluster::scenario::{
     SETTLE, ensure_namespace, instance_objects, memcached, wait_ready,
@@ -82,11 +87,26 @@ fn bench() -> Result<(), String> {
         );
         kept.insert(mode.workload(), found);
     }
+    let mut warm = BTreeMap::new();
+    for mode in [Mode::Deployment, Mode::StatefulSet] {
+        let change = config_change(&env, mode, Change::Warm)?;
+        println!(
+            "warm config change (in place), {}: worst of {} read-through passes {} of {KEYS} keys served, \
+             {} of {REPLICAS} pods kept, {:.1} s end to end; Rollout column seen {:?}",
+            mode.workload(),
+            change.passes,
+            change.worst,
+            change.kept,
+            change.took.as_secs_f64(),
+            change.column
+        );
+        warm.insert(mode.workload(), change.worst);
+    }
     let mut served = BTreeMap::new();
     for mode in [Mode::Deployment, Mode::StatefulSet] {
-        let change = config_change(&env, mode)?;
+        let change = config_change(&env, mode, Change::Cold)?;
         println!(
-            "config change (new pods), {}: worst of {} read-through passes {} of {KEYS} keys served, {:.1} s; \
+            "cold config change (new pods, paced), {}: worst of {} read-through passes {} of {KEYS} keys served, {:.1} s; \
              Rollout column seen {:?}",
             mode.workload(),
             change.passes,
@@ -106,11 +126,15 @@ fn bench() -> Result<(), String> {
     );
     println!(
         "rollout: image change kept {:.1}% of keys (the lower of Deployment {:.1}% and StatefulSet {:.1}%), \
-         config change served {:.1}% of keys at its worst moment (StatefulSet; Deployment {:.1}%), \
-         controller upgrade restarted {restarted} pods",
+         warm config change kept {:.1}% of keys at its worst moment (the lower of Deployment {:.1}% and \
+         StatefulSet {:.1}%), cold config change served {:.1}% at its worst moment (StatefulSet; \
+         Deployment {:.1}%), controller upgrade restarted {restarted} pods",
         percent(kept.values().copied().min().unwrap_or(0)),
         percent(kept["Deployment"]),
         percent(kept["StatefulSet"]),
+        percent(warm.values().copied().min().unwrap_or(0)),
+        percent(warm["Deployment"]),
+        percent(warm["StatefulSet"]),
         percent(served["StatefulSet"]),
         percent(served["Deployment"]),
     );
@@ -124,10 +148,7 @@ fn image_change(env: &Env, mode: Mode) -> Result<(u64, usize, Duration), String>
     let kind = mode.workload().to_lowercase();
     let name = format!("image-{kind}");
     let name = name.as_str();
-    let client = || match mode {
-        Mode::Deployment => Ok(ClientConfig::of_pods(&ready_pods(env, NAMESPACE, name)?)),
-        Mode::StatefulSet => ClientConfig::of_server_list(env, NAMESPACE, name),
-    };
+    let client = || mode.client_of(env, NAMESPACE, name);
     let mut spec = warm_spec(mode);
     env.kubectl
         .apply(&memcached(NAMESPACE, name, spec.clone()))?;
@@ -171,33 +192,67 @@ fn image_change(env: &Env, mode: Mode) -> Result<(u64, usize, Duration), String>
     Ok((kept, same, took))
 }
 
+/// A config change: one memcached restarts warm, or one that needs new pods.
+#[derive(Clone, Copy)]
+enum Change {
+    /// `threads` 4 -> 2 and `verbosity` 0 -> 1: applied in place.
+    Warm,
+    /// `maxMemoryMB` 64 -> 80: another memory geometry, new pods.
+    Cold,
+}
+
+impl Change {
+    fn name(self, mode: Mode) -> String {
+        let kind = mode.workload().to_lowercase();
+        match self {
+            Change::Warm => format!("warm-{kind}"),
+            Change::Cold => format!("cold-{kind}"),
+        }
+    }
+
+    fn memcached(self) -> Value {
+        match self {
+            Change::Warm => json!({"threads": 2, "verbosity": 1}),
+            Change::Cold => json!({"maxMemoryMB": 80}),
+        }
+    }
+
+    /// What every pod's args annotation holds once the change is in.
+    fn arg(self) -> &'static str {
+        match self {
+            Change::Warm => "-v",
+            Change::Cold => "80",
+        }
+    }
+}
+
 /// What [`config_change`] saw.
 struct ConfigChange {
     /// The hits of the worst read-through pass.
     worst: u64,
     /// Read-through passes.
     passes: usize,
+    /// The pods that are the same afterwards.
+    kept: usize,
     /// The time the rollout took.
     took: Duration,
     /// The Rollout column of `kubectl get memcached` at each pass.
     column: BTreeSet<String>,
 }
 
-/// Step 2: a full cache in the Memcached of `mode`, then a change that
-/// needs new pods, read through in passes until its workload has replaced
-/// every pod.
-fn config_change(env: &Env, mode: Mode) -> Result<ConfigChange, String> {
+/// Steps 2 and 3: a full cache in a Memcached of `mode`, then `change`,
+/// read through in passes until every pod runs it.
+fn config_change(env: &Env, mode: Mode, change: Change) -> Result<ConfigChange, String> {
     let mut spec = warm_spec(mode);
-    let name = mode.instance();
+    let name = change.name(mode);
+    let name = name.as_str();
+    let client = || mode.client_of(env, NAMESPACE, name);
     env.kubectl
         .apply(&memcached(NAMESPACE, name, spec.clone()))?;
     wait_ready(env, NAMESPACE, name, REPLICAS as i64)?;
-    let full = wait_for("every server reachable", SETTLE, || {
-        let client = mode.client(env, NAMESPACE)?;
-        store(&client, KEYS)
-    });
-    full?;
-    spec["memcached"] = json!({"verbosity": 1});
+    wait_for("every server reachable", SETTLE, || store(&client()?, KEYS))?;
+    let before = ready_pods(env, NAMESPACE, name)?;
+    spec["memcached"] = change.memcached();
     let started = Instant::now();
     env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
     let (mut worst, mut passes, mut column) = (KEYS, 0, BTreeSet::new());
@@ -208,17 +263,22 @@ fn config_change(env: &Env, mode: Mode) -> Result<ConfigChange, String> {
                 SETTLE * 3
             ));
         }
-        let complete = rolled_out(env, mode)?;
-        worst = worst.min(serve(&mode.client(env, NAMESPACE)?, KEYS)?);
+        let complete = rolled_out(env, mode, name, change.arg())?;
+        worst = worst.min(serve(&client()?, KEYS)?);
         passes += 1;
         let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
         column.extend(mc["status"]["rollout"].as_str().map(str::to_string));
         // The last pass reads from the pods of the complete rollout.
         if complete {
             let took = started.elapsed();
+            let after = ready_pods(env, NAMESPACE, name)?;
+            let kept = (after.iter())
+                .filter(|p| before.iter().any(|b| b.uid == p.uid))
+                .count();
             return Ok(ConfigChange {
                 worst,
                 passes,
+                kept,
                 took,
                 column,
             });
@@ -226,20 +286,26 @@ fn config_change(env: &Env, mode: Mode) -> Result<ConfigChange, String> {
     }
 }
 
-/// The workload runs `-v` in every pod, each ready, none of the old template left.
-fn rolled_out(env: &Env, mode: Mode) -> Result<bool, String> {
+/// Every pod of `name`'s workload runs args with `arg`, each ready, none of
+/// the old template left, no change in place under way.
+fn rolled_out(env: &Env, mode: Mode, name: &str, arg: &str) -> Result<bool, String> {
     let kind = mode.workload().to_lowercase();
-    let workload = env
-        .kubectl
-        .get(&[&kind, mode.instance(), "-n", NAMESPACE])?;
-    let args = &workload["spec"]["template"]["spec"]["containers"][0]["args"];
+    let workload = env.kubectl.get(&[&kind, name, "-n", NAMESPACE])?;
+    let pods = instance_objects(env, "pods", NAMESPACE, name)?;
+    let runs = |p: &Value| {
+        let args = p["metadata"]["annotations"]["memcached.c5c3.io/args"].as_str();
+        args.is_some_and(|a| a.lines().any(|l| l == arg))
+    };
+    let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
     let status = &workload["status"];
     let replicas = json!(REPLICAS);
-    Ok(args.as_array().is_some_and(|a| a.contains(&json!("-v")))
+    Ok(pods.len() == REPLICAS
+        && pods.iter().all(runs)
+        && workload["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null()
         && status["observedGeneration"] == workload["metadata"]["generation"]
-        && status["updatedReplicas"] == replicas
         && status["readyReplicas"] == replicas
-        && status["replicas"] == replicas)
+        && status["replicas"] == replicas
+        && condition_status(&mc, "Progressing") == Some("False"))
 }
 
 /// Step 3: the Deployment's template stamp as an older controller version

@@ -92,13 +92,14 @@ impl Mode {
     /// `namespace`: the ready pods' IPs (Deployment), `status.serverList`
     /// (StatefulSet).
     pub fn client(self, env: &Env, namespace: &str) -> Result<ClientConfig, String> {
+        self.client_of(env, namespace, self.instance())
+    }
+
+    /// [`Mode::client`] for the Memcached `name` of this mode.
+    pub fn client_of(self, env: &Env, namespace: &str, name: &str) -> Result<ClientConfig, String> {
         match self {
-            Mode::Deployment => Ok(ClientConfig::of_pods(&ready_pods(
-                env,
-                namespace,
-                self.instance(),
-            )?)),
-            Mode::StatefulSet => ClientConfig::of_server_list(env, namespace, self.instance()),
+            Mode::Deployment => Ok(ClientConfig::of_pods(&ready_pods(env, namespace, name)?)),
+            Mode::StatefulSet => ClientConfig::of_server_list(env, namespace, name),
         }
     }
 }
