@@ -23,7 +23,7 @@ COSIGN := target/tools/cosign
 CLUSTER_PIECES := $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
 # What the real node needs besides: kubelet, kube-proxy, containerd, CoreDNS, the node's images and Kubewarden's.
 NODE_PIECES := $(E2E_BIN)/kubelet $(E2E_BIN)/kube-proxy $(E2E_BIN)/containerd $(E2E_BIN)/coredns \
-	$(E2E_BIN)/images/index.json $(E2E_BIN)/kubewarden/images/index.json
+	$(E2E_BIN)/images/index.json $(E2E_BIN)/kubewarden/images/index.json $(E2E_BIN)/prometheus/images/index.json
 CHART := deploy/helm/memcached-operator
 
 # The one feature set every build uses: the end-to-end suites and the tests that need memcached or policy.wasm
@@ -170,6 +170,15 @@ $(E2E_BIN)/images/index.json: e2e-tests/cluster/images.sh $(E2E_BIN)/memcached_e
 $(E2E_BIN)/kubewarden/images/index.json: e2e-tests/cluster/kubewarden.sh $(POLICY_SERVER)
 	@test -n "$(POLICY_SERVER)" || { echo "policy-server not found: put it on PATH or set POLICY_SERVER"; exit 1; }
 	e2e-tests/cluster/kubewarden.sh $(E2E_BIN)/kubewarden "$(POLICY_SERVER)"
+
+## target/e2e/prometheus/images/index.json: Prometheus Operator v0.93.1's images (operator, config reloader) and
+## Prometheus 3.13.5's (Kubernetes service discovery only) from their Go modules pinned in e2e-tests/cluster/prometheus
+## (an OCI layout, umoci), and the operator's CRDs (target/e2e/prometheus/crds.yaml). After containerd and CoreDNS:
+## what it shares with them comes from Go's build cache.
+PROMETHEUS_MODULE := e2e-tests/cluster/prometheus
+$(E2E_BIN)/prometheus/images/index.json: e2e-tests/cluster/prometheus.sh $(PROMETHEUS_MODULE)/go.mod $(PROMETHEUS_MODULE)/go.sum \
+		| $(E2E_BIN)/containerd $(E2E_BIN)/coredns
+	e2e-tests/cluster/prometheus.sh $(E2E_BIN)/prometheus
 
 ## target/e2e/registry: CNCF Distribution's OCI registry, from its Go module (Go caches the build).
 $(E2E_BIN)/registry: $(REGISTRY_SOURCES)
