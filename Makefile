@@ -42,7 +42,7 @@ DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iprou
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
 	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip openssl:openssl
 
-.PHONY: all help prereqs toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-guest bench-rollout bench-kubewarden push image push-image lint fmt fixtures crd clean
+.PHONY: all help prereqs toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-guest bench-rollout bench-kubewarden push push-chart image push-image lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -207,6 +207,17 @@ push: annotated-policy.wasm $(if $(COSIGN_KEY),$(COSIGN))
 	@test -n "$(POLICY_VERSION)" || { echo "metadata.yml has no io.kubewarden.policy.version"; exit 1; }
 	KWCTL="$(KWCTL)" COSIGN="$(abspath $(COSIGN))" COSIGN_KEY="$(COSIGN_KEY)" SIGN="$(SIGN)" SOURCES_PATH="$(SOURCES_PATH)" \
 		deploy/push-policy.sh annotated-policy.wasm registry://$(REGISTRY)/policies/memcached:v$(POLICY_VERSION)
+
+## push-chart: helm package of deploy/helm/memcached-operator, helm push as oci://$(REGISTRY)/charts/memcached-operator:<chart
+## version>, then cosign (v2, target/tools/cosign) signs the digest helm reports with COSIGN_KEY, offline: no transparency
+## log upload (`make push-chart REGISTRY=ghcr.io/c5c3 COSIGN_KEY=cosign.key`; the key's password in COSIGN_PASSWORD;
+## credentials from `helm registry login` and ~/.docker/config.json). Without COSIGN_KEY it refuses unless SIGN=no;
+## PLAIN_HTTP=yes for a registry without TLS. deploy/helm/push-chart.sh.
+PLAIN_HTTP ?=
+push-chart: $(HELM) $(if $(COSIGN_KEY),$(COSIGN))
+	@test -n "$(REGISTRY)" || { echo "usage: make push-chart REGISTRY=<host>[/<namespace>] COSIGN_KEY=<cosign.key> (e.g. ghcr.io/c5c3)"; exit 1; }
+	HELM="$(abspath $(HELM))" COSIGN="$(abspath $(COSIGN))" COSIGN_KEY="$(COSIGN_KEY)" SIGN="$(SIGN)" PLAIN_HTTP="$(PLAIN_HTTP)" \
+		deploy/helm/push-chart.sh $(CHART) oci://$(REGISTRY)/charts
 
 ## image: the controller's OCI image from the release build, without a Docker daemon (deploy/image.sh, umoci):
 ## non-root (65532), no shell, runs on a read-only root filesystem; the layout is target/image, tag v<version>.

@@ -1,7 +1,9 @@
 //! memcached-controller: reconcile Memcached resources, or print the CRD, or
 //! render the objects a CR produces.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Parser, Subcommand};
@@ -10,7 +12,7 @@ use memcached_api::validation::{DEFAULT_MEMORY_OVERHEAD, Options};
 use memcached_controller::address::ListenAddress;
 use memcached_controller::endpoints::HttpSettings;
 use memcached_controller::network_policy::Access;
-use memcached_controller::{crd, render, run};
+use memcached_controller::{crd, hash_key, render, run};
 
 #[derive(Parser)]
 #[command(
@@ -38,6 +40,40 @@ enum Command {
         #[arg(short = 'f', long = "filename")]
         file: PathBuf,
     },
+    /// Check a running installation (what the Helm chart's `helm test` runs):
+    /// a Ready controller pod of it holds its Lease, and a Memcached created
+    /// in a namespace it watches is reconciled (then deleted). Exits 1 saying
+    /// what is wrong.
+    Check(Box<CheckArgs>),
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// Namespace of the installation: its controller pods and its Lease.
+    #[arg(long, env = "POD_NAMESPACE")]
+    namespace: String,
+    /// Labels of its controller pods, `key=value,...`.
+    #[arg(long, required = true, value_delimiter = ',', action = ArgAction::Set, value_parser = parse_label)]
+    pod_labels: Vec<(String, String)>,
+    /// The Lease its leader holds; without it (no leader election) the Lease is not checked.
+    #[arg(long)]
+    lease_name: Option<String>,
+    /// Namespace of the Memcached the check creates: one the installation watches (default: --namespace).
+    #[arg(long)]
+    memcached_namespace: Option<String>,
+    /// Name of that Memcached (0 replicas; deleted afterwards).
+    #[arg(long, default_value = "memcached-operator-check")]
+    memcached_name: String,
+    /// Seconds the whole check may take.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+    /// This check's own pod (in --namespace), given to --owner-service-account first: a
+    /// finished check pod (kept for `kubectl logs`) then goes with the installation.
+    #[arg(long, env = "POD_NAME")]
+    pod_name: Option<String>,
+    /// The installation's ServiceAccount (in --namespace) that owns --pod-name.
+    #[arg(long)]
+    owner_service_account: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -75,6 +111,10 @@ struct RunArgs {
     /// Name of the Lease.
     #[arg(long, env = "LEASE_NAME", default_value = "memcached-operator")]
     lease_name: String,
+    /// Name of the Secret, in the controller's namespace, holding the key of
+    /// the pod-template Secret hash (read, or created at the first start).
+    #[arg(long, env = "HASH_KEY_SECRET", default_value = hash_key::SECRET_NAME)]
+    hash_key_secret: String,
     /// Identity in the Lease: the pod name (downward API), else the host name.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
@@ -136,6 +176,7 @@ fn command(command: Command) -> anyhow::Result<()> {
                 leader_election: args.leader_election,
                 lease_namespace: args.lease_namespace.clone(),
                 lease_name: args.lease_name,
+                hash_key_secret: args.hash_key_secret,
                 identity,
                 validation: args.memory_overhead,
                 access: Access {
@@ -153,6 +194,10 @@ fn command(command: Command) -> anyhow::Result<()> {
                 .build()?
                 .block_on(run::run(settings))?;
         }
+        Command::Check(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(check(*args))?,
         Command::Crd => emit(&crd::crd_yaml()),
         Command::Render { file } => {
             let yaml = if file.as_os_str() == "-" {
@@ -215,6 +260,190 @@ fn init_logs(format: &str) {
     }
 }
 
+/// `check`: the installation's pods, its Lease, a Memcached reconciled.
+async fn check(args: CheckArgs) -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+
+    let client = kube::Client::try_default().await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
+    if let (Some(pod), Some(account)) = (&args.pod_name, &args.owner_service_account) {
+        match owned_pod(&client, &args.namespace, pod, account).await {
+            Ok(()) => println!(
+                "ok: pod {pod} is owned by ServiceAccount {account}: it goes with the installation"
+            ),
+            Err(error) => println!("note: pod {pod} stays after the installation: {error:#}"),
+        }
+    }
+    let selector = args
+        .pod_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let (namespace, selector) = (args.namespace.as_str(), selector.as_str());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pods = &pods;
+    let ready_pods = move || async move {
+        let list = pods.list(&ListParams::default().labels(selector)).await?;
+        let ready: Vec<String> = list
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p))
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        anyhow::ensure!(
+            !ready.is_empty(),
+            "no Ready controller pod among the {} in {namespace} labelled {selector}",
+            list.items.len()
+        );
+        Ok(ready)
+    };
+    let ready = until(deadline, ready_pods).await?;
+    println!("ok: Ready controller pods: {}", ready.join(", "));
+
+    if let Some(lease) = args.lease_name.as_deref() {
+        let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+        let leases = &leases;
+        // A handover takes at most the Lease's duration (15 s): another holder after 30 s stays.
+        let handover = deadline.min(tokio::time::Instant::now() + Duration::from_secs(30));
+        let holder = until(handover, move || async move {
+            let holder = leases
+                .get(lease)
+                .await?
+                .spec
+                .and_then(|s| s.holder_identity)
+                .filter(|h| !h.is_empty())
+                .ok_or_else(|| anyhow::anyhow!("the Lease {namespace}/{lease} has no holder"))?;
+            let ready = ready_pods().await?;
+            anyhow::ensure!(
+                ready.contains(&holder),
+                "the Lease {namespace}/{lease} is held by {holder}, no Ready controller pod of this \
+                 installation ({selector}): another installation in {namespace} uses the same \
+                 Lease name, and this one never leads (set another leaderElection.leaseName)"
+            );
+            Ok(holder)
+        })
+        .await?;
+        println!("ok: {holder} holds the Lease {namespace}/{lease}");
+    }
+
+    let mc_namespace = args.memcached_namespace.as_deref().unwrap_or(namespace);
+    let name = args.memcached_name.as_str();
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("memcached.c5c3.io", "v1beta1", "Memcached"),
+        "memcacheds",
+    );
+    let memcacheds: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), mc_namespace, &resource);
+    let memcacheds = &memcacheds;
+    let object: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "memcached.c5c3.io/v1beta1",
+        "kind": "Memcached",
+        "metadata": {"name": name, "namespace": mc_namespace},
+        "spec": {"replicas": 0},
+    }))?;
+    let gone = move || async move {
+        match memcacheds.get_opt(name).await? {
+            None => Ok(()),
+            Some(_) => {
+                let _ = memcacheds.delete(name, &DeleteParams::default()).await;
+                anyhow::bail!("Memcached {mc_namespace}/{name} is still there")
+            }
+        }
+    };
+    // Left over by an interrupted check.
+    until(deadline, gone).await?;
+    let started = tokio::time::Instant::now();
+    memcacheds
+        .create(&kube::api::PostParams::default(), &object)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot create Memcached {mc_namespace}/{name}: {e}"))?;
+    let reconciled = until(deadline, move || async move {
+        let mc = memcacheds.get(name).await?;
+        let generation = mc.metadata.generation;
+        let status = &mc.data["status"];
+        anyhow::ensure!(
+            generation.is_some() && status["observedGeneration"].as_i64() == generation,
+            "Memcached {mc_namespace}/{name} (generation {generation:?}) not reconciled: status {status}"
+        );
+        let degraded = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Degraded" && c["status"] == "True");
+        anyhow::ensure!(
+            degraded.is_none(),
+            "Memcached {mc_namespace}/{name} is Degraded: {}",
+            degraded.map(|c| c["message"].to_string()).unwrap_or_default()
+        );
+        Ok(status["state"].as_str().unwrap_or_default().to_string())
+    })
+    .await;
+    let took = started.elapsed();
+    let deleted = until(deadline, gone).await;
+    let state = reconciled?;
+    deleted?;
+    println!(
+        "ok: Memcached {mc_namespace}/{name} reconciled {:.1}s after its creation ({state}), deleted",
+        took.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Make the ServiceAccount `account` the owner of the pod `pod` (both in
+/// `namespace`): the garbage collector deletes the pod with it.
+async fn owned_pod(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &str,
+    account: &str,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+    use kube::api::{Api, Patch, PatchParams};
+
+    let uid = Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .get(account)
+        .await?
+        .metadata
+        .uid
+        .ok_or_else(|| anyhow::anyhow!("ServiceAccount {account} has no uid"))?;
+    let patch = serde_json::json!({"metadata": {"ownerReferences": [{
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "name": account,
+        "uid": uid,
+    }]}});
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// The pod's Ready condition is True.
+fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// `attempt` again every second until it succeeds; its last error once `deadline` passed.
+async fn until<T, F, Fut>(deadline: tokio::time::Instant, mut attempt: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    loop {
+        match attempt().await {
+            Ok(value) => return Ok(value),
+            Err(error) if tokio::time::Instant::now() >= deadline => return Err(error),
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +465,54 @@ mod tests {
         assert_eq!(args.watch_namespaces, ["c"]);
         let args = run_args(&["--watch-namespaces", "a,b"]);
         assert_eq!(args.watch_namespaces, ["a", "b"]);
+    }
+
+    #[test]
+    fn the_hash_key_secret_is_named_by_a_flag() {
+        assert_eq!(run_args(&[]).hash_key_secret, "memcached-operator-hash-key");
+        let args = run_args(&["--hash-key-secret=rel-memcached-operator-hash-key"]);
+        assert_eq!(args.hash_key_secret, "rel-memcached-operator-hash-key");
+    }
+
+    #[test]
+    fn check_flags() {
+        let cli = Cli::try_parse_from([
+            "memcached-controller",
+            "check",
+            "--namespace=ops",
+            "--pod-labels=app.kubernetes.io/instance=rel,app.kubernetes.io/name=memcached-operator",
+            "--lease-name=rel-memcached-operator",
+            "--memcached-namespace=team-a",
+            "--memcached-name=rel-memcached-operator-test",
+            "--owner-service-account=rel-memcached-operator",
+            "--pod-name=rel-memcached-operator-test",
+            "--timeout=60",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Command::Check(args) = cli.command else {
+            panic!("not check")
+        };
+        assert_eq!(args.namespace, "ops");
+        assert_eq!(
+            args.pod_labels,
+            [
+                ("app.kubernetes.io/instance".into(), "rel".into()),
+                ("app.kubernetes.io/name".into(), "memcached-operator".into())
+            ]
+        );
+        assert_eq!(args.lease_name.as_deref(), Some("rel-memcached-operator"));
+        assert_eq!(args.memcached_namespace.as_deref(), Some("team-a"));
+        assert_eq!(
+            args.owner_service_account.as_deref(),
+            Some("rel-memcached-operator")
+        );
+        assert_eq!(
+            args.pod_name.as_deref(),
+            Some("rel-memcached-operator-test")
+        );
+        assert_eq!(args.timeout, 60);
+        let missing = Cli::try_parse_from(["memcached-controller", "check", "--namespace=ops"]);
+        assert!(missing.is_err(), "--pod-labels is required");
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub struct Settings {
     pub lease_namespace: String,
     /// Name of the Lease.
     pub lease_name: String,
+    /// Name of the hash-key Secret in the controller's namespace.
+    pub hash_key_secret: String,
     /// This process's identity in the Lease.
     pub identity: String,
     /// Validation options (the policy's `memoryOverhead`).
@@ -80,7 +82,15 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             .collect()
     };
     crate::readiness::track(&client, &namespaces, ready);
-    let hash_key = crate::hash_key::load_or_create(&client, &settings.lease_namespace).await?;
+    // The ServiceAccount owns the Secret and the Lease: they go with the installation.
+    let owner = crate::hash_key::service_account_owner(&client, &settings.lease_namespace).await;
+    let hash_key = crate::hash_key::load_or_create(
+        &client,
+        &settings.lease_namespace,
+        &settings.hash_key_secret,
+        owner.as_ref(),
+    )
+    .await?;
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -122,18 +132,20 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         leadership::finished(&mut start()).await;
         return Ok(());
     }
-    lead(&client, &settings, shutdown, start).await
+    lead(&client, &settings, shutdown, start, owner).await
 }
 
 /// Reconcile (`start` the work) only while holding the Lease; release it
 /// once the work finished after SIGTERM, or after it was aborted when
 /// leadership was lost (then exit with an error, so Kubernetes restarts
-/// the replica as a standby).
+/// the replica as a standby). Once held, the Lease gets `owner` (the
+/// controller's ServiceAccount) unless it has it.
 async fn lead(
     client: &Client,
     settings: &Settings,
     shutdown: watch::Receiver<bool>,
     start: impl FnOnce() -> JoinSet<()>,
+    owner: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
 ) -> anyhow::Result<()> {
     let store = LeaseApi::new(
         client.clone(),
@@ -145,6 +157,10 @@ async fn lead(
     if !elector.acquire(&mut changes, wait(shutdown)).await {
         tracing::info!("shutting down before leading");
         return Ok(());
+    }
+    if let Some(owner) = &owner {
+        let api: Api<Lease> = Api::namespaced(client.clone(), &settings.lease_namespace);
+        crate::hash_key::ensure_owned(&api, &settings.lease_name, owner).await;
     }
     tracing::info!(lease = %settings.lease_name, "leading");
     let outcome = elector.lead(&mut start()).await;

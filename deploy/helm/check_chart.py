@@ -2,16 +2,21 @@
 """Render the chart with real helm and check what it must never lose: the
 controller's rules are exactly deploy/rbac.yaml's (cluster-wide, or per watched
 namespace, and its own namespace's Roles in every mode), the aggregated roles
-are deploy/rbac-user-roles.yaml's, the templated CRD is deploy/crd.yaml, the
-alerts are deploy/prometheus/'s with the chart's values applied (promtool checks
-the result), every option lands where it belongs, and the chart renders as a
-subchart of an umbrella chart.
+are deploy/rbac-user-roles.yaml's, the templated CRD is deploy/crd.yaml and the
+CRD comes exactly once however the chart is rendered, the alerts are
+deploy/prometheus/'s with the chart's values applied (promtool checks the
+result), every option lands where it belongs, two releases share no Lease and
+no hash-key Secret, the writes guard is rendered in the API the target
+Kubernetes serves, `helm test` checks the release, the README documents every
+value, and the chart renders as a subchart of an umbrella chart that switches it
+with a condition and passes it `global`.
 
 usage: check_chart.py HELM"""
 
 import copy
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -21,18 +26,29 @@ import yaml
 DEPLOY = pathlib.Path(__file__).resolve().parent.parent
 CHART = DEPLOY / "helm/memcached-operator"
 ALL_VALUES = CHART / "ci/all-values.yaml"
+# The Kubernetes version rendered for (`helm template` assumes 1.20, which Chart.yaml's kubeVersion
+# refuses): the e2e suites' API server.
+KUBE_VERSION = "1.36.1"
 
 
-def render(helm, *args, fail=False, chart=CHART):
-    run = subprocess.run(
-        [helm, "template", "rel", str(chart), "--namespace", "ops", *args],
+def helm_template(helm, *args, chart=CHART, release="rel"):
+    if not any(a.startswith("--kube-version") for a in args):
+        args = ("--kube-version", KUBE_VERSION, *args)
+    return subprocess.run(
+        [helm, "template", release, str(chart), "--namespace", "ops", *args],
         capture_output=True, text=True,
     )
+
+
+def render(helm, *args, fail=False, chart=CHART, hooks=False, release="rel"):
+    """The objects `helm template` renders; `helm test`'s hooks only with hooks=True (then only them)."""
+    run = helm_template(helm, *args, chart=chart, release=release)
     if fail:
         assert run.returncode != 0, f"helm template {args} should fail"
         return run.stderr
     assert run.returncode == 0, run.stderr
-    return [d for d in yaml.safe_load_all(run.stdout) if d]
+    objects = [d for d in yaml.safe_load_all(run.stdout) if d]
+    return [o for o in objects if ("helm.sh/hook" in (o["metadata"].get("annotations") or {})) == hooks]
 
 
 def load(path):
@@ -56,7 +72,8 @@ def check_defaults(helm):
         "the chart's ClusterRole drifted from deploy/rbac.yaml"
     for suffix in ("leader-election", "hash-key"):
         role = one(objects, "Role", f"rel-memcached-operator-{suffix}")
-        assert role["rules"] == one(rbac, "Role", f"memcached-operator-{suffix}")["rules"], suffix
+        assert role["rules"] == renamed(one(rbac, "Role", f"memcached-operator-{suffix}")["rules"],
+                                        "rel-memcached-operator-hash-key"), suffix
         assert role["metadata"]["namespace"] == "ops", suffix
         assert one(objects, "RoleBinding", role["metadata"]["name"])["roleRef"]["name"] == role["metadata"]["name"]
     binding = one(objects, "ClusterRoleBinding", "rel-memcached-operator")
@@ -76,6 +93,11 @@ def check_defaults(helm):
     assert env["METRICS_NAMESPACES"]["value"] == "monitoring"
     check_operator_pod_labels(deployment, "app.kubernetes.io/instance=rel,app.kubernetes.io/name=memcached-operator")
     assert "--leader-election" in container["args"]
+    assert "--lease-name=rel-memcached-operator" in container["args"], "the Lease is the release's"
+    assert "--hash-key-secret=rel-memcached-operator-hash-key" in container["args"]
+    assert "imagePullSecrets" not in pod
+    guard = [o for o in objects if o["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert [o["apiVersion"] for o in guard] == ["admissionregistration.k8s.io/v1"] * 2, "rbac.writesGuard is on"
     labels = deployment["metadata"]["labels"]
     for key in ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance",
                 "app.kubernetes.io/version", "app.kubernetes.io/managed-by"):
@@ -91,6 +113,16 @@ def check_defaults(helm):
     rule = one(render(helm, "--set", "metrics.prometheusRule.enabled=true"), "PrometheusRule")
     assert rule["spec"] == load("prometheus/memcached-operator-rules.yaml")[0]["spec"], \
         "the default alert values must render deploy/prometheus/ unchanged"
+
+
+def renamed(rules, secret):
+    """deploy/rbac.yaml's rules with the hash-key Secret's resourceNames naming the release's `secret`."""
+    rules = copy.deepcopy(rules)
+    for rule in rules:
+        if "resourceNames" in rule:
+            rule["resourceNames"] = [secret if n == "memcached-operator-hash-key" else n
+                                     for n in rule["resourceNames"]]
+    return rules
 
 
 def check_operator_pod_labels(deployment, expected):
@@ -160,11 +192,16 @@ def check_all_values(helm):
     assert len(kinds(objects, "RoleBinding")) == len(values["watchNamespaces"]) + 2
     hash_key = one(objects, "Role", "cache-operator-hash-key")
     assert hash_key["metadata"]["namespace"] == "ops"
-    assert hash_key["rules"] == one(load("rbac.yaml"), "Role", "memcached-operator-hash-key")["rules"]
+    assert hash_key["rules"] == renamed(one(load("rbac.yaml"), "Role", "memcached-operator-hash-key")["rules"],
+                                        "cache-operator-hash-key")
     deployment = one(objects, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["image"] == f"{values['image']['repository']}@{values['image']['digest']}"
+    # global.imageRegistry replaces the repository's registry host.
+    repository = values["image"]["repository"].replace("registry.example.com", values["global"]["imageRegistry"])
+    assert repository != values["image"]["repository"]
+    assert container["image"] == f"{repository}@{values['image']['digest']}"
+    assert "--lease-name=cache-operator" in container["args"] and "--hash-key-secret=cache-operator-hash-key" in container["args"]
     assert "--watch-namespaces=team-a,team-b" in container["args"]
     assert container["args"][-1] == "--log-format=json", "extraArgs come last"
     env = {e["name"]: e for e in container["env"]}
@@ -172,7 +209,8 @@ def check_all_values(helm):
     check_operator_pod_labels(deployment, "app.kubernetes.io/instance=rel,app.kubernetes.io/name=mc-op")
     for key in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priorityClassName"):
         assert pod[key] == values[key], key
-    assert pod["imagePullSecrets"] == values["imagePullSecrets"]
+    assert pod["imagePullSecrets"] == [{"name": "mirror-pull"}, {"name": "regcred"}], \
+        "global.imagePullSecrets first, each name once"
     assert pod["serviceAccountName"] == "cache-operator-sa"
     assert container["resources"] == values["resources"]
     template_meta = deployment["spec"]["template"]["metadata"]
@@ -183,6 +221,11 @@ def check_all_values(helm):
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["endpoints"][0]["interval"] == "15s"
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+    settings = values["metrics"]["serviceMonitor"]
+    assert monitor["metadata"]["namespace"] == settings["namespace"] == "monitoring"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["ops"]}, "the Service stays in the release namespace"
+    assert monitor["spec"]["endpoints"][0]["relabelings"] == settings["relabelings"]
+    assert monitor["spec"]["endpoints"][0]["metricRelabelings"] == settings["metricRelabelings"]
     endpoint = monitor["spec"]["endpoints"][0]
     assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == values["metrics"]["serviceMonitor"]["tlsConfig"]
     assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -228,27 +271,201 @@ def check_switches(helm):
     assert "additional properties" in render(
         helm, "--set", "metrics.prometheusRule.alerts.Bogus.enabled=false", fail=True)
     assert render(helm, "--set", "global.imageRegistry=example.com"), "global is Helm's, always allowed"
+    assert render(helm, "--set", "enabled=false"), "an umbrella's condition value is allowed"
 
 
-def check_subchart(helm):
-    """An umbrella chart depending on this one (file://) renders: Helm passes it `global`."""
+def check_umbrella(helm):
+    """An umbrella chart that depends on this one (file://) with `condition: memcached-operator.enabled`,
+    as umbrella charts switch their parts: values.schema.json takes `enabled`, the condition switches
+    the chart off, and `global.imageRegistry` and `global.imagePullSecrets` reach its pods (Bitnami's
+    convention). The bundled CRD subchart's own condition works from there too."""
     with tempfile.TemporaryDirectory() as tmp:
         umbrella = pathlib.Path(tmp) / "umbrella"
         umbrella.mkdir()
         (umbrella / "Chart.yaml").write_text(yaml.safe_dump({
             "apiVersion": "v2", "name": "umbrella", "version": "1.0.0",
-            "dependencies": [{"name": "memcached-operator", "version": "*", "repository": f"file://{CHART}"}],
+            "dependencies": [{"name": "memcached-operator", "version": "*", "repository": f"file://{CHART}",
+                              "condition": "memcached-operator.enabled"}],
         }))
         (umbrella / "values.yaml").write_text(yaml.safe_dump({
-            "global": {"imageRegistry": "registry.example.com"},
-            "memcached-operator": {"replicaCount": 1},
+            "global": {"imageRegistry": "registry.example.com", "imagePullSecrets": ["mirror"],
+                       "storageClass": "another chart's global"},
+            "memcached-operator": {"enabled": True, "replicaCount": 1},
         }))
         build = subprocess.run([helm, "dependency", "build", str(umbrella)], capture_output=True, text=True,
                                env={"HOME": tmp, "PATH": "/usr/bin:/bin", "HELM_CACHE_HOME": tmp,
                                     "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp})
         assert build.returncode == 0, build.stderr
-        objects = render(helm, chart=umbrella)
-        assert one(objects, "Deployment")["spec"]["replicas"] == 1
+        objects = render(helm, "--include-crds", chart=umbrella)
+        deployment = one(objects, "Deployment")
+        assert deployment["spec"]["replicas"] == 1
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["containers"][0]["image"] == "registry.example.com/c5c3/memcached-operator:v0.1.0", \
+            "global.imageRegistry replaces ghcr.io"
+        assert pod["imagePullSecrets"] == [{"name": "mirror"}]
+        assert len(kinds(objects, "CustomResourceDefinition")) == 1
+        test_pod = one(render(helm, chart=umbrella, hooks=True), "Pod")
+        assert test_pod["spec"]["containers"][0]["image"] == pod["containers"][0]["image"]
+        assert test_pod["spec"]["imagePullSecrets"] == [{"name": "mirror"}]
+        off = render(helm, "--include-crds", "--set", "memcached-operator.enabled=false", chart=umbrella)
+        assert off == [], f"condition false: {[o['kind'] for o in off]}"
+        no_crd = render(helm, "--include-crds", "--set", "memcached-operator.crds.install=false", chart=umbrella)
+        assert not kinds(no_crd, "CustomResourceDefinition") and kinds(no_crd, "Deployment")
+        lint = subprocess.run([helm, "lint", "--strict", str(umbrella), "--with-subcharts"], capture_output=True, text=True)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def check_releases_share_nothing(helm):
+    """Two releases in one namespace: each its own Lease (a shared one would leave the second standing
+    by for ever) and its own hash-key Secret, which its Role names; leaderElection.leaseName still wins."""
+    seen = {}
+    for release in ("first", "second"):
+        objects = render(helm, release=release)
+        container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        args = dict(a.split("=", 1) for a in container["args"] if "=" in a)
+        seen[release] = (args["--lease-name"], args["--hash-key-secret"])
+        role = one(objects, "Role", f"{release}-memcached-operator-hash-key")
+        assert [r["resourceNames"] for r in role["rules"] if "resourceNames" in r] == [[args["--hash-key-secret"]]]
+    assert seen == {"first": ("first-memcached-operator", "first-memcached-operator-hash-key"),
+                    "second": ("second-memcached-operator", "second-memcached-operator-hash-key")}, seen
+    named = one(render(helm, "--set", "leaderElection.leaseName=shared"), "Deployment")
+    assert "--lease-name=shared" in named["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def check_kube_versions(helm):
+    """Chart.yaml states the Kubernetes versions it runs on; the writes guard is rendered in the
+    admissionregistration.k8s.io version the target serves (v1 from 1.30, v1beta1 on 1.28-1.29),
+    from the served kinds when Helm knows them (a cluster), else from --kube-version."""
+    assert yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"] == ">=1.28.0-0"
+    assert "incompatible with Kubernetes v1.27.0" in render(helm, "--kube-version", "1.27.0", fail=True)
+
+    def guard(*args):
+        return [(o["apiVersion"], o["kind"]) for o in render(helm, *args)
+                if o["kind"].startswith("ValidatingAdmissionPolicy")]
+
+    v1 = "admissionregistration.k8s.io/v1"
+    beta = "admissionregistration.k8s.io/v1beta1"
+    kinds_ = ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert guard("--kube-version", "1.30.0") == [(v1, k) for k in kinds_]
+    assert guard("--kube-version", "1.29.0") == [(beta, k) for k in kinds_], "v1 does not exist before 1.30"
+    assert guard("--kube-version", "1.28.0") == [(beta, k) for k in kinds_]
+    # As against a cluster: the served kinds decide.
+    served = ["--api-versions", "v1/Pod"]
+    assert guard("--kube-version", "1.29.0", *served) == [], "neither API served: no guard"
+    assert guard("--kube-version", "1.29.0", *served, "--api-versions",
+                 f"{beta}/ValidatingAdmissionPolicy") == [(beta, k) for k in kinds_]
+    assert guard("--kube-version", "1.31.0", *served, "--api-versions",
+                 f"{v1}/ValidatingAdmissionPolicy") == [(v1, k) for k in kinds_]
+    assert guard("--kube-version", "1.29.0", "--set", "rbac.writesGuard=false") == []
+
+
+def check_crds(helm):
+    """The CRD comes exactly once: from the bundled subchart's crds/ (crds.install, the default), or
+    from templates/ (crds.managed with crds.install=false), with or without --include-crds (Argo
+    CD's default); both at once is refused, saying which value to set."""
+    def crds(*args):
+        return kinds(render(helm, "--include-crds", *args), "CustomResourceDefinition")
+
+    source = load("crd.yaml")[0]
+    [default] = crds()
+    assert default == source and "annotations" not in default["metadata"], "crds/ is deploy/crd.yaml as is"
+    [managed] = crds("--set", "crds.managed=true,crds.install=false")
+    assert managed["spec"] == source["spec"] and managed["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert crds("--set", "crds.install=false") == []
+    refused = render(helm, "--include-crds", "--set", "crds.managed=true", fail=True)
+    assert "crds.install=false" in refused, refused
+    shown = subprocess.run([helm, "show", "crds", str(CHART)], capture_output=True, text=True)
+    assert shown.returncode == 0 and [d for d in yaml.safe_load_all(shown.stdout) if d] == [source], \
+        "helm show crds (the README's upgrade command) prints deploy/crd.yaml"
+
+
+def check_tests(helm):
+    """`helm test`: hooks only (nothing of it exists before `helm test`); its ServiceAccount and Roles
+    deleted once it ran, its pod kept for `helm test --logs` (owned by the controller's ServiceAccount,
+    which the check makes its owner, so it goes with the release); a pod of the controller's image
+    running `check` on this release's pods, Lease and a watched namespace, with exactly the rights
+    that needs."""
+    hooks = render(helm, hooks=True)
+    assert {o["kind"] for o in hooks} == {"ServiceAccount", "Role", "RoleBinding", "Pod"}, [o["kind"] for o in hooks]
+    for o in hooks:
+        annotations = o["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "test"
+        assert annotations["helm.sh/hook-delete-policy"] == (
+            "before-hook-creation" if o["kind"] == "Pod" else "before-hook-creation,hook-succeeded,hook-failed")
+    pod = one(hooks, "Pod")
+    deployment = one(render(helm), "Deployment")
+    controller = deployment["spec"]["template"]["spec"]["containers"][0]
+    check = pod["spec"]["containers"][0]
+    assert check["image"] == controller["image"] and pod["spec"]["restartPolicy"] == "Never"
+    assert check["args"] == [
+        "check", "--namespace=ops",
+        "--pod-labels=app.kubernetes.io/instance=rel,app.kubernetes.io/name=memcached-operator",
+        "--lease-name=rel-memcached-operator", "--memcached-namespace=ops",
+        "--memcached-name=rel-memcached-operator-test", "--owner-service-account=rel-memcached-operator",
+        "--timeout=120"], check["args"]
+    assert check["env"] == [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    labels = pod["metadata"]["labels"]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert not selector.items() <= labels.items(), "the test pod is no controller pod"
+    assert check["securityContext"] == controller["securityContext"]
+    assert pod["spec"]["securityContext"] == deployment["spec"]["template"]["spec"]["securityContext"]
+    assert one(hooks, "Role")["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods"], "resourceNames": ["rel-memcached-operator-test"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts"], "resourceNames": ["rel-memcached-operator"],
+         "verbs": ["get"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "resourceNames": ["rel-memcached-operator"], "verbs": ["get"]},
+        {"apiGroups": ["memcached.c5c3.io"], "resources": ["memcacheds"], "verbs": ["get", "create", "delete"]}]
+    # Watching namespaces: the Memcached goes to the first, with a Role there.
+    scoped = render(helm, "-f", str(ALL_VALUES), hooks=True)
+    args = one(scoped, "Pod")["spec"]["containers"][0]["args"]
+    assert "--memcached-namespace=team-a" in args and "--lease-name=cache-operator" in args
+    assert "--owner-service-account=cache-operator-sa" in args
+    roles = {o["metadata"]["namespace"]: o["rules"] for o in kinds(scoped, "Role")}
+    assert set(roles) == {"ops", "team-a"} and roles["team-a"] == [
+        {"apiGroups": ["memcached.c5c3.io"], "resources": ["memcacheds"], "verbs": ["get", "create", "delete"]}]
+    assert {o["metadata"]["namespace"] for o in kinds(scoped, "RoleBinding")} == {"ops", "team-a"}
+    solo = one(render(helm, "--set", "replicaCount=1,leaderElection.enabled=false", hooks=True), "Pod")
+    assert not [a for a in solo["spec"]["containers"][0]["args"] if a.startswith("--lease-name")]
+
+
+def check_readme_values(helm):
+    """Every value of values.yaml is in the README's values table (a row naming it or a section of it)."""
+    del helm
+    readme = (CHART / "README.md").read_text()
+    table = readme.split("## Values", 1)[1].split("\n## ", 1)[0]
+    documented = set()
+    for row in table.splitlines():
+        if not row.startswith("| `"):
+            continue
+        parent = ""
+        for token in re.findall(r"`([^`]+)`", row.split("|")[1]):
+            if "." in token:
+                parent = token.rsplit(".", 1)[0]
+                documented.add(token)
+            else:
+                documented.add(f"{parent}.{token}" if parent else token)
+
+    def covered(path):
+        parts = path.split(".")
+        for doc in documented:
+            pattern = doc.split(".")
+            if len(pattern) <= len(parts) and all(
+                    p == q or (p.startswith("<") and p.endswith(">")) for p, q in zip(pattern, parts)):
+                return True
+        return False
+
+    def leaves(values, prefix=""):
+        for key, value in values.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict) and value:
+                yield from leaves(value, f"{path}.")
+            else:
+                yield path
+
+    missing = [p for p in leaves(yaml.safe_load((CHART / "values.yaml").read_text())) if not covered(p)]
+    assert not missing, f"values missing from the README's table: {missing}"
 
 
 def check_metrics_modes(helm):
@@ -262,7 +479,8 @@ def check_metrics_modes(helm):
 
 
 def main(helm):
-    for check in (check_defaults, check_all_values, check_switches, check_subchart, check_metrics_modes):
+    for check in (check_defaults, check_all_values, check_switches, check_umbrella, check_releases_share_nothing,
+                  check_kube_versions, check_crds, check_tests, check_readme_values, check_metrics_modes):
         check(helm)
         print(f"ok {check.__name__}")
 

@@ -8,7 +8,11 @@
 //! the chart's pods, with the chart's args and env and authenticated as the
 //! chart's ServiceAccount, so its RBAC and flags are what the controller gets.
 //! Each install must start (readiness probes pass, no exit) and reconcile a
-//! Memcached; with watchNamespaces, only in the watched namespaces.
+//! Memcached; with watchNamespaces, only in the watched namespaces; and its
+//! uninstall must leave nothing. Two releases share a namespace, each
+//! leading on its own Lease. Last (it replaces the CRD, and with it every
+//! Memcached), the CRD Helm installed is upgraded with the commands the
+//! chart documents.
 //!
 //! Kinds of other projects (the Prometheus Operator's ServiceMonitor and
 //! PrometheusRule, Kubewarden's ClusterAdmissionPolicy) get stand-in CRDs that
@@ -65,6 +69,15 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         "9. helm install with ci/all-values.yaml: the controller starts and reconciles",
         chart_runs_all_values,
     ),
+    (
+        "10. two releases in one namespace: each leads on its own Lease and reconciles; \
+         uninstalled, each leaves nothing",
+        chart::two_releases,
+    ),
+    (
+        "11. the CRD Helm installed from crds/ is upgraded by the commands NOTES.txt and the chart README print",
+        chart::crd_upgrade,
+    ),
 ];
 
 /// Stand-in CRDs for the foreign kinds: (group, kind, plural, scope).
@@ -89,12 +102,14 @@ const FOREIGN_KINDS: [(&str, &str, &str, &str); 3] = [
     ),
 ];
 
-/// Namespaces the examples (`production`), the chart's values and scenarios 4 and 5 use.
-const NAMESPACES: [&str; 6] = [
+/// Namespaces the examples (`production`), the chart's values (`monitoring`: its
+/// ServiceMonitor's) and scenarios 4 and 5 use.
+const NAMESPACES: [&str; 7] = [
     "production",
     "ops",
     "team-a",
     "team-b",
+    "monitoring",
     "kubectl-ux",
     "user-roles",
 ];
@@ -278,9 +293,29 @@ fn deploy_files(env: &mut Env) -> Result<(), String> {
     check(problems.is_empty(), problems.join("\n     "))
 }
 
-/// `helm template` of the chart into namespace `ops`.
+/// `helm template` of the chart into namespace `ops`, for the API server's
+/// Kubernetes version (Chart.yaml's kubeVersion refuses helm's default, 1.20).
 fn helm_template(env: &Env, args: &[&str]) -> Result<String, String> {
-    Helm::new(&env.cluster.kubeconfig, &env.cluster.workdir).template("rel", "ops", args)
+    let version: Value = serde_json::from_str(&env.kubectl.ok(&["version", "-o", "json"])?)
+        .map_err(|e| format!("kubectl version: {e}"))?;
+    let server = version["serverVersion"]["gitVersion"]
+        .as_str()
+        .ok_or("kubectl version: no server version")?;
+    let mut all = vec!["--kube-version", server];
+    all.extend_from_slice(args);
+    Helm::new(&env.cluster.kubeconfig, &env.cluster.workdir).template("rel", "ops", &all)
+}
+
+/// The rendered chart holds the CRD exactly `count` times.
+fn crds_rendered(what: &str, rendered: &str, count: usize) -> Result<(), String> {
+    let found = rendered
+        .split("\n---")
+        .filter(|doc| doc.contains("\nkind: CustomResourceDefinition"))
+        .count();
+    check(
+        found == count,
+        format!("{what}: the CRD rendered {found} times, not {count}"),
+    )
 }
 
 /// Dry-run a rendered chart; every document must come back.
@@ -305,18 +340,52 @@ fn dry_run_chart(env: &Env, what: &str, rendered: &str) -> Result<(), String> {
     )
 }
 
-fn chart_defaults(env: &mut Env) -> Result<(), String> {
-    let rendered = helm_template(env, &["--include-crds"])?;
-    dry_run_chart(env, "chart, default values", &rendered)
+/// `helm test`'s hooks pass a server-side dry run too (apart from the
+/// release: they exist only while `helm test` runs). Their ServiceAccount is
+/// created for real first, as `helm test` creates it before the pod (a
+/// pod's dry run looks its ServiceAccount up), and deleted after.
+fn dry_run_tests(env: &Env, what: &str, args: &[&str]) -> Result<(), String> {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--show-only", "templates/tests/check.yaml"]);
+    let rendered = helm_template(env, &all)?;
+    let accounts: Vec<&str> = rendered
+        .split("\n---")
+        .filter(|doc| doc.contains("\nkind: ServiceAccount"))
+        .collect();
+    for account in &accounts {
+        env.kubectl.apply(account)?;
+    }
+    let outcome = dry_run_chart(env, what, &rendered);
+    for account in &accounts {
+        env.kubectl.run(&["delete", "-f", "-"], Some(account));
+    }
+    outcome
 }
 
+fn chart_defaults(env: &mut Env) -> Result<(), String> {
+    let rendered = helm_template(env, &["--include-crds", "--skip-tests"])?;
+    crds_rendered("chart, default values, --include-crds", &rendered, 1)?;
+    dry_run_chart(env, "chart, default values", &rendered)?;
+    dry_run_tests(env, "chart, default values, helm test", &[])
+}
+
+/// With `--include-crds` (Argo CD's default): `crds.managed` renders the CRD
+/// from templates/ and `crds.install=false` keeps crds/ out, so it comes once.
 fn chart_all_values(env: &mut Env) -> Result<(), String> {
     let values = workspace_root().join("deploy/helm/memcached-operator/ci/all-values.yaml");
-    let rendered = helm_template(env, &["-f", &values.to_string_lossy()])?;
-    dry_run_chart(env, "chart, ci/all-values.yaml", &rendered)
+    let values = values.to_string_lossy();
+    let rendered = helm_template(env, &["--include-crds", "--skip-tests", "-f", &values])?;
+    crds_rendered("chart, ci/all-values.yaml, --include-crds", &rendered, 1)?;
+    dry_run_chart(env, "chart, ci/all-values.yaml", &rendered)?;
+    dry_run_tests(
+        env,
+        "chart, ci/all-values.yaml, helm test",
+        &["-f", &values],
+    )
 }
 
 fn chart_runs_defaults(env: &mut Env) -> Result<(), String> {
+    chart::exit_error_is_seen(env)?;
     chart::runs(
         env,
         &chart::Release {
@@ -371,8 +440,9 @@ fn chart_runs_watching_namespaces(env: &mut Env) -> Result<(), String> {
     )
 }
 
-/// `ci/all-values.yaml` with the image the pod runtime runs (its registry is
-/// an example); it watches team-a and team-b and manages the CRD. Its
+/// `ci/all-values.yaml` with the image the pod runtime runs (its registry and
+/// mirror are examples); it watches team-a and team-b and manages the CRD
+/// (crds.install=false: no `--skip-crds` needed). Its
 /// `metrics.certSecret` is left out: the emulated pod runtime mounts no
 /// Secret volume into the controller, so the mounted certificate (rendered,
 /// checked by `check_chart.py`; read from a directory and re-read on renewal
@@ -389,10 +459,9 @@ fn chart_runs_all_values(env: &mut Env) -> Result<(), String> {
                 "-f",
                 &values.to_string_lossy(),
                 "--set",
-                "image.repository=ghcr.io/c5c3/memcached-operator",
+                "image.repository=ghcr.io/c5c3/memcached-operator,global.imageRegistry=",
                 "--set",
                 "metrics.certSecret=",
-                "--skip-crds",
             ],
             cache_namespace: "team-a",
             unwatched: None,

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::helm::Helm;
+use e2e_tests::cluster::helm::{self, Helm};
 use e2e_tests::cluster::http;
 use e2e_tests::cluster::kubewarden::KUBEWARDEN_NAMESPACE;
 use e2e_tests::cluster::kubewarden_charts;
@@ -23,8 +23,8 @@ use e2e_tests::cluster::memcache::Memcache;
 use e2e_tests::cluster::node::{self, NodeState};
 use e2e_tests::cluster::pki;
 use e2e_tests::cluster::scenario::{
-    SETTLE, Scenario, check, ensure_namespace, instance_objects, lease_holder_in, memcached,
-    ready_endpoints, run_each, wait_ready,
+    SETTLE, Scenario, check, ensure_namespace, instance_objects, memcached, ready_endpoints,
+    run_each, wait_ready,
 };
 use e2e_tests::cluster::signing;
 use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
@@ -114,12 +114,15 @@ const SCENARIOS: &[(&str, Scenario)] = &[
         faulty_pods,
     ),
     (
-        "19. helm install: the controller's image runs in its container on the node, \
-         reconciles there, and hands over its Lease on a rollout restart",
+        "19. helm install of the chart make push-chart published and signed: the controller's \
+         image runs in its container on the node, reconciles there, hands over its Lease on a \
+         rollout restart; helm test passes; uninstalled, it leaves nothing",
         chart_installed,
     ),
     (
-        "20. helm install with watchNamespaces: the controller reconciles only the namespaces it watches",
+        "20. helm install with watchNamespaces: each release reconciles only the namespaces it \
+         watches; two in one namespace each lead on their own Lease (on the other's, helm test \
+         says it never leads); uninstalled, they leave nothing",
         chart_watching_namespaces,
     ),
     ("21. the node stack's memory", node_memory),
@@ -1260,16 +1263,30 @@ fn faulty_pods(env: &mut Env) -> Result<(), String> {
     Ok(())
 }
 
-/// The chart installed with its default image, which the node pulls: the
-/// controller runs in its container (uid 65532, read-only root filesystem)
-/// as the chart's ServiceAccount, reconciles a Memcached on the node, and
-/// after `kubectl rollout restart` a new pod holds the Lease and reconciles
-/// the next change.
+/// The chart as a release publishes it (`deploy/helm/push-chart.sh`, what
+/// `make push-chart` runs: pushed to the suite's registry, its digest signed
+/// with a fresh cosign key; cosign verifies it under that key and refuses it
+/// under another), installed from that registry by digest with its default
+/// image, which the node pulls: the controller runs in its container (uid
+/// 65532, read-only root filesystem) as the chart's ServiceAccount,
+/// reconciles a Memcached on the node, and after `kubectl rollout restart` a
+/// new pod holds the release's Lease and reconciles the next change; `helm
+/// test` passes (its pod, of the controller's image, checks the Lease and
+/// reconciles a Memcached) and leaves nothing; `helm uninstall` leaves
+/// nothing either (the Lease and the hash-key Secret go with the
+/// ServiceAccount that owns them).
 fn chart_installed(env: &mut Env) -> Result<(), String> {
     let (release, namespace) = ("mo", "operator-node");
+    let lease = format!("{release}-memcached-operator");
     let helm = stop_suite_controller(env)?;
+    let published = publish_chart(env, &helm)?;
     let started = Instant::now();
-    helm.install(release, namespace, &["-f", &chart_values(env)?])?;
+    helm.install_reference(
+        &published,
+        release,
+        namespace,
+        &["--plain-http", "-f", &chart_values(env)?],
+    )?;
     let installed = started.elapsed();
     let pods = controller_pods(env, release, namespace, 2)?;
     let state = NodeState::read(&env.cluster.workdir)?;
@@ -1298,7 +1315,7 @@ fn chart_installed(env: &mut Env) -> Result<(), String> {
         .apply(&memcached(NAMESPACE, name, spec.clone()))?;
     wait_ready(env, NAMESPACE, name, 1)?;
     let reconciled = applied.elapsed();
-    let holder = lease_holder_in(env, namespace)?;
+    let holder = lease_holder(env, namespace, &lease)?;
     check(
         pods.iter()
             .any(|p| p["metadata"]["name"] == holder.as_str()),
@@ -1319,7 +1336,7 @@ fn chart_installed(env: &mut Env) -> Result<(), String> {
     ])?;
     let new_pods = controller_pods(env, release, namespace, 2)?;
     let new_holder = wait_for("a new pod to hold the Lease", SETTLE, || {
-        let holder = lease_holder_in(env, namespace)?;
+        let holder = lease_holder(env, namespace, &lease)?;
         new_pods
             .iter()
             .any(|p| p["metadata"]["name"] == holder.as_str())
@@ -1337,36 +1354,49 @@ fn chart_installed(env: &mut Env) -> Result<(), String> {
         reconciled.as_secs_f64(),
         handed_over.as_secs_f64()
     );
+    helm_test_passes(env, &helm, release, namespace, Some(&lease))?;
     env.kubectl
         .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])?;
-    helm.uninstall(release, namespace).map(drop)
+    helm.uninstall(release, namespace)?;
+    nothing_left(env, &[release], namespace)
 }
 
-/// `watchNamespaces` mode (a Role per namespace, no cluster-wide access): a
-/// Memcached in a watched namespace is reconciled, one elsewhere is not.
+/// `watchNamespaces` mode (a Role per namespace, no cluster-wide access),
+/// two releases in one namespace, each watching its own: a Memcached in a
+/// watched namespace is reconciled, one elsewhere is not. The second
+/// release given the first's Lease name (as both had by default before)
+/// installs "successfully" and stands by for ever: its Memcached gets
+/// nothing and its `helm test` fails, saying the Lease is another
+/// installation's; with its own Lease (the default, its full name) it leads,
+/// reconciles, and its `helm test` passes. Both uninstalled, nothing is left.
 fn chart_watching_namespaces(env: &mut Env) -> Result<(), String> {
-    let (release, namespace, watched) = ("scoped", "operator-scoped", "real-node-watched");
+    let namespace = "operator-scoped";
+    let (first, first_watched) = ("scoped", "real-node-watched");
+    let (second, second_watched) = ("scoped-too", "real-node-watched-too");
     let helm = stop_suite_controller(env)?;
-    for ns in [watched, NAMESPACE] {
+    for ns in [first_watched, second_watched, NAMESPACE] {
         ensure_namespace(env, ns)?;
     }
+    let values = chart_values(env)?;
+    let first_lease = format!("{first}-memcached-operator");
     helm.install(
-        release,
+        first,
         namespace,
         &[
             "-f",
-            &chart_values(env)?,
+            &values,
             "--set",
-            &format!("watchNamespaces={{{watched}}},leaderElection.enabled=false,replicaCount=1"),
+            &format!("watchNamespaces={{{first_watched}}},replicaCount=1"),
         ],
     )?;
-    controller_pods(env, release, namespace, 1)?;
+    controller_pods(env, first, namespace, 1)?;
     let mut spec = node::scheduling();
     spec["replicas"] = json!(1);
     env.kubectl
         .apply(&memcached(NAMESPACE, "unwatched", spec.clone()))?;
-    env.kubectl.apply(&memcached(watched, "watched", spec))?;
-    wait_ready(env, watched, "watched", 1)?;
+    env.kubectl
+        .apply(&memcached(first_watched, "watched", spec.clone()))?;
+    wait_ready(env, first_watched, "watched", 1)?;
     let unwatched = env
         .kubectl
         .get(&["memcached", "unwatched", "-n", NAMESPACE])?;
@@ -1379,11 +1409,219 @@ fn chart_watching_namespaces(env: &mut Env) -> Result<(), String> {
             deployments.len()
         ),
     )?;
-    for (ns, name) in [(watched, "watched"), (NAMESPACE, "unwatched")] {
+    helm_test_passes(env, &helm, first, namespace, Some(&first_lease))?;
+
+    // The second release on the first's Lease: Ready, standing by, never leading.
+    helm.install(
+        second,
+        namespace,
+        &[
+            "-f",
+            &values,
+            "--set",
+            &format!(
+                "watchNamespaces={{{second_watched}}},replicaCount=1,leaderElection.leaseName={first_lease}"
+            ),
+        ],
+    )?;
+    controller_pods(env, second, namespace, 1)?;
+    env.kubectl
+        .apply(&memcached(second_watched, "watched", spec.clone()))?;
+    let refused = helm.test(second, namespace).err().unwrap_or_default();
+    check(
+        refused.contains(&format!(
+            "the Lease {namespace}/{first_lease} is held by {first}-"
+        )) && refused.contains("uses the same Lease name"),
+        format!("helm test of a release that never leads: {refused}"),
+    )?;
+    let ignored = env
+        .kubectl
+        .get(&["memcached", "watched", "-n", second_watched])?;
+    check(
+        ignored["status"].is_null(),
+        format!("the standing-by release reconciled: {}", ignored["status"]),
+    )?;
+    println!(
+        "     on the first release's Lease, helm test fails: {}",
+        refused
+            .lines()
+            .find(|l| l.contains("is held by"))
+            .unwrap_or_default()
+            .trim()
+    );
+    // Its own Lease (the default): it leads; the next helm test replaces the failed one's objects.
+    helm.run(&[
+        "upgrade",
+        second,
+        &Helm::chart().to_string_lossy(),
+        "--namespace",
+        namespace,
+        "--reuse-values",
+        "--set",
+        "leaderElection.leaseName=",
+        "--wait",
+        "--timeout=120s",
+    ])?;
+    wait_ready(env, second_watched, "watched", 1)?;
+    helm_test_passes(
+        env,
+        &helm,
+        second,
+        namespace,
+        Some(&format!("{second}-memcached-operator")),
+    )?;
+    for (ns, name) in [
+        (first_watched, "watched"),
+        (second_watched, "watched"),
+        (NAMESPACE, "unwatched"),
+    ] {
         env.kubectl
             .ok(&["delete", "memcached", name, "-n", ns, "--wait=false"])?;
     }
-    helm.uninstall(release, namespace).map(drop)
+    helm.uninstall(first, namespace)?;
+    helm.uninstall(second, namespace)?;
+    nothing_left(env, &[first, second], namespace)
+}
+
+/// `helm test --logs` of `release` passes: its pod checked that a Ready pod
+/// of the release holds `lease` and that a Memcached got reconciled. The
+/// test's ServiceAccount and Roles are gone afterwards; its finished pod
+/// stays for its log, owned by the controller's ServiceAccount (so `helm
+/// uninstall` takes it).
+fn helm_test_passes(
+    env: &Env,
+    helm: &Helm,
+    release: &str,
+    namespace: &str,
+    lease: Option<&str>,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let out = helm.test(release, namespace)?;
+    check(
+        out.contains("Succeeded")
+            && !out.contains("Failed")
+            && out.contains("ok: Memcached")
+            && lease.is_none_or(|l| out.contains(&format!("holds the Lease {namespace}/{l}"))),
+        format!("helm test {release}:\n{out}"),
+    )?;
+    let selector = format!("app.kubernetes.io/instance={release},app.kubernetes.io/component=test");
+    let left = env.kubectl.ok(&[
+        "get",
+        "serviceaccounts,roles,rolebindings",
+        "-A",
+        "-l",
+        &selector,
+        "-o",
+        "name",
+    ])?;
+    check(left.trim().is_empty(), format!("helm test left {left}"))?;
+    let pod = env.kubectl.get(&[
+        "pod",
+        &format!("{release}-memcached-operator-test"),
+        "-n",
+        namespace,
+    ])?;
+    let owners = &pod["metadata"]["ownerReferences"];
+    check(
+        pod["status"]["phase"] == "Succeeded"
+            && owners[0]["kind"] == "ServiceAccount"
+            && owners[0]["name"] == format!("{release}-memcached-operator").as_str(),
+        format!(
+            "the test pod: phase {}, owners {owners}",
+            pod["status"]["phase"]
+        ),
+    )?;
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("ok: Memcached"))
+        .unwrap_or_default();
+    println!(
+        "     helm test {release} passed in {:.1}s: {line}",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The chart pushed to the suite's registry with `deploy/helm/push-chart.sh`
+/// and signed with a fresh key; cosign verifies the pushed digest under that
+/// key, and refuses it under another. The immutable reference
+/// (`oci://<registry>/charts/memcached-operator@sha256:...`).
+fn publish_chart(env: &Env, helm: &Helm) -> Result<String, String> {
+    let keys = env.cluster.workdir.join("chart-keys");
+    let (key, public) = helm::key_pair(&keys, "release")?;
+    let (_, other) = helm::key_pair(&keys, "other")?;
+    let repository = format!("oci://{}/charts", env.registry.address());
+    let published = helm.push_chart(&Helm::chart(), &repository, Some(&key))?;
+    check(
+        published.starts_with(&format!("{repository}/memcached-operator@sha256:")),
+        format!("push-chart.sh printed {published}"),
+    )?;
+    helm::verify_chart(&published, &public)?;
+    let refused = helm::verify_chart(&published, &other);
+    check(
+        refused.is_err(),
+        format!("cosign verified the chart under another key: {refused:?}"),
+    )?;
+    println!("     published {published}: cosign verifies it under the release key only");
+    Ok(published)
+}
+
+/// Who holds the Lease `name` in `namespace`.
+fn lease_holder(env: &Env, namespace: &str, name: &str) -> Result<String, String> {
+    let lease = env.kubectl.get(&["lease", name, "-n", namespace])?;
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| format!("the Lease {namespace}/{name} has no holder"))
+}
+
+/// After `helm uninstall` of `releases`: nothing of them is left in
+/// `namespace` (only what Kubernetes puts in every namespace) or
+/// cluster-wide (labelled with their instance).
+fn nothing_left(env: &Env, releases: &[&str], namespace: &str) -> Result<(), String> {
+    let started = Instant::now();
+    wait_for("nothing of the releases left", SETTLE, || {
+        let mut left: Vec<String> = env
+            .kubectl
+            .ok(&[
+                "get",
+                "pods,leases,secrets,serviceaccounts,configmaps,services,deployments,\
+                 replicasets,poddisruptionbudgets,roles,rolebindings",
+                "-n",
+                namespace,
+                "-o",
+                "name",
+            ])?
+            .lines()
+            .filter(|l| *l != "serviceaccount/default" && *l != "configmap/kube-root-ca.crt")
+            .map(str::to_string)
+            .collect();
+        for release in releases {
+            left.extend(
+                env.kubectl
+                    .ok(&[
+                        "get",
+                        "clusterroles,clusterrolebindings,validatingadmissionpolicies,\
+                         validatingadmissionpolicybindings",
+                        "-l",
+                        &format!("app.kubernetes.io/instance={release}"),
+                        "-o",
+                        "name",
+                    ])?
+                    .lines()
+                    .map(str::to_string),
+            );
+        }
+        left.retain(|l| !l.is_empty());
+        check(left.is_empty(), format!("left: {}", left.join(", ")))
+    })?;
+    println!(
+        "     helm uninstall {}: nothing left in {namespace} or cluster-wide {:.1}s later",
+        releases.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// Stop the suite's own controller (it leads another Lease and would

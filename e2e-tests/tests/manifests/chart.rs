@@ -5,13 +5,19 @@
 //! RBAC and rendered flags; lint and server dry-run cannot see either.
 //!
 //! One release at a time, each in its own namespace and uninstalled before
-//! the next: only one controller reconciles a given Memcached.
+//! the next: only one controller reconciles a given Memcached (two at once
+//! only watching different namespaces, in [`two_releases`]). After each
+//! uninstall nothing the release made is left: the controller's Lease and
+//! hash-key Secret are owned by its ServiceAccount and go with it.
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::helm::Helm;
 use e2e_tests::cluster::scenario::{check, ensure_namespace, memcached, wait_ready};
 use e2e_tests::cluster::{Env, condition_status, wait_for};
+use e2e_tests::workspace_root;
 use serde_json::{Value, json};
 
 /// The CRD the chart manages with `crds.managed` (`ci/all-values.yaml`).
@@ -51,12 +57,30 @@ pub fn runs(env: &mut Env, release: &Release) -> Result<(), String> {
         env.kubectl.apply(&memcached(ns, "untouched", json!({})))?;
     }
     if release.adopts_crd {
+        // The CRD exists and is not the release's: the chart says what to do
+        // (not Helm's bare "invalid ownership metadata"), then it is done.
+        let refused = helm
+            .install(release.name, release.namespace, release.args)
+            .err()
+            .unwrap_or_default();
+        check(
+            refused.contains("exists and is not this release's")
+                && refused.contains(&format!(
+                    "meta.helm.sh/release-name={} meta.helm.sh/release-namespace={}",
+                    release.name, release.namespace
+                )),
+            format!("crds.managed over an unowned CRD: {refused}"),
+        )?;
+        println!(
+            "     crds.managed over the existing CRD: refused, naming the commands that hand it over"
+        );
         adopt_crd(env, release)?;
     }
     let started = Instant::now();
     helm.install(release.name, release.namespace, release.args)?;
     let installed = started.elapsed();
     let pods = started_controllers(env, release)?;
+    owned_by_the_release(env, release.namespace, &pods)?;
 
     let ns = release.cache_namespace;
     let spec = json!({
@@ -84,16 +108,7 @@ pub fn runs(env: &mut Env, release: &Release) -> Result<(), String> {
     );
 
     helm.uninstall(release.name, release.namespace)?;
-    wait_for(
-        "the controller pods to stop",
-        Duration::from_secs(60),
-        || {
-            let left = env
-                .kubectl
-                .ok(&["get", "pods", "-n", release.namespace, "-o", "name"])?;
-            check(left.trim().is_empty(), format!("pods left: {left}"))
-        },
-    )?;
+    nothing_left(env, release.name, release.namespace)?;
     if release.adopts_crd {
         // crds.keep: uninstalling must not delete the CRD (and every Memcached).
         env.kubectl.ok(&["get", CRD])?;
@@ -149,7 +164,7 @@ fn started_controllers(env: &Env, release: &Release) -> Result<Vec<Value>, Strin
     for pod in &pods {
         let log = controller_log(env, pod)?;
         let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-        if let Some(error) = log.lines().find(|l| l.starts_with("Error:")) {
+        if let Some(error) = exit_error(&log) {
             return Err(format!("controller {name} exited: {error}"));
         }
         let first = log
@@ -279,5 +294,510 @@ fn untouched(env: &Env, namespace: &str) -> Result<(), String> {
         format!("objects in the unwatched namespace {namespace}: {objects}"),
     )?;
     println!("     {namespace}/untouched (not watched): no status, no objects");
+    Ok(())
+}
+
+/// The line a controller that stopped on an error printed last
+/// (`controller/src/main.rs`: `error: <what is wrong>`).
+pub fn exit_error(log: &str) -> Option<&str> {
+    log.lines().find(|l| l.starts_with("error:"))
+}
+
+/// [`exit_error`] finds what a controller that cannot start really prints:
+/// the controller binary started with a namespace it may not use exits 1,
+/// and its output is read as a pod's log is.
+pub fn exit_error_is_seen(env: &Env) -> Result<(), String> {
+    let address = |what: &str| {
+        e2e_tests::cluster::http::free_address().map(|a| format!("--{what}-address={a}"))
+    };
+    let out = Command::new(&env.binaries.controller)
+        .args([
+            "run",
+            "--lease-namespace=no-such-namespace",
+            "--metrics-secure=false",
+            &address("metrics")?,
+            &address("health")?,
+        ])
+        .env("KUBECONFIG", &env.operator_kubeconfig)
+        .env_remove("POD_NAMESPACE")
+        .output()
+        .map_err(|e| format!("{}: {e}", env.binaries.controller.display()))?;
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let error = exit_error(&log);
+    check(
+        out.status.code() == Some(1) && error.is_some(),
+        format!(
+            "a controller that cannot start: exit {:?}, log:\n{log}",
+            out.status.code()
+        ),
+    )?;
+    println!(
+        "     a controller that cannot start is seen: {}",
+        error.unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// The ServiceAccount of the release's controller pods.
+fn service_account(env: &Env, namespace: &str, pod: &Value) -> Result<Value, String> {
+    let name = pod["spec"]["serviceAccountName"]
+        .as_str()
+        .unwrap_or("default");
+    env.kubectl.get(&["serviceaccount", name, "-n", namespace])
+}
+
+/// The controller's own objects (its hash-key Secret, its Lease when it
+/// elects a leader) are owned by its ServiceAccount, which the release owns:
+/// uninstalling it deletes them too.
+fn owned_by_the_release(env: &Env, namespace: &str, pods: &[Value]) -> Result<(), String> {
+    let Some(pod) = pods.first() else {
+        return Ok(());
+    };
+    let account = service_account(env, namespace, pod)?;
+    let args = pod["spec"]["containers"][0]["args"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let flag = |name: &str| {
+        args.iter()
+            .filter_map(Value::as_str)
+            .find_map(|a| a.strip_prefix(&format!("--{name}=")).map(str::to_string))
+    };
+    let mut objects = vec![(
+        "secret",
+        flag("hash-key-secret").ok_or("the controller gets no --hash-key-secret")?,
+    )];
+    if args.iter().any(|a| a == "--leader-election") {
+        objects.push(("lease", flag("lease-name").ok_or("no --lease-name")?));
+    }
+    for (kind, name) in &objects {
+        let object = wait_for(
+            &format!("{kind} {namespace}/{name} owned by the ServiceAccount"),
+            Duration::from_secs(30),
+            || {
+                let object = env.kubectl.get(&[kind, name, "-n", namespace])?;
+                let owners = &object["metadata"]["ownerReferences"];
+                let owned = owners.as_array().is_some_and(|o| {
+                    o.iter().any(|o| {
+                        o["kind"] == "ServiceAccount" && o["uid"] == account["metadata"]["uid"]
+                    })
+                });
+                owned
+                    .then_some(object.clone())
+                    .ok_or(format!("owners {owners}"))
+            },
+        )?;
+        drop(object);
+    }
+    println!(
+        "     {} owned by ServiceAccount {}",
+        objects
+            .iter()
+            .map(|(kind, name)| format!("{kind} {name}"))
+            .collect::<Vec<_>>()
+            .join(" and "),
+        account["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// After `helm uninstall`: nothing of the release is left, in its namespace
+/// (no pod, Lease, Secret, ServiceAccount, Role, ConfigMap, Service; only
+/// what Kubernetes puts in every namespace) or cluster-wide (labelled with
+/// its instance). The garbage collector deletes the Lease and the Secret
+/// once their owner, the ServiceAccount, is gone.
+pub fn nothing_left(env: &Env, release: &str, namespace: &str) -> Result<(), String> {
+    let started = Instant::now();
+    wait_for(
+        &format!("nothing of release {release} left"),
+        Duration::from_secs(90),
+        || {
+            let names = env.kubectl.ok(&[
+                "get",
+                "pods,leases,secrets,serviceaccounts,configmaps,services,deployments,\
+                 replicasets,poddisruptionbudgets,roles,rolebindings",
+                "-n",
+                namespace,
+                "-o",
+                "name",
+            ])?;
+            let cluster = env.kubectl.ok(&[
+                "get",
+                "clusterroles,clusterrolebindings,validatingadmissionpolicies,\
+                 validatingadmissionpolicybindings",
+                "-l",
+                &format!("app.kubernetes.io/instance={release}"),
+                "-o",
+                "name",
+            ])?;
+            let left: Vec<&str> = names
+                .lines()
+                .chain(cluster.lines())
+                .filter(|l| {
+                    !l.is_empty()
+                        && *l != "serviceaccount/default"
+                        && *l != "configmap/kube-root-ca.crt"
+                })
+                .collect();
+            check(left.is_empty(), format!("left: {}", left.join(", ")))
+        },
+    )?;
+    println!(
+        "     helm uninstall {release}: nothing left in {namespace} or cluster-wide {:.1}s later",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The Lease `name` in `namespace`: who holds it.
+fn lease_holder(env: &Env, namespace: &str, name: &str) -> Result<String, String> {
+    let lease = env.kubectl.get(&["lease", name, "-n", namespace])?;
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| format!("the Lease {namespace}/{name} has no holder"))
+}
+
+/// Two releases in one namespace, with default values apart from the
+/// namespace each watches: each holds its own Lease (the release's full
+/// name) from one of its pods and reconciles its Memcached; each has its own
+/// hash-key Secret. (With one Lease name for both, the second release's
+/// pods stand by for ever and its Memcached is never reconciled.) Then one
+/// is uninstalled: its Lease and Secret go, the other's stay and it still
+/// reconciles; then the other, and the namespace is empty.
+pub fn two_releases(env: &mut Env) -> Result<(), String> {
+    if let Some(operator) = env.operator.take() {
+        operator.stop();
+    }
+    let helm = Helm::new(&env.cluster.kubeconfig, &env.cluster.workdir);
+    let namespace = "chart-pair";
+    let releases = [("pair-a", "chart-pair-a"), ("pair-b", "chart-pair-b")];
+    for (release, watched) in releases {
+        ensure_namespace(env, watched)?;
+        helm.install(
+            release,
+            namespace,
+            &[
+                "--set",
+                &format!("watchNamespaces={{{watched}}},replicaCount=1"),
+            ],
+        )?;
+    }
+    // What a user sees first: each release's Memcached reconciled (with one
+    // Lease for both, the second's never is).
+    for (_, watched) in releases {
+        env.kubectl
+            .apply(&memcached(watched, "cache", json!({"replicas": 1})))?;
+    }
+    for (_, watched) in releases {
+        wait_ready(env, watched, "cache", 1)?;
+    }
+    for (release, watched) in releases {
+        let lease = format!("{release}-memcached-operator");
+        let holder = lease_holder(env, namespace, &lease)?;
+        check(
+            holder.starts_with(&format!("{release}-memcached-operator-")),
+            format!("the Lease {lease} is held by {holder}, not a pod of {release}"),
+        )?;
+        env.kubectl.ok(&[
+            "get",
+            "secret",
+            &format!("{release}-memcached-operator-hash-key"),
+            "-n",
+            namespace,
+        ])?;
+        println!("     {release}: {holder} holds Lease {lease}; {watched}/cache Ready");
+    }
+    let (gone, kept) = (releases[0], releases[1]);
+    helm.uninstall(gone.0, namespace)?;
+    wait_for(
+        &format!("{}'s Lease and Secret to go", gone.0),
+        Duration::from_secs(60),
+        || {
+            let left = env
+                .kubectl
+                .ok(&["get", "leases,secrets", "-n", namespace, "-o", "name"])?;
+            check(
+                !left.contains(gone.0) && left.contains(kept.0),
+                format!("left: {left}"),
+            )
+        },
+    )?;
+    env.kubectl
+        .apply(&memcached(kept.1, "cache", json!({"replicas": 2})))?;
+    wait_ready(env, kept.1, "cache", 2)?;
+    println!(
+        "     {} uninstalled: its Lease and Secret went, {} kept its own and reconciles",
+        gone.0, kept.0
+    );
+    for (_, watched) in releases {
+        env.kubectl
+            .ok(&["delete", "memcached", "cache", "-n", watched, "--wait=true"])?;
+    }
+    helm.uninstall(kept.0, namespace)?;
+    nothing_left(env, kept.0, namespace)
+}
+
+/// The CRD helm installed from the chart's crds/ (Helm owns its fields,
+/// field manager `helm`), then a newer chart's CRD applied over it with the
+/// commands the chart documents: the `helm show crds | kubectl apply` line
+/// of the release's NOTES (run as printed, against a newer chart pushed to
+/// the suite's registry with `deploy/helm/push-chart.sh`), and the `kubectl
+/// apply` line of the chart README on a source tree holding the newer CRD.
+/// Each takes the fields over; without `--force-conflicts` kubectl refuses
+/// them (a conflict with `helm`). The suite's CRD is back at the end.
+pub fn crd_upgrade(env: &mut Env) -> Result<(), String> {
+    if let Some(operator) = env.operator.take() {
+        operator.stop();
+    }
+    let helm = Helm::new(&env.cluster.kubeconfig, &env.cluster.workdir);
+    let (release, namespace) = ("crd-upgrade", "chart-crd-upgrade");
+    let work = env.cluster.workdir.join("crd-upgrade");
+    let _ = std::fs::remove_dir_all(&work);
+    // The next chart: its CRD changed in .spec.versions (every version's description).
+    let next = work.join("next/memcached-operator");
+    copy_dereferenced(&Helm::chart(), &next)?;
+    let crd_path =
+        next.join("charts/memcached-operator-crds/crds/memcacheds.memcached.c5c3.io.yaml");
+    let crd = std::fs::read_to_string(&crd_path).map_err(|e| e.to_string())?;
+    let chart_yaml =
+        std::fs::read_to_string(Helm::chart().join("Chart.yaml")).map_err(|e| e.to_string())?;
+    let version = chart_yaml
+        .lines()
+        .find_map(|l| l.strip_prefix("version:"))
+        .map(|v| v.trim().to_string())
+        .ok_or("Chart.yaml has no version")?;
+    let next_version = format!("{version}-next");
+    let (from, to) = (
+        "A Memcached cluster: a Deployment",
+        "A Memcached cluster (the next chart): a Deployment",
+    );
+    check(
+        crd.matches(from).count() >= 2,
+        "the CRD's description changed",
+    )?;
+    let changed = crd.replace(from, to);
+    std::fs::write(&crd_path, &changed).map_err(|e| e.to_string())?;
+    // The next chart's version (its bundled CRD subchart keeps its own).
+    let next_chart = next.join("Chart.yaml");
+    std::fs::write(
+        &next_chart,
+        chart_yaml.replacen(
+            &format!("\nversion: {version}\n"),
+            &format!("\nversion: {next_version}\n"),
+            1,
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let registry = format!("oci://{}/charts", env.registry.address());
+    let pushed = helm.push_chart(&next, &registry, None)?;
+    println!("     the next chart (its CRD changed): {pushed}");
+
+    // The command of NOTES.txt.
+    let notes = fresh_helm_crd(env, &helm, release, namespace)?;
+    let printed = notes
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains("kubectl apply --server-side"))
+        .ok_or_else(|| format!("NOTES print no kubectl apply --server-side:\n{notes}"))?
+        .to_string();
+    check(
+        printed.contains("--force-conflicts") && !printed.contains('<'),
+        format!("NOTES print: {printed}"),
+    )?;
+    refused_without_force(env, &changed)?;
+    let line = printed
+        .replace("oci://ghcr.io/c5c3/charts", &registry)
+        .replace(
+            &format!("--version {version}"),
+            &format!("--version {next_version} --plain-http"),
+        );
+    check(
+        line != printed,
+        format!("no chart reference to replace in {printed}"),
+    )?;
+    run_documented(env, &helm, &work, &line)?;
+    has_changed_crd(env, to)?;
+    println!(
+        "     NOTES' command, run against the next chart: the CRD is upgraded\n       $ {printed}"
+    );
+    helm.uninstall(release, namespace)?;
+
+    // The command of the chart README, in a source tree with the next CRD.
+    fresh_helm_crd(env, &helm, release, namespace)?;
+    let readme =
+        std::fs::read_to_string(Helm::chart().join("README.md")).map_err(|e| e.to_string())?;
+    let section = readme
+        .split("## Upgrading the CRD")
+        .nth(1)
+        .ok_or("the chart README has no \"Upgrading the CRD\" section")?;
+    let documented = section
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("kubectl apply --server-side") && l.contains("deploy/"))
+        .ok_or("the chart README documents no kubectl apply of deploy/'s CRD")?
+        .to_string();
+    let tree = work.join("source");
+    let file = documented
+        .split_whitespace()
+        .find(|w| w.starts_with("deploy/"))
+        .unwrap_or_default();
+    std::fs::create_dir_all(tree.join(file).parent().unwrap_or(&tree))
+        .map_err(|e| e.to_string())?;
+    std::fs::write(tree.join(file), &changed).map_err(|e| e.to_string())?;
+    run_documented(env, &helm, &tree, &documented)?;
+    has_changed_crd(env, to)?;
+    println!(
+        "     the chart README's command, on a source tree: the CRD is upgraded\n       $ {documented}"
+    );
+    helm.uninstall(release, namespace)?;
+    nothing_left(env, release, namespace)?;
+
+    // The suite's CRD again.
+    let original = workspace_root().join("deploy/crd.yaml");
+    env.kubectl.ok(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        &original.to_string_lossy(),
+    ])?;
+    env.kubectl.wait_established("memcacheds.memcached.c5c3.io")
+}
+
+/// Delete the CRD (and so every Memcached), then `helm install` the chart
+/// with no controller pod: Helm creates the CRD from crds/ and owns its
+/// fields. The release's NOTES.
+fn fresh_helm_crd(
+    env: &Env,
+    helm: &Helm,
+    release: &str,
+    namespace: &str,
+) -> Result<String, String> {
+    env.kubectl.ok(&[
+        "delete",
+        "crd",
+        "memcacheds.memcached.c5c3.io",
+        "--ignore-not-found",
+        "--wait=true",
+    ])?;
+    let out = helm.install(release, namespace, &["--set", "replicaCount=0"])?;
+    env.kubectl
+        .wait_established("memcacheds.memcached.c5c3.io")?;
+    let crd = env.kubectl.get(&[
+        "crd",
+        "memcacheds.memcached.c5c3.io",
+        "--show-managed-fields",
+    ])?;
+    let managers: Vec<&str> = crd["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    check(
+        managers.contains(&"helm"),
+        format!("the CRD's field managers are {managers:?}, not helm"),
+    )?;
+    Ok(out
+        .split_once("NOTES:")
+        .map(|(_, notes)| notes.to_string())
+        .unwrap_or(out))
+}
+
+/// What the chart used to document, `kubectl apply --server-side` without
+/// `--force-conflicts`, is refused over the CRD Helm created.
+fn refused_without_force(env: &Env, crd: &str) -> Result<(), String> {
+    let outcome = env
+        .kubectl
+        .run(&["apply", "--server-side", "-f", "-"], Some(crd));
+    check(
+        !outcome.success
+            && outcome.stderr.contains("conflict")
+            && outcome.stderr.contains("\"helm\""),
+        format!(
+            "kubectl apply --server-side without --force-conflicts: {}{}",
+            outcome.stdout, outcome.stderr
+        ),
+    )?;
+    println!("     without --force-conflicts: refused, a conflict with the field manager \"helm\"");
+    Ok(())
+}
+
+/// A documented command line, run by bash in `dir` as printed, with helm and
+/// kubectl (the suite's) on PATH, talking to the suite's API server.
+fn run_documented(env: &Env, helm: &Helm, dir: &Path, line: &str) -> Result<String, String> {
+    let mut path = vec![
+        env.binaries
+            .kubectl
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+        helm.bin()
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+    ];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let out = helm
+        .environment("bash")
+        .args(["-o", "pipefail", "-c", line])
+        .current_dir(dir)
+        .env(
+            "PATH",
+            std::env::join_paths(path).map_err(|e| e.to_string())?,
+        )
+        .output()
+        .map_err(|e| format!("bash: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check(out.status.success(), format!("$ {line}\n{text}"))?;
+    Ok(text)
+}
+
+/// The CRD in the API server carries the newer chart's description.
+fn has_changed_crd(env: &Env, description: &str) -> Result<(), String> {
+    let crd = env.kubectl.get(&["crd", "memcacheds.memcached.c5c3.io"])?;
+    let versions = crd["spec"]["versions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    check(
+        !versions.is_empty()
+            && versions.iter().all(|v| {
+                v["schema"]["openAPIV3Schema"]["description"]
+                    .as_str()
+                    .is_some_and(|d| d.contains(description))
+            }),
+        "the CRD was not upgraded",
+    )
+}
+
+/// A copy of `from` at `to`, symlinks replaced by what they point at (as
+/// `helm package` does).
+fn copy_dereferenced(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for entry in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let source: PathBuf = entry.path();
+        let target = to.join(entry.file_name());
+        // metadata() follows symlinks.
+        let meta = std::fs::metadata(&source).map_err(|e| format!("{}: {e}", source.display()))?;
+        if meta.is_dir() {
+            copy_dereferenced(&source, &target)?;
+        } else {
+            std::fs::copy(&source, &target).map_err(|e| format!("{}: {e}", source.display()))?;
+        }
+    }
     Ok(())
 }

@@ -65,12 +65,86 @@ the controller pods by exactly these labels, so nameOverride and the release nam
 {{- end }}
 {{- end }}
 
-{{/* The controller image: repository, then @digest or :tag (default: appVersion). */}}
+{{/*
+The controller image: repository, then @digest or :tag (default: appVersion). global.imageRegistry
+(an umbrella chart's, as Bitnami charts read it) replaces the repository's registry host: its
+first path element when it names a host (a dot or a port in it, or localhost), as container
+runtimes tell them apart.
+*/}}
 {{- define "memcached-operator.image" -}}
+{{- $repository := .Values.image.repository }}
+{{- $registry := dig "imageRegistry" "" (.Values.global | default dict) }}
+{{- if $registry }}
+{{- $parts := splitList "/" $repository }}
+{{- $host := first $parts }}
+{{- if and (gt (len $parts) 1) (or (contains "." $host) (contains ":" $host) (eq "localhost" $host)) }}
+{{- $repository = rest $parts | join "/" }}
+{{- end }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" $registry) $repository }}
+{{- end }}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/*
+imagePullSecrets of every pod: global.imagePullSecrets (names or {name: ...}) then imagePullSecrets,
+each name once; empty when there are none.
+*/}}
+{{- define "memcached-operator.imagePullSecrets" -}}
+{{- $names := list }}
+{{- range $secret := concat (dig "imagePullSecrets" (list) (.Values.global | default dict)) .Values.imagePullSecrets }}
+{{- $name := "" }}
+{{- if kindIs "string" $secret }}
+{{- $name = $secret }}
+{{- else }}
+{{- $name = $secret.name }}
+{{- end }}
+{{- if and $name (not (has $name $names)) }}
+{{- $names = append $names $name }}
+{{- end }}
+{{- end }}
+{{- range $names }}
+- name: {{ . }}
+{{- end }}
+{{- end }}
+
+{{/* The leader-election Lease: leaderElection.leaseName, else the full name (one per release). */}}
+{{- define "memcached-operator.leaseName" -}}
+{{- .Values.leaderElection.leaseName | default (include "memcached-operator.fullname" .) }}
+{{- end }}
+
+{{/*
+The release's hash-key Secret (--hash-key-secret): one per release, so one release's uninstall
+(the garbage collector deletes it with the controller's ServiceAccount) never takes another's.
+*/}}
+{{- define "memcached-operator.hashKeySecret" -}}
+{{- printf "%s-hash-key" (include "memcached-operator.fullname" .) }}
+{{- end }}
+
+{{/*
+The ValidatingAdmissionPolicy API the target cluster serves for rbac.writesGuard:
+admissionregistration.k8s.io/v1 (Kubernetes 1.30+), else v1beta1 (1.28 and 1.29 with that beta API
+enabled), else empty (the guard is left out; NOTES.txt says so). Against a cluster (helm install,
+upgrade; Argo CD passes the cluster's --api-versions) Helm knows the kinds it serves. `helm
+template` without them knows only group/versions, so there the Kubernetes version decides
+(--kube-version).
+*/}}
+{{- define "memcached-operator.admissionPolicyApi" -}}
+{{- $apis := .Capabilities.APIVersions }}
+{{- $kube := .Capabilities.KubeVersion.Version }}
+{{- if $apis.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" }}
+{{- "admissionregistration.k8s.io/v1" }}
+{{- else if $apis.Has "admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy" }}
+{{- "admissionregistration.k8s.io/v1beta1" }}
+{{- else if $apis.Has "v1/Pod" }}
+{{- /* The served kinds are known, and neither is among them. */}}
+{{- else if and ($apis.Has "admissionregistration.k8s.io/v1") (semverCompare ">=1.30.0-0" $kube) }}
+{{- "admissionregistration.k8s.io/v1" }}
+{{- else if and ($apis.Has "admissionregistration.k8s.io/v1beta1") (semverCompare ">=1.28.0-0" $kube) }}
+{{- "admissionregistration.k8s.io/v1beta1" }}
 {{- end }}
 {{- end }}
 
@@ -105,9 +179,20 @@ objects, so the chart re-labels them but never restates their rules.
 
 {{/*
 A Role in `.namespace` with the rules of deploy/rbac.yaml's role `.source`, named `.name`, and its
-RoleBinding to the controller's ServiceAccount (`.context` is the chart's root context).
+RoleBinding to the controller's ServiceAccount (`.context` is the chart's root context). `.renames`
+(optional) maps resourceNames of deploy/rbac.yaml to this release's.
 */}}
 {{- define "memcached-operator.boundRole" -}}
+{{- $rules := include "memcached-operator.rules" (dict "context" .context "name" .source) | fromYamlArray }}
+{{- range $rule := $rules }}
+{{- with $rule.resourceNames }}
+{{- $names := list }}
+{{- range . }}
+{{- $names = append $names (get ($.renames | default dict) . | default .) }}
+{{- end }}
+{{- $_ := set $rule "resourceNames" $names }}
+{{- end }}
+{{- end }}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
@@ -116,7 +201,7 @@ metadata:
   labels:
     {{- include "memcached-operator.labels" .context | nindent 4 }}
 rules:
-  {{- include "memcached-operator.rules" (dict "context" .context "name" .source) | nindent 2 }}
+  {{- toYaml $rules | nindent 2 }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
