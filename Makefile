@@ -286,7 +286,7 @@ e2e: policy.wasm annotated-policy.wasm $(CLUSTER_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test cluster --test controller --test manifests
 
-## e2e-node: the real node alone (tests/node.rs, part of `make test`): kubelet, containerd, kube-proxy and CoreDNS
+## e2e-node: the real node alone (tests/node/, part of `make test`): kubelet, containerd, kube-proxy and CoreDNS
 ## beside the control plane; Kubewarden from its own charts judging the suite's Memcacheds, its audit scanner, a
 ## PolicyServer requiring the release key; Memcacheds' pods and the chart's controller in real containers pulled
 ## from the local registry.

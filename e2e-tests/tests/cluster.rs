@@ -16,11 +16,12 @@ use e2e_tests::cluster::objects::{
     resource_versions, wait_disruption_budget, wait_exists, wait_server_list,
 };
 use e2e_tests::cluster::pods::{
-    EndpointWatch, memcached_pods, pod_ips, pod_names, served_by, served_pods, wait_ordinal_pods,
+    EndpointWatch, memcached_pods, pod_ips, pod_name, pod_names, served_by, served_pods,
+    wait_ordinal_pods,
 };
+use e2e_tests::cluster::runner::{Scenario, run_scenarios};
 use e2e_tests::cluster::scenario::{
-    self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, patch, run_scenarios,
-    touch, wait_ready,
+    self, SETTLE, check, ensure_namespace, lease_holder, memcached, patch, touch, wait_ready,
 };
 use e2e_tests::cluster::{
     Env, Kubectl, OPERATOR_NAMESPACE, condition, condition_status, metrics_reader_token, pki,
@@ -29,53 +30,49 @@ use e2e_tests::cluster::{
 use e2e_tests::fixtures;
 use serde_json::{Value, json};
 
-const SCENARIOS: &[(&str, Scenario)] = &[
-    (
-        "1. the CRD installs and both versions are served",
+const SCENARIOS: &[Scenario] = &[
+    Scenario::new(
+        "the CRD installs and both versions are served",
         crd_installs,
     ),
-    ("2. every seed example through kubectl apply", seed_examples),
-    (
-        "3. a minimal Memcached becomes Ready with live stats",
+    Scenario::new("every seed example through kubectl apply", seed_examples),
+    Scenario::new(
+        "a minimal Memcached becomes Ready with live stats",
         minimal_ready,
     ),
-    (
-        "4. scaling, config rollout and feature toggles",
+    Scenario::new(
+        "scaling, config rollout and feature toggles",
         scale_and_toggle,
     ),
-    ("5. Secret rotation and a missing Secret", secrets),
-    (
-        "6. deleting a Memcached collects every child",
+    Scenario::new("Secret rotation and a missing Secret", secrets),
+    Scenario::new(
+        "deleting a Memcached collects every child",
         garbage_collection,
     ),
-    (
-        "7. StatefulSet mode: stable per-pod names, the server list ConfigMap, mode switches without an outage",
+    Scenario::new(
+        "StatefulSet mode: stable per-pod names, the server list ConfigMap, mode switches without an outage",
         statefulset_mode,
     ),
-    (
-        "8. a restarted controller writes nothing",
-        restart_no_writes,
-    ),
-    ("9. leader election hands over", leader_election),
-    (
-        "10. policy-server runs the artifact pulled from the local registry",
+    Scenario::new("a restarted controller writes nothing", restart_no_writes),
+    Scenario::new("leader election hands over", leader_election),
+    Scenario::new(
+        "policy-server runs the artifact pulled from the local registry",
         artifact_from_registry,
     ),
-    (
-        "11. monitor mode (deploy/policy-audit.yaml) admits an invalid Memcached and reports it",
+    Scenario::new(
+        "monitor mode (deploy/policy-audit.yaml) admits an invalid Memcached and reports it",
         audit_mode,
     ),
-    (
-        "12. a namespace's Pod Security label, read by policy-server for the policy at podSecurityLevel baseline",
+    Scenario::new(
+        "a namespace's Pod Security label, read by policy-server for the policy at podSecurityLevel baseline",
         namespace_pod_security,
     ),
-    (
-        "13. kubectl scale of an autoscaled Memcached: refused by the CRD's rule, in the policy's words",
+    Scenario::new(
+        "kubectl scale of an autoscaled Memcached: refused by the CRD's rule, in the policy's words",
         scale_while_autoscaling,
     ),
-    // Last: the controller's own Deployment replaces the host process for good.
-    (
-        "14. the controller Deployment: both replicas Ready, a rollout restart finishes, one leader at a time",
+    Scenario::new(
+        "the controller Deployment: both replicas Ready, a rollout restart finishes, one leader at a time",
         controller_rollout,
     ),
 ];
@@ -227,7 +224,7 @@ fn seed_examples(env: &mut Env) -> Result<(), String> {
                 "-n",
                 &namespace,
                 // Wait for the children too: the garbage collector must not still be
-                // deleting them when scenario 7 counts writes.
+                // deleting them when a later scenario counts writes.
                 "--cascade=foreground",
                 "--wait=true",
             ],
@@ -899,7 +896,7 @@ fn controller_rollout(env: &mut Env) -> Result<(), String> {
         .ok(&["rollout", "restart", deployment, "-n", OPERATOR_NAMESPACE])?;
     env.kubectl.ok(&status)?;
     let restart = started.elapsed();
-    let old: Vec<&str> = before.iter().filter_map(pod_name).collect();
+    let old: Vec<&str> = before.iter().map(pod_name).collect();
     // Removed once their controller exited (SIGTERM; SIGKILL after 30 s).
     wait_for(
         "the old controller pods to stop",
@@ -910,7 +907,7 @@ fn controller_rollout(env: &mut Env) -> Result<(), String> {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(pod_name)
+                .map(pod_name)
                 .collect();
             if names.iter().any(|n| old.contains(n)) {
                 Err(format!("pods {names:?}"))
@@ -992,10 +989,6 @@ fn both_ready(env: &Env, when: &str) -> Result<Vec<Value>, String> {
     Ok(pods)
 }
 
-fn pod_name(pod: &Value) -> Option<&str> {
-    pod["metadata"]["name"].as_str()
-}
-
 /// Among `pods`, the Lease holder has reconciled and the others never did
 /// (their secure /metrics on the pod IP, read by a metrics-reader); the
 /// holder's name.
@@ -1003,11 +996,11 @@ fn only_the_leader_reconciled(env: &Env, pods: &[Value]) -> Result<String, Strin
     let holder = lease_holder(env)?;
     let token = metrics_reader_token(&env.kubectl, OPERATOR_NAMESPACE, "metrics-scraper")?;
     check(
-        pods.iter().any(|p| pod_name(p) == Some(holder.as_str())),
+        pods.iter().any(|p| pod_name(p) == holder),
         format!("{holder} holds the Lease, not one of the controller pods"),
     )?;
     for pod in pods {
-        let name = pod_name(pod).unwrap_or_default();
+        let name = pod_name(pod);
         let port = pod["spec"]["containers"][0]["ports"]
             .as_array()
             .into_iter()

@@ -21,12 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::api_requests::request_counts;
+use e2e_tests::cluster::http::free_address;
 use e2e_tests::cluster::memcache::Memcache;
 use e2e_tests::cluster::objects::{auth_secret, delete_namespace, deployment};
 use e2e_tests::cluster::pods::pod_uids;
+use e2e_tests::cluster::runner::{Scenario, run_scenarios};
 use e2e_tests::cluster::scenario::{
-    self, SETTLE, Scenario, check, ensure_namespace, lease_holder, memcached, run_scenarios, touch,
-    wait_ready,
+    self, SETTLE, check, ensure_namespace, lease_holder, memcached, touch, wait_ready,
 };
 use e2e_tests::cluster::{
     Env, Kubectl, OPERATOR_NAMESPACE, Operator, Outcome, condition, metrics_reader_token, scrape,
@@ -40,105 +41,105 @@ use memcached_controller::leadership::{LEASE_DURATION, RENEW_DEADLINE, RETRY_PER
 use memcached_controller::readiness::UNANSWERED;
 use serde_json::{Value, json};
 
-const SCENARIOS: &[(&str, Scenario)] = &[
-    (
-        "1. fields removed from the spec disappear from the Deployment",
+const SCENARIOS: &[Scenario] = &[
+    Scenario::new(
+        "fields removed from the spec disappear from the Deployment",
         removed_fields,
     ),
-    (
-        "2. quantities the server rewrites cause no writes and no Events",
+    Scenario::new(
+        "quantities the server rewrites cause no writes and no Events",
         normalised_quantities,
     ),
-    (
-        "3. autoscaling takes replicas over without a dip, and hands them back without one",
+    Scenario::new(
+        "autoscaling takes replicas over without a dip, and hands them back without one",
         autoscaling_handover,
     ),
-    (
-        "4. a foreign Deployment degrades the Memcached and is never reported",
+    Scenario::new(
+        "a foreign Deployment degrades the Memcached and is never reported",
         foreign_deployment,
     ),
-    (
-        "5. standbys are ready; the Lease hands over after SIGTERM and SIGKILL",
+    Scenario::new(
+        "standbys are ready; the Lease hands over after SIGTERM and SIGKILL",
         readiness_and_handover,
     ),
-    (
-        "6. a 52-character StatefulSet runs its pods, a 53-character one cannot (the policy's bound)",
+    Scenario::new(
+        "a 52-character StatefulSet runs its pods, a 53-character one cannot (the policy's bound)",
         stateful_set_name_bound,
     ),
-    (
-        "7. without the policy, an invalid Memcached is refused visibly and converges once fixed",
+    Scenario::new(
+        "without the policy, an invalid Memcached is refused visibly and converges once fixed",
         invalid_spec_without_the_policy,
     ),
-    (
-        "8. render names unknown fields as kubectl apply --validate=strict does",
+    Scenario::new(
+        "render names unknown fields as kubectl apply --validate=strict does",
         render_reports_unknown_fields_as_kubectl,
     ),
-    (
-        "9. replicas whose clocks differ by 12s take no renewed Lease and an abandoned one on time",
+    Scenario::new(
+        "replicas whose clocks differ by 12s take no renewed Lease and an abandoned one on time",
         skewed_clocks,
     ),
-    (
-        "10. secure /metrics: a metrics-reader scrapes, another ServiceAccount gets 403, no token 401",
+    Scenario::new(
+        "secure /metrics: a metrics-reader scrapes, another ServiceAccount gets 403, no token 401",
         secure_metrics,
     ),
-    (
-        "11. an unreadable Memcached is reported on itself; after a restart every other one converges",
+    Scenario::new(
+        "an unreadable Memcached is reported on itself; after a restart every other one converges",
         unreadable_memcached,
     ),
-    (
-        "12. without its namespace the controller exits saying so in one line",
+    Scenario::new(
+        "without its namespace the controller exits saying so in one line",
         missing_namespace_in_one_line,
     ),
-    (
-        "13. an older CRD without a status field the controller writes: the rest is written",
+    Scenario::new(
+        "an older CRD without a status field the controller writes: the rest is written",
         older_crd,
     ),
-    (
-        "14. the controller's token writes only objects it manages (deploy/rbac-writes-guard.yaml), creates only those a Memcached owns, and puts back a removed label",
+    Scenario::new(
+        "the controller's token writes only objects it manages (deploy/rbac-writes-guard.yaml), creates only those a Memcached owns, and puts back a removed label",
         writes_only_its_own,
     ),
-    (
-        "15. a Secret deleted while mounted, then recreated alike, restarts no pod",
+    Scenario::new(
+        "a Secret deleted while mounted, then recreated alike, restarts no pod",
         secret_deleted_while_mounted,
     ),
-    (
-        "16. a controller that renders pods differently restarts none until the spec changes",
+    Scenario::new(
+        "a controller that renders pods differently restarts none until the spec changes",
         new_rendering_waits_for_the_spec,
     ),
-    (
-        "17. the API server hung for 40s: the leader steps down before its Lease expires, the standby turns unready, no pod restarts, all converges after",
+    Scenario::new(
+        "the API server hung for 40s: the leader steps down before its Lease expires, the standby turns unready, no pod restarts, all converges after",
         api_server_hung,
     ),
-    (
-        "18. a hung memcached is named on its Memcached and delays no other; it is Ready again once it answers",
+    Scenario::new(
+        "a hung memcached is named on its Memcached and delays no other; it is Ready again once it answers",
         hung_memcached,
     ),
-    (
-        "19. the leader SIGKILLed while applying 20 Memcacheds: the standby converges each, nothing duplicated",
+    Scenario::new(
+        "the leader SIGKILLed while applying 20 Memcacheds: the standby converges each, nothing duplicated",
         leader_killed_mid_apply,
     ),
-    (
-        "20. the Lease taken by another replica mid-reconcile: the leader stops and leaves it alone",
+    Scenario::new(
+        "the Lease taken by another replica mid-reconcile: the leader stops and leaves it alone",
         lease_taken_mid_reconcile,
     ),
-    (
-        "21. etcd compacted and the API server restarted: watches answered 410 Gone list again, changes made after converge",
+    Scenario::new(
+        "etcd compacted and the API server restarted: watches answered 410 Gone list again, changes made after converge",
         compacted_and_restarted,
     ),
-    (
-        "22. 1,000 Memcacheds across 50 namespaces at once: each converges, then no request storm and bounded memory",
+    Scenario::new(
+        "1,000 Memcacheds across 50 namespaces at once: each converges, then no request storm and bounded memory",
         many_across_namespaces,
     ),
-    (
-        "23. the API server stopped for 40s after an etcd compaction, then started: as 17",
+    Scenario::new(
+        "the API server stopped for 40s after an etcd compaction, then started: as 17",
         api_server_stopped,
     ),
-    (
-        "24. hard anti-affinity with a pod on every node: the rollout's surge pod finds no node, and the Memcached says why",
+    Scenario::new(
+        "hard anti-affinity with a pod on every node: the rollout's surge pod finds no node, and the Memcached says why",
         surge_pod_unschedulable,
     ),
-    (
-        "25. a rotated password rolls the pods paced: those not yet replaced are read with the password they run, an empty new pod holds the next",
+    Scenario::new(
+        "a rotated password rolls the pods paced: those not yet replaced are read with the password they run, an empty new pod holds the next",
         rotation_stays_paced,
     ),
 ];
@@ -1032,9 +1033,9 @@ fn missing_namespace_in_one_line(env: &mut Env) -> Result<(), String> {
         .args([
             "--metrics-secure=false",
             "--metrics-address",
-            &free_address()?,
+            &free_address()?.to_string(),
         ])
-        .args(["--health-address", &free_address()?])
+        .args(["--health-address", &free_address()?.to_string()])
         // A developer's kubeconfig: may create Secrets anywhere.
         .env("KUBECONFIG", &env.cluster.kubeconfig)
         .env("RUST_BACKTRACE", "1")
@@ -1181,7 +1182,8 @@ fn writes_only_its_own(env: &mut Env) -> Result<(), String> {
     env.kubectl.apply(&memcached(ns, "cache", json!({})))?;
     wait_ready(env, ns, "cache", 1)?;
     let owner = env.kubectl.get(&["memcached", "cache", "-n", ns])?;
-    let mut own: Value = serde_json::from_str(&deployment("labelled", managed)).map_err(|e| e.to_string())?;
+    let mut own: Value =
+        serde_json::from_str(&deployment("labelled", managed)).map_err(|e| e.to_string())?;
     own["metadata"]["ownerReferences"] = json!([{"apiVersion": "memcached.c5c3.io/v1beta1",
         "kind": "Memcached", "name": "cache", "uid": owner["metadata"]["uid"], "controller": true}]);
     let own = own.to_string();
@@ -1700,7 +1702,7 @@ fn secure_metrics(env: &mut Env) -> Result<(), String> {
     env.kubectl
         .ok(&["create", "serviceaccount", "stranger", "-n", ns])?;
     let stranger = env.kubectl.ok(&["create", "token", "stranger", "-n", ns])?;
-    let (metrics, health) = (free_address()?, free_address()?);
+    let (metrics, health) = (free_address()?.to_string(), free_address()?.to_string());
     let log = env.cluster.workdir.join("metrics-secure.log");
     let log = std::fs::File::create(&log).map_err(|e| e.to_string())?;
     let mut controller = Command::new(&env.binaries.controller)
@@ -2001,14 +2003,6 @@ fn controller_writes(env: &Env) -> Result<f64, String> {
         .filter(|c| !(c.resource == "deployments" && c.subresource == "status"))
         .map(|c| c.count)
         .sum())
-}
-
-/// A loopback address with a free port.
-fn free_address() -> Result<String, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.to_string())
-        .map_err(|e| e.to_string())
 }
 
 /// Hard anti-affinity with as many replicas as nodes: a Deployment rollout

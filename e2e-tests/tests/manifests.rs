@@ -24,7 +24,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::helm::Helm;
-use e2e_tests::cluster::scenario::{self, Scenario, check, run_scenarios};
+use e2e_tests::cluster::runner::{Scenario, run_scenarios};
+use e2e_tests::cluster::scenario::{self, check};
 use e2e_tests::cluster::{Env, condition_status, wait_for};
 use e2e_tests::workspace_root;
 use serde_json::{Value, json};
@@ -32,50 +33,50 @@ use serde_json::{Value, json};
 #[path = "manifests/chart.rs"]
 mod chart;
 
-const SCENARIOS: &[(&str, Scenario)] = &[
-    (
-        "1. every file of deploy/ passes a server-side dry run",
+const SCENARIOS: &[Scenario] = &[
+    Scenario::new(
+        "every file of deploy/ passes a server-side dry run",
         deploy_files,
     ),
-    (
-        "2. the Helm chart with default values passes a server-side dry run",
+    Scenario::new(
+        "the Helm chart with default values passes a server-side dry run",
         chart_defaults,
     ),
-    (
-        "3. the Helm chart with every value set passes a server-side dry run",
+    Scenario::new(
+        "the Helm chart with every value set passes a server-side dry run",
         chart_all_values,
     ),
-    (
-        "4. kubectl get, -o wide, get all, explain, scale and the v1alpha1 warning",
+    Scenario::new(
+        "kubectl get, -o wide, get all, explain, scale and the v1alpha1 warning",
         kubectl_ux,
     ),
-    (
-        "5. users bound to the built-in view and edit roles can read and write Memcacheds",
+    Scenario::new(
+        "users bound to the built-in view and edit roles can read and write Memcacheds",
         aggregated_roles,
     ),
-    (
-        "6. helm install with default values: the controller starts and reconciles",
+    Scenario::new(
+        "helm install with default values: the controller starts and reconciles",
         chart_runs_defaults,
     ),
-    (
-        "7. helm install, typical values (nameOverride, monitoring): NetworkPolicies admit its pods",
+    Scenario::new(
+        "helm install, typical values (nameOverride, monitoring): NetworkPolicies admit its pods",
         chart_runs_typical,
     ),
-    (
-        "8. helm install with watchNamespaces, no leader election: only those namespaces are reconciled",
+    Scenario::new(
+        "helm install with watchNamespaces, no leader election: only those namespaces are reconciled",
         chart_runs_watching_namespaces,
     ),
-    (
-        "9. helm install with ci/all-values.yaml: the controller starts and reconciles",
+    Scenario::new(
+        "helm install with ci/all-values.yaml: the controller starts and reconciles",
         chart_runs_all_values,
     ),
-    (
-        "10. two releases in one namespace: each leads on its own Lease and reconciles; \
+    Scenario::new(
+        "two releases in one namespace: each leads on its own Lease and reconciles; \
          uninstalled, each leaves nothing",
         chart::two_releases,
     ),
-    (
-        "11. the CRD Helm installed from crds/ is upgraded by the commands NOTES.txt and the chart README print",
+    Scenario::new(
+        "the CRD Helm installed from crds/ is upgraded by the commands NOTES.txt and the chart README print",
         chart::crd_upgrade,
     ),
 ];

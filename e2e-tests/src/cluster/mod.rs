@@ -26,6 +26,7 @@ pub mod pki;
 pub mod pods;
 pub mod policy_server;
 pub mod registry;
+pub mod runner;
 pub mod scenario;
 pub mod signing;
 pub mod webhook_latency;

@@ -231,3 +231,8 @@ impl Drop for EndpointWatch {
         let _ = self.kubectl.wait();
     }
 }
+
+/// A pod object's name (empty without one).
+pub fn pod_name(pod: &Value) -> &str {
+    pod["metadata"]["name"].as_str().unwrap_or_default()
+}

@@ -1,11 +1,10 @@
-//! Running end-to-end scenarios, and the steps several suites share.
+//! The steps several end-to-end suites share (running them: [`super::runner`]).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::api_requests::request_counts;
 use super::{Env, OPERATOR_NAMESPACE, condition, wait_for};
 
 /// How long objects get to converge.
@@ -21,92 +20,6 @@ pub fn start(workdir: &Path) -> Option<Env> {
             std::process::exit(1);
         }
     }
-}
-
-/// An end-to-end scenario: a check against the running environment.
-pub type Scenario = fn(&mut Env) -> Result<(), String>;
-
-/// Run every scenario, even after one failed, printing each outcome with its
-/// time and a summary line; then stop the environment and exit, non-zero when
-/// any scenario failed.
-pub fn run_scenarios(mut env: Env, scenarios: &[(&str, Scenario)]) -> ! {
-    let started = Instant::now();
-    let failed = run_each(&mut env, scenarios);
-    println!(
-        "{} of {} scenarios passed in {:.0}s",
-        scenarios.len() - failed,
-        scenarios.len(),
-        started.elapsed().as_secs_f64()
-    );
-    drop(env);
-    std::process::exit(if failed == 0 { 0 } else { 1 });
-}
-
-/// Run every scenario, even after one failed, printing each outcome with its
-/// time; the number that failed. `E2E_ONLY=<text>` runs only the scenarios
-/// whose name contains it (`E2E_ONLY="11."`); the others are skipped, and said so.
-pub fn run_each(env: &mut Env, scenarios: &[(&str, Scenario)]) -> usize {
-    let only = std::env::var("E2E_ONLY").unwrap_or_default();
-    let skipped = scenarios.iter().filter(|(n, _)| !n.contains(&only)).count();
-    if skipped > 0 {
-        println!("skipping {skipped} scenarios: E2E_ONLY={only:?}");
-    }
-    let mut failed = 0;
-    for (name, scenario) in scenarios.iter().filter(|(n, _)| n.contains(&only)) {
-        let began = Instant::now();
-        let requests = (api_requests(env), controller_requests(env));
-        let outcome = scenario(env);
-        println!("     {}", cost(env, requests));
-        match outcome {
-            Ok(()) => println!("ok   {name} ({:.1}s)", began.elapsed().as_secs_f64()),
-            Err(e) => {
-                failed += 1;
-                println!(
-                    "FAIL {name} ({:.1}s)\n     {e}",
-                    began.elapsed().as_secs_f64()
-                );
-            }
-        }
-    }
-    failed
-}
-
-/// Every request the API server has served so far (all clients), when its
-/// metrics can be read.
-fn api_requests(env: &Env) -> Option<f64> {
-    let counts = request_counts(&env.kubectl).ok()?;
-    Some(counts.iter().map(|c| c.count).sum())
-}
-
-/// The running controller and the requests it sent the API server so far.
-fn controller_requests(env: &Env) -> Option<(String, u64)> {
-    let operator = env.operator.as_ref()?;
-    Some((operator.name.clone(), operator.api_requests().ok()?))
-}
-
-/// What a scenario cost: the requests the API server served meanwhile (all
-/// clients: the controller, kube-controller-manager, the scheduler, the test
-/// itself), those the controller sent (when the same one ran throughout), and
-/// the running controller's memory after it.
-fn cost(env: &Env, (all_before, ours_before): (Option<f64>, Option<(String, u64)>)) -> String {
-    let requests = match (all_before, api_requests(env)) {
-        (Some(before), Some(after)) if after >= before => format!("{:.0}", after - before),
-        _ => "unknown (the API server restarted or cannot be read)".to_string(),
-    };
-    let ours = match (ours_before, controller_requests(env)) {
-        (Some((before_name, before)), Some((name, after))) if name == before_name => {
-            format!("{} by the controller", after.saturating_sub(before))
-        }
-        _ => "the controller's unknown (it was replaced)".to_string(),
-    };
-    let memory = env
-        .operator
-        .as_ref()
-        .and_then(|operator| operator.rss_kib())
-        .map_or("no controller running".to_string(), |kib| {
-            format!("controller RSS {:.1} MiB", kib as f64 / 1024.0)
-        });
-    format!("cost: {requests} API requests (all clients), {ours}, {memory}")
 }
 
 /// `Ok` when `condition` holds, else the `message` as the error.

@@ -1,0 +1,191 @@
+//! The real node (`make e2e-node`): the environment of the end-to-end suites
+//! (control plane, policy-server, the controller) with a kubelet on
+//! containerd and kube-proxy beside the kwok nodes. One scenario installs
+//! Kubewarden from its own charts there and removes the suite's
+//! policy-server webhook: from then on its PolicyServer pod judges every
+//! Memcached. A Memcached steered to the node runs its pod in a real
+//! container pulled from the local registry, Ready through the rendered
+//! tcpSocket probe; `kubectl logs` and `exec` reach it, memcached answers
+//! over the pod IP, and the pod resolves Services through CoreDNS. Teardown
+//! must leave no process, cgroup, mount or changed sysctl.
+//!
+//! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
+//! one failed, and the process fails if any did.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use e2e_tests::cluster::helm::{self, Helm};
+use e2e_tests::cluster::http;
+use e2e_tests::cluster::kubewarden::KUBEWARDEN_NAMESPACE;
+use e2e_tests::cluster::kubewarden_charts;
+use e2e_tests::cluster::memcache::Memcache;
+use e2e_tests::cluster::node::{self, NodeState};
+use e2e_tests::cluster::pki;
+use e2e_tests::cluster::pods::pod_name;
+use e2e_tests::cluster::runner::{Scenario, exit_with, run_each};
+use e2e_tests::cluster::scenario::{
+    SETTLE, check, ensure_namespace, instance_objects, memcached, ready_endpoints, wait_ready,
+};
+use e2e_tests::cluster::signing;
+use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
+use memcached_controller::intent::TEMPLATE_ANNOTATION;
+use serde_json::{Value, json};
+
+mod chart;
+mod kubewarden;
+mod platform;
+mod pods;
+mod rollouts;
+mod secrets;
+mod warm;
+
+use chart::*;
+use kubewarden::*;
+use platform::*;
+use pods::*;
+use rollouts::*;
+use secrets::*;
+use warm::*;
+
+const NAMESPACE: &str = "real-node";
+
+const NAME: &str = "cache";
+
+/// The scenario that installs Kubewarden on the node.
+const KUBEWARDEN: &str = "Kubewarden from its own charts on the node: deploy/policy.yaml turns \
+    active and judges every Memcached from here on through the webhook kubewarden-controller \
+    registered; its audit scanner reports the invalid ones created before";
+
+const SCENARIOS: &[Scenario] = &[
+    Scenario::new(
+        "the real node is Ready on containerd 2.x beside the kwok nodes",
+        node_ready,
+    ),
+    Scenario::new(KUBEWARDEN, kubewarden_from_its_charts),
+    Scenario::new(
+        "Kubewarden requiring the release key: a PolicyServer serves the artifact make push \
+         signed, and refuses to load an unsigned one, saying why",
+        signature_required,
+    )
+    .needs(&[KUBEWARDEN]),
+    Scenario::new(
+        "a Memcached's pod runs in a real container on the real node, Ready through its tcpSocket probe",
+        pod_in_container,
+    ),
+    Scenario::new(
+        "memcached answers stats over the pod IP, and kubectl logs shows its output",
+        stats_and_logs,
+    ),
+    Scenario::new(
+        "the pod resolves kubernetes.default.svc and its own Service through CoreDNS",
+        cluster_dns,
+    ),
+    Scenario::new(
+        "warm restart: a new spec.image is applied to each pod in place, every key kept",
+        warm_image_change,
+    ),
+    Scenario::new(
+        "warm restart in StatefulSet mode: the new image in place, every key kept, the new revision current",
+        warm_image_change_stateful,
+    ),
+    Scenario::new(
+        "the exporter sidecar serves memcached's numbers on the pod IP",
+        exporter_scraped,
+    ),
+    Scenario::new(
+        "TLS and authentication from the Secret files the kubelet mounts; a rotated password rolls the pod",
+        tls_and_auth,
+    ),
+    Scenario::new(
+        "StatefulSet: each server of status.serverList resolves to its pod through CoreDNS; a deleted pod returns under its name",
+        stateful_set_names,
+    ),
+    Scenario::new(
+        "memcached killed in its container: the kubelet restarts it in the same pod",
+        killed_memcached_restarted,
+    ),
+    Scenario::new(
+        "a deleted pod leaves its Service at once, serves through its preStop delay, then stops on SIGTERM",
+        graceful_deletion,
+    ),
+    Scenario::new(
+        "3 replicas Ready; a config change rolls 3 new pods that run the new -m; scale 3 -> 1 -> 2",
+        config_rollout_and_scale,
+    ),
+    Scenario::new(
+        "a Deployment rollout paced by the cache: one new pod at a time, the next only once \
+         the last is warm again, the old pod serving meanwhile",
+        paced_deployment_rollout,
+    ),
+    Scenario::new(
+        "a StatefulSet rollout paced by the cache: one pod at a time, the next only once the \
+         last is warm again, each under its name",
+        paced_stateful_rollout,
+    ),
+    Scenario::new(
+        "a controller upgrade that renders pods differently restarts none, in either workload mode",
+        controller_upgrade_restarts_none,
+    ),
+    Scenario::new(
+        "pods that answer stats with garbage or reset the connection are named on their Memcached; \
+         none is replaced, the controller runs on, another Memcached scales meanwhile",
+        faulty_pods,
+    ),
+    Scenario::new(
+        "helm install of the chart make push-chart published and signed: the controller's \
+         image runs in its container on the node, reconciles there, hands over its Lease on a \
+         rollout restart; helm test passes; uninstalled, it leaves nothing",
+        chart_installed,
+    ),
+    Scenario::new(
+        "helm install with watchNamespaces: each release reconciles only the namespaces it \
+         watches; two in one namespace each lead on their own Lease (on the other's, helm test \
+         says it never leads); uninstalled, they leave nothing",
+        chart_watching_namespaces,
+    ),
+    Scenario::new("the node stack's memory", node_memory),
+];
+
+fn main() {
+    e2e_tests::cluster::enter_network_namespace();
+    let workdir = std::env::temp_dir().join("memcached-node");
+    let sysctls = node::sysctls();
+    let started = Instant::now();
+    let env = match Env::start_with(&workdir, true) {
+        Ok(Some(env)) => env,
+        Ok(None) => return,
+        Err(e) => {
+            eprintln!("cannot start the end-to-end environment with a real node: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!(
+        "control plane and real node ready in {:.1}s (environment {:.1}s), logs in {}",
+        env.cluster.start_time.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        workdir.display()
+    );
+    let state = NodeState::read(&env.cluster.workdir);
+    let mut env = env;
+    let mut tally = run_each(&mut env, SCENARIOS);
+    let stopping = Instant::now();
+    drop(env);
+    // Always, after the others: what the environment leaves behind.
+    tally.ran += 1;
+    let name = format!(
+        "{}. teardown leaves no process, cgroup, mount or changed sysctl",
+        SCENARIOS.len() + 1
+    );
+    match state.and_then(|state| teardown_clean(&state, &sysctls)) {
+        Ok(()) => println!(
+            "ok   {name} (stopped in {:.1}s)",
+            stopping.elapsed().as_secs_f64()
+        ),
+        Err(e) => {
+            tally.failed += 1;
+            println!("FAIL {name}\n     {e}");
+        }
+    }
+    exit_with(&tally, started)
+}

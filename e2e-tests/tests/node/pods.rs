@@ -1,0 +1,89 @@
+//! What the scenarios read of pods and memcached.
+
+use super::*;
+
+/// Name, uid, image and restart count of each pod, for messages.
+pub(crate) fn summary(pods: &[Value]) -> Vec<String> {
+    pods.iter()
+        .map(|p| {
+            format!(
+                "{} uid {} revision {} image {} restarts {} ready {}",
+                p["metadata"]["name"],
+                p["metadata"]["uid"],
+                p["metadata"]["labels"]["controller-revision-hash"],
+                p["spec"]["containers"][0]["image"],
+                p["status"]["containerStatuses"][0]["restartCount"],
+                p["status"]["containerStatuses"][0]["ready"]
+            )
+        })
+        .collect()
+}
+
+/// Set `count` keys at `ip`:11211 (noreply, then one `mn` to wait for them).
+pub(crate) fn fill(ip: &str, count: usize) -> Result<(), String> {
+    Memcache::connect(ip)?.fill(count)
+}
+
+/// `busybox <args>` in the pod's memcached container (kubectl exec).
+pub(crate) fn busybox(env: &Env, pod: &str, args: &[&str]) -> Outcome {
+    let mut all = vec![
+        "exec",
+        "-n",
+        NAMESPACE,
+        pod,
+        "-c",
+        "memcached",
+        "--",
+        "busybox",
+    ];
+    all.extend_from_slice(args);
+    env.kubectl.run(&all, None)
+}
+
+/// The Memcached's one pod.
+pub(crate) fn the_pod(env: &Env) -> Result<Value, String> {
+    pod_of(env, NAME)
+}
+
+/// The one pod of Memcached `name`.
+pub(crate) fn pod_of(env: &Env, name: &str) -> Result<Value, String> {
+    match pods_of(env, name)?.as_slice() {
+        [pod] => Ok(pod.clone()),
+        pods => Err(format!("expected one pod of {name}: {pods:?}")),
+    }
+}
+
+/// The pods of Memcached `name`, by name.
+pub(crate) fn pods_of(env: &Env, name: &str) -> Result<Vec<Value>, String> {
+    instance_objects(env, "pods", NAMESPACE, name)
+}
+
+/// The pod's memcached container is ready.
+pub(crate) fn ready(pod: &Value) -> bool {
+    pod["status"]["containerStatuses"][0]["ready"] == true
+}
+
+pub(crate) fn pod_ip(pod: &Value) -> Result<String, String> {
+    pod["status"]["podIP"]
+        .as_str()
+        .filter(|ip| ip.starts_with(node::POD_PREFIX))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            format!(
+                "pod IP {} not in the real node's range",
+                pod["status"]["podIP"]
+            )
+        })
+}
+
+/// memcached's `stats` at `ip`:11211, as name -> value.
+pub(crate) fn stats(ip: &str) -> Result<BTreeMap<String, String>, String> {
+    let lines = Memcache::connect(ip)?.command("stats\r\n", "END")?;
+    Ok(lines
+        .iter()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, ' ').skip(1);
+            Some((fields.next()?.to_string(), fields.next()?.to_string()))
+        })
+        .collect())
+}
