@@ -11,13 +11,18 @@ Usage:
   sharding.py store --servers H:P,... [--hosts NAME=IP,...] [--keys N]
   sharding.py check --servers H:P,... [--hosts NAME=IP,...] [--keys N]
   sharding.py serve --servers H:P,... [--hosts NAME=IP,...] [--keys N]
+  sharding.py kept --servers H:P,... [--hosts NAME=IP,...] [--keys N] [--wait SECONDS]
 
 `store` empties every server (`flush_all`), then writes keys `key-0` ...
 `key-<N-1>`: a full cache holding each key exactly where the client puts it,
 and no stale copy elsewhere that a later placement could hit by luck. `check`
 reads them back; a hit is a key whose value is the one stored. `serve` reads
 them as an application with a read-through cache does (oslo.cache's
-get-or-create): each miss is stored again, so the cache refills. Each prints one
+get-or-create): each miss is stored again, so the cache refills. `kept` reads
+them back like `check`, but a server that does not answer (a memcached
+restarting) is asked again until it does, for at most `--wait` seconds: a hit
+is a key the cache still holds, whether or not a client could read it at that
+very moment. Each prints one
 JSON object: `keys`, `stored` or `hits`, `placement` (keys per server) and
 `unreachable` (servers that did not answer `version`; their keys count as
 misses).
@@ -37,6 +42,7 @@ import ipaddress
 import json
 import socket
 import sys
+import time
 import types
 
 from pymemcache.client.base import Client, normalize_server_spec
@@ -109,7 +115,40 @@ def reachable(server, resolver):
         return None
 
 
-def run(command, servers, hosts, count):
+def kept(client, names, resolver, wait):
+    """The keys of `names` their server holds, asking a server that does not
+    answer again until it does, for at most `wait` seconds."""
+    by_server = {}
+    for key in names:
+        by_server.setdefault(client.hasher.get_node(key), []).append(key)
+    deadline = time.monotonic() + wait
+    hits = 0
+    for server, owned in by_server.items():
+        while True:
+            direct = Client(
+                normalize_server_spec(server),
+                connect_timeout=TIMEOUT,
+                timeout=TIMEOUT,
+                socket_module=resolver,
+            )
+            try:
+                held = 0
+                for start in range(0, len(owned), BATCH):
+                    batch = owned[start : start + BATCH]
+                    found = direct.get_many(batch)
+                    held += sum(1 for key in batch if found.get(key) == value(key))
+                hits += held
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            finally:
+                direct.close()
+    return hits
+
+
+def run(command, servers, hosts, count, wait=20):
     resolver = Resolver(hosts)
     clients = {server: reachable(server, resolver) for server in servers}
     client = HashClient(
@@ -129,7 +168,9 @@ def run(command, servers, hosts, count):
         "placement": placement,
         "unreachable": [s for s, c in clients.items() if c is None],
     }
-    if command == "store":
+    if command == "kept":
+        report["hits"] = kept(client, names, resolver, wait)
+    elif command == "store":
         for direct in clients.values():
             if direct is not None:
                 direct.flush_all(noreply=False)
@@ -157,12 +198,14 @@ def run(command, servers, hosts, count):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["store", "check", "serve"])
+    parser.add_argument("command", choices=["store", "check", "serve", "kept"])
     parser.add_argument("--servers", type=parse_servers, required=True, help="H:P,... in the client's order")
     parser.add_argument("--hosts", type=parse_hosts, default={}, help="NAME=IP,...: the DNS answers")
     parser.add_argument("--keys", type=int, default=20000)
+    parser.add_argument("--wait", type=float, default=20, help="kept: seconds to wait for a server")
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.command, args.servers, args.hosts, args.keys), sort_keys=True))
+    report = run(args.command, args.servers, args.hosts, args.keys, args.wait)
+    print(json.dumps(report, sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@
 //!
 //! memcached restores a save only when the wall clock has moved on a second
 //! since it (its `stop_time` check), so a start after a save waits a second.
+//! A new Secret hash waits a second more before the save: the kubelet
+//! refreshes the pod's Secret files in the same pass as its annotations.
 
 use k8s_openapi::api::core::v1::{
     DownwardAPIVolumeFile, DownwardAPIVolumeSource, ObjectFieldSelector, Volume,
@@ -59,7 +61,7 @@ stop() {{ kill -USR1 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }}
 trap 'stop; saved=1; touch "$data/{SAVED}"' USR1
 trap 'stop; exit 0' TERM
 while :; do
-  started=$(config)
+  started=$(config) secrets=$(cat "$run/secrets" 2>/dev/null)
   if [ -e "$data/{MEMORY_FILE}.meta" ]; then sleep 1; fi
   set -f; IFS='
 '
@@ -69,7 +71,7 @@ while :; do
   while [ -z "$saved" ] && kill -0 "$pid" 2>/dev/null; do
     sleep 1
     if [ "$(config)" != "$started" ]; then
-      sleep 2
+      if [ "$(cat "$run/secrets" 2>/dev/null)" != "$secrets" ]; then sleep 1; fi
       if [ -z "$saved" ]; then stop; continue 2; fi
     fi
   done

@@ -170,6 +170,12 @@ pub fn serve(client: &ClientConfig, keys: u64) -> Result<u64, String> {
     count(&run("serve", client, keys)?, "hits")
 }
 
+/// The keys the cache still holds (`sharding.py kept`): a server restarting
+/// is waited for (up to 20 s), so only keys really lost count as misses.
+pub fn kept(client: &ClientConfig, keys: u64) -> Result<u64, String> {
+    count(&run("kept", client, keys)?, "hits")
+}
+
 fn run(command: &str, client: &ClientConfig, keys: u64) -> Result<Value, String> {
     let hosts: Vec<String> = client
         .hosts
