@@ -97,7 +97,7 @@ pub struct Waits(Mutex<HashMap<String, (String, Instant)>>);
 
 impl Waits {
     /// True once the rollout of `key` has waited [`WARM_TIMEOUT`] for `pod`.
-    fn waited_out(&self, key: &str, pod: &str) -> bool {
+    pub fn waited_out(&self, key: &str, pod: &str) -> bool {
         let Ok(mut waits) = self.0.lock() else {
             return true;
         };

@@ -15,7 +15,7 @@ use ring::digest::{SHA256, digest};
 use serde_json::{Value, json};
 
 use crate::labels::{MEMCACHED_PORT, SECRET_HASH_ANNOTATION, VERSION_LABEL};
-use crate::pacing::{Peers, Warming};
+use crate::pacing::{Peers, Waits, Warming};
 use crate::pod_template::MEMCACHED_CONTAINER;
 use crate::stats::PodStats;
 use crate::warm_start::ARGS_ANNOTATION;
@@ -141,6 +141,10 @@ pub struct Seen<'a> {
     pub stats: &'a BTreeMap<SocketAddr, PodStats>,
     /// The `stats settings` the pods' args give ([`crate::args::confirmed_settings`]).
     pub settings: &'a [(&'static str, String)],
+    /// How long each Memcached's rollout has waited for a pod to warm, and
+    /// this one's key: a pod that came back cold is waited for no longer
+    /// than [`crate::pacing::WARM_TIMEOUT`].
+    pub waits: (&'a Waits, &'a str),
 }
 
 impl Seen<'_> {
@@ -168,19 +172,26 @@ pub fn taken(pod: &Pod, seen: &Seen<'_>, peers: Option<Peers>) -> Taken {
     let annotations = pod.annotations();
     let recorded = |key: &str| annotations.get(key).and_then(|v| v.parse::<i64>().ok());
     let status = memcached_status(pod);
-    let container_restarted = recorded(RESTARTS_ANNOTATION)
+    // A new image restarts the container (memcached's pid in the container's
+    // own namespace may then be what it was); new args alone restart
+    // memcached in it (another pid).
+    let restarts_before = recorded(RESTARTS_ANNOTATION);
+    let container_restarted = restarts_before
         .is_none_or(|before| status.is_some_and(|s| i64::from(s.restart_count) > before));
     if !ready(pod) || !status.is_some_and(|s| s.ready) || !container_restarted {
         return Taken::Waiting;
     }
-    let Some(pid_before) = recorded(PID_ANNOTATION) else {
-        return Taken::Yes; // patched without a pid (an image alone) or never
-    };
     let Some(now) = seen.of(pod) else {
-        return Taken::Waiting;
+        // Never patched, or a new image without stats: the restart is enough.
+        let patched = recorded(PID_ANNOTATION).is_some();
+        return if patched { Taken::Waiting } else { Taken::Yes };
     };
-    if i64::from(now.pid) == pid_before {
+    let pid_before = recorded(PID_ANNOTATION);
+    if restarts_before.is_none() && pid_before == Some(i64::from(now.pid)) {
         return Taken::Waiting; // the supervisor has not restarted memcached yet
+    }
+    if pid_before.is_none() && restarts_before.is_none() {
+        return Taken::Yes; // never patched (an older change's pod)
     }
     if now.stale_secrets {
         return Taken::Mismatch(
@@ -202,7 +213,8 @@ pub fn taken(pod: &Pod, seen: &Seen<'_>, peers: Option<Peers>) -> Taken {
         now: Some(now.clone()),
         peers,
     };
-    if warming.warm() {
+    let (waits, key) = seen.waits;
+    if warming.warm() || waits.waited_out(key, &warming.pod) {
         Taken::Yes
     } else {
         Taken::Waiting
@@ -323,11 +335,13 @@ mod tests {
 
     #[test]
     fn a_new_configuration_waits_for_the_pid_an_image_does_not() {
+        let waits = Waits::default();
         let running = pod(&template("m:1", Some("-t\n4"), None), 3, json!({}));
         let no_stats = BTreeMap::new();
         let unknown = Seen {
             stats: &no_stats,
             settings: &[],
+            waits: (&waits, "ns/c"),
         };
         let threads = Change::of(&template("m:1", Some("-t\n2"), None)).unwrap();
         assert_eq!(
@@ -343,6 +357,7 @@ mod tests {
         let seen = Seen {
             stats: &known,
             settings: &[],
+            waits: (&waits, "ns/c"),
         };
         let patch = threads.patch_for(&running, &seen).unwrap();
         assert_eq!(patch["metadata"]["annotations"][PID_ANNOTATION], "7");
@@ -353,6 +368,7 @@ mod tests {
     /// its args give, the current credentials, warm.
     #[test]
     fn a_pod_has_taken_its_change_once_memcached_says_so() {
+        let waits = Waits::default();
         let given = template("m:1", Some("-t\n2"), Some("h2"));
         let patched = pod(&given, 0, json!({PID_ANNOTATION: "7"}));
         let wanted = [("num_threads", "2".to_string())];
@@ -360,6 +376,7 @@ mod tests {
             let seen = Seen {
                 stats,
                 settings: &wanted,
+                waits: (&waits, "ns/c"),
             };
             taken(
                 &patched,
@@ -396,6 +413,7 @@ mod tests {
         let seen = Seen {
             stats: &none,
             settings: &wanted,
+            waits: (&waits, "ns/c"),
         };
         assert_eq!(
             taken(&image, &seen, None),
@@ -404,5 +422,22 @@ mod tests {
         );
         let restarted = pod(&given, 4, json!({RESTARTS_ANNOTATION: "3"}));
         assert_eq!(taken(&restarted, &seen, None), Taken::Yes);
+        // A new container may give memcached the pid it had: the restart count tells.
+        let same_pid = pod(
+            &given,
+            4,
+            json!({RESTARTS_ANNOTATION: "3", PID_ANNOTATION: "7"}),
+        );
+        let known = stats(7, &[("num_threads", "2")]);
+        let seen = Seen {
+            stats: &known,
+            settings: &wanted,
+            waits: (&waits, "ns/c"),
+        };
+        let peers = Some(Peers {
+            items: 1000,
+            hit_ratio: None,
+        });
+        assert_eq!(taken(&same_pid, &seen, peers), Taken::Yes);
     }
 }

@@ -890,9 +890,11 @@ async fn converge_in_place(
     let selector = crate::labels::selector_string(mc);
     let original = desired.clone();
     let (stats, settings) = (pod_stats(ctx, mc), args::confirmed_settings(spec));
+    let key = key(mc);
     let seen = Seen {
         stats: &stats,
         settings: &settings,
+        waits: (&ctx.waits, &key),
     };
     let converged =
         in_place::converge(&ctx.client, uid, &selector, live.as_ref(), desired, &seen).await;
@@ -933,9 +935,11 @@ async fn converge_stateful_in_place(
     let selector = crate::labels::selector_string(mc);
     let original = desired.clone();
     let (stats, settings) = (pod_stats(ctx, mc), args::confirmed_settings(spec));
+    let key = key(mc);
     let seen = Seen {
         stats: &stats,
         settings: &settings,
+        waits: (&ctx.waits, &key),
     };
     let converged =
         stateful_in_place::converge(&ctx.client, uid, &selector, live.as_ref(), desired, &seen)

@@ -40,9 +40,11 @@ import (
 const kcmControllers = "deployment,replicaset,statefulset,garbagecollector,disruption,endpointslice,serviceaccount,namespace,clusterrole-aggregation"
 
 // realNodeControllers are added for a real node: every namespace gets the
-// kube-root-ca.crt ConfigMap its pods' service account volumes project, and
-// Jobs and CronJobs run (Kubewarden's audit scanner is a CronJob).
-const realNodeControllers = ",root-ca-cert-publisher,job,cronjob"
+// kube-root-ca.crt ConfigMap its pods' service account volumes project, Jobs
+// and CronJobs run (Kubewarden's audit scanner is a CronJob), and
+// HorizontalPodAutoscalers scale (without a metrics API they still hold the
+// scale within their bounds: the node suite's autoscaling handover).
+const realNodeControllers = ",root-ca-cert-publisher,job,cronjob,horizontalpodautoscaling"
 
 // controlPlane is the running etcd, API server, controller manager and scheduler.
 type controlPlane struct {

@@ -1,5 +1,6 @@
 //! memcached's text protocol, spoken to one pod.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -71,6 +72,19 @@ impl Memcache {
         } else {
             Err(format!("{ip}:11211 refused {user}: {answer}"))
         }
+    }
+
+    /// `stats <group>` (`""` for the general ones, `"settings"`), by name.
+    pub fn stats(&mut self, group: &str) -> Result<BTreeMap<String, String>, String> {
+        let command = format!("stats {group}").trim_end().to_string() + "\r\n";
+        let lines = self.command(&command, "END")?;
+        Ok(lines
+            .iter()
+            .filter_map(|line| {
+                let mut fields = line.splitn(3, ' ').skip(1);
+                Some((fields.next()?.to_string(), fields.next()?.to_string()))
+            })
+            .collect())
     }
 
     /// Set `count` keys (noreply, then one `mn` to wait for them).

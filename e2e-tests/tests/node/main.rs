@@ -12,7 +12,7 @@
 //! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use e2e_tests::cluster::helm::{self, Helm};
@@ -21,6 +21,7 @@ use e2e_tests::cluster::kubewarden::KUBEWARDEN_NAMESPACE;
 use e2e_tests::cluster::kubewarden_charts;
 use e2e_tests::cluster::memcache::Memcache;
 use e2e_tests::cluster::node::{self, NodeState};
+use e2e_tests::cluster::objects::auth_secret;
 use e2e_tests::cluster::pki;
 use e2e_tests::cluster::pods::pod_name;
 use e2e_tests::cluster::runner::{Scenario, exit_with, run_each};
@@ -90,6 +91,20 @@ const SCENARIOS: &[Scenario] = &[
         warm_image_change_stateful,
     ),
     Scenario::new(
+        "warm restart: a config change (threads, connections) reaches every pod in place, one at a \
+         time, confirmed from memcached's stats settings, every key kept",
+        warm_config_change,
+    ),
+    Scenario::new(
+        "warm restart in StatefulSet mode: a config change in place, one pod at a time, every key kept",
+        warm_config_change_stateful,
+    ),
+    Scenario::new(
+        "warm restart: a rotated password reaches every pod in place, one at a time; the old one \
+         is refused after, every key kept",
+        warm_rotation,
+    ),
+    Scenario::new(
         "the exporter sidecar serves memcached's numbers on the pod IP",
         exporter_scraped,
     ),
@@ -122,6 +137,11 @@ const SCENARIOS: &[Scenario] = &[
         "a StatefulSet rollout paced by the cache: one pod at a time, the next only once the \
          last is warm again, each under its name",
         paced_stateful_rollout,
+    ),
+    Scenario::new(
+        "autoscaling turned off without a replica count keeps the pods the autoscaler ran, every key \
+         served, and kubectl apply says so",
+        autoscaling_handed_back,
     ),
     Scenario::new(
         "a controller upgrade that renders pods differently restarts none, in either workload mode",

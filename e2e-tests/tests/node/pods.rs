@@ -78,12 +78,5 @@ pub(crate) fn pod_ip(pod: &Value) -> Result<String, String> {
 
 /// memcached's `stats` at `ip`:11211, as name -> value.
 pub(crate) fn stats(ip: &str) -> Result<BTreeMap<String, String>, String> {
-    let lines = Memcache::connect(ip)?.command("stats\r\n", "END")?;
-    Ok(lines
-        .iter()
-        .filter_map(|line| {
-            let mut fields = line.splitn(3, ' ').skip(1);
-            Some((fields.next()?.to_string(), fields.next()?.to_string()))
-        })
-        .collect())
+    Memcache::connect(ip)?.stats("")
 }

@@ -345,3 +345,66 @@ pub(crate) fn faulty_pods(env: &mut Env) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Autoscaling on, then off, without a replica count (issue: turning it off
+/// dropped 10 pods to 1): the HorizontalPodAutoscaler runs 4 pods (its
+/// lower bound raised to 4), each holding keys; turned off, the policy
+/// keeps the 4 and says so at `kubectl apply`, the controller keeps the same
+/// 4 pods and every key is still served.
+pub(crate) fn autoscaling_handed_back(env: &mut Env) -> Result<(), String> {
+    const KEYS: usize = 1_000;
+    let name = "handback";
+    ensure_namespace(env, NAMESPACE)?;
+    let mut spec = node::scheduling();
+    spec["resources"] =
+        json!({"requests": {"cpu": "10m", "memory": "96Mi"}, "limits": {"memory": "128Mi"}});
+    let fixed = spec.clone();
+    spec["autoscaling"] = json!({"enabled": true, "minReplicas": 2, "maxReplicas": 6});
+    env.kubectl
+        .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+    wait_ready(env, NAMESPACE, name, 2)?;
+    // The autoscaler, not the controller, brings it to 4.
+    spec["autoscaling"]["minReplicas"] = json!(4);
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    wait_ready(env, NAMESPACE, name, 4)?;
+    let before = pods_of(env, name)?;
+    for pod in &before {
+        fill(&pod_ip(pod)?, KEYS)?;
+    }
+    let applied = env
+        .kubectl
+        .run(&["apply", "-f", "-"], Some(&memcached(NAMESPACE, name, fixed)));
+    check(applied.success, format!("kubectl apply: {}", applied.stderr))?;
+    println!("     {}", applied.stderr.trim());
+    check(
+        applied.stderr.contains("spec.replicas set to 4"),
+        format!("no warning keeping the autoscaler's 4 replicas: {:?}", applied.stderr),
+    )?;
+    wait_for("the HPA gone", SETTLE, || {
+        let hpa = env
+            .kubectl
+            .run(&["get", "horizontalpodautoscaler", name, "-n", NAMESPACE], None);
+        (!hpa.success).then_some(()).ok_or("the HPA is still there".to_string())
+    })?;
+    // Long enough for a drop to 1 to show.
+    std::thread::sleep(Duration::from_secs(10));
+    let after = pods_of(env, name)?;
+    let uids = |pods: &[Value]| -> BTreeSet<String> {
+        pods.iter().map(|p| p["metadata"]["uid"].to_string()).collect()
+    };
+    check(
+        uids(&after) == uids(&before),
+        format!("pods {:?}, then {:?}", summary(&before), summary(&after)),
+    )?;
+    let mut served = 0;
+    for pod in &after {
+        served += stats(&pod_ip(pod)?)?["curr_items"]
+            .parse::<usize>()
+            .map_err(|e| e.to_string())?;
+    }
+    println!("     the same 4 pods after autoscaling was turned off; {served} of {} keys held", 4 * KEYS);
+    check(served == 4 * KEYS, format!("{served} keys held"))?;
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}

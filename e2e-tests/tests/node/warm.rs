@@ -163,3 +163,157 @@ pub(crate) fn workload_settled(env: &Env, kind: &str, name: &str) -> Result<bool
         && w["metadata"]["annotations"]["memcached.c5c3.io/in-place-image"].is_null()
         && w["status"]["observedGeneration"] == w["metadata"]["generation"])
 }
+
+/// A config change memcached restarts warm (`threads` 4 -> 2,
+/// `maxConnections` 1024 -> 512), Deployment mode: every pod takes it in
+/// place, one at a time, each restarted by its supervisor with its memory
+/// file; memcached itself (`stats settings`) runs the new settings; the same
+/// pods, every key kept.
+pub(crate) fn warm_config_change(env: &mut Env) -> Result<(), String> {
+    changed_in_place(env, "warm-config", "Deployment", Warm::Config)
+}
+
+/// As [`warm_config_change`] in StatefulSet mode.
+pub(crate) fn warm_config_change_stateful(env: &mut Env) -> Result<(), String> {
+    changed_in_place(env, "warm-config-sts", "StatefulSet", Warm::Config)
+}
+
+/// A rotated password (the auth Secret's content) with warm restarts: every
+/// pod takes it in place, one at a time (the kubelet refreshes the mounted
+/// file, the pod's supervisor restarts memcached with it); afterwards every
+/// pod accepts the new password and refuses the old one, the same pods, every
+/// key kept.
+pub(crate) fn warm_rotation(env: &mut Env) -> Result<(), String> {
+    changed_in_place(env, "warm-rotation", "StatefulSet", Warm::Rotation)
+}
+
+/// What [`changed_in_place`] changes.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Warm {
+    /// `threads` and `maxConnections`.
+    Config,
+    /// The auth Secret's password.
+    Rotation,
+}
+
+/// A Memcached `name` of 3 warm-restart replicas run by `workload`, each pod
+/// holding `KEYS` keys, then `change`; watched until every pod runs it: the
+/// pods whose memcached does not answer at once (at most one), the pods kept,
+/// what memcached runs afterwards, the keys each still holds.
+pub(crate) fn changed_in_place(
+    env: &mut Env,
+    name: &str,
+    workload: &str,
+    change: Warm,
+) -> Result<(), String> {
+    const KEYS: usize = 2_000;
+    const REPLICAS: usize = 3;
+    ensure_namespace(env, NAMESPACE)?;
+    let secret = format!("{name}-auth");
+    let auth = |password: &str| auth_secret(NAMESPACE, &secret, &format!("op:{password}\n"));
+    let mut spec = node::scheduling();
+    spec["replicas"] = json!(REPLICAS);
+    spec["workload"] = json!(workload);
+    spec["warmRestart"] = json!({"enabled": true});
+    if change == Warm::Rotation {
+        env.kubectl.apply(&auth("first"))?;
+        spec["security"] = json!({"sasl": {"enabled": true, "credentialsSecretRef": {"name": secret}}});
+    }
+    env.kubectl
+        .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+    wait_ready(env, NAMESPACE, name, REPLICAS as i64)?;
+    let session = |ip: &str, password: &str| match change {
+        Warm::Rotation => Memcache::login(ip, "op", password),
+        Warm::Config => Memcache::connect(ip),
+    };
+    let before = pods_of(env, name)?;
+    let mut pids = BTreeMap::new();
+    for pod in &before {
+        let mut memcached = session(&pod_ip(pod)?, "first")?;
+        memcached.fill(KEYS)?;
+        pids.insert(pod_name(pod).to_string(), memcached.stats("")?["pid"].clone());
+    }
+    let kind = workload.to_lowercase();
+    let changed = Instant::now();
+    match change {
+        Warm::Config => {
+            spec["memcached"] = json!({"threads": 2, "maxConnections": 512});
+            env.kubectl.apply(&memcached(NAMESPACE, name, spec))?
+        }
+        Warm::Rotation => env.kubectl.apply(&auth("second"))?,
+    };
+    // Until every pod runs the change: how many memcacheds did not answer at once.
+    let mut most_down = 0;
+    let after = wait_for("every pod restarted in place, the rollout complete", SETTLE * 2, || {
+        let pods = pods_of(env, name)?;
+        let down = (pods.iter())
+            .filter(|p| pod_ip(p).is_ok_and(|ip| Memcache::connect(&ip).is_err()))
+            .count();
+        most_down = most_down.max(down);
+        let restarted = (pods.iter()).all(|p| {
+            let was = pids.get(pod_name(p));
+            let password = if change == Warm::Rotation { "second" } else { "first" };
+            let now = pod_ip(p)
+                .and_then(|ip| session(&ip, password)?.stats(""))
+                .map(|s| s["pid"].clone());
+            now.is_ok_and(|pid| Some(&pid) != was)
+        });
+        let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+        (restarted
+            && pods.len() == REPLICAS
+            && condition_status(&mc, "Ready") == Some("True")
+            && condition_status(&mc, "Progressing") == Some("False")
+            && workload_settled(env, &kind, name)?)
+        .then_some(pods.clone())
+        .ok_or_else(|| format!("pods {:?}; status {}", summary(&pods), mc["status"]))
+    })?;
+    let took = changed.elapsed();
+    let uids = |pods: &[Value]| -> BTreeSet<String> {
+        pods.iter().map(|p| p["metadata"]["uid"].to_string()).collect()
+    };
+    check(
+        uids(&after) == uids(&before),
+        format!("the same pods: {:?} then {:?}", summary(&before), summary(&after)),
+    )?;
+    let mut kept = Vec::new();
+    for pod in &after {
+        let ip = pod_ip(pod)?;
+        let password = if change == Warm::Rotation { "second" } else { "first" };
+        let mut memcached = session(&ip, password)?;
+        kept.push(memcached.stats("")?["curr_items"].clone());
+        match change {
+            Warm::Config => {
+                let settings = memcached.stats("settings")?;
+                check(
+                    settings["num_threads"] == "2" && settings["maxconns"] == "512",
+                    format!(
+                        "{} runs num_threads {} and maxconns {}",
+                        pod_name(pod),
+                        settings["num_threads"],
+                        settings["maxconns"]
+                    ),
+                )?;
+            }
+            Warm::Rotation => check(
+                Memcache::login(&ip, "op", "first").is_err(),
+                format!("{} still accepts the old password", pod_name(pod)),
+            )?,
+        }
+    }
+    println!(
+        "     {workload}: every pod took the change in place, {:.1}s after the apply; keys kept per pod \
+         {kept:?} of {KEYS}; at most {most_down} memcached not answering at once",
+        took.as_secs_f64()
+    );
+    check(
+        kept.iter().all(|k| *k == KEYS.to_string()),
+        format!("keys kept {kept:?} of {KEYS} per pod"),
+    )?;
+    check(
+        most_down <= 1,
+        format!("{most_down} memcacheds restarting at once"),
+    )?;
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}
