@@ -87,6 +87,21 @@ impl Memcache {
             .collect())
     }
 
+    /// Read keys `key-0` .. `key-<count - 1>` as an application with a
+    /// read-through cache does: each miss is set again. The hits.
+    pub fn read_through(&mut self, count: usize) -> Result<usize, String> {
+        let mut hits = 0;
+        for i in 0..count {
+            let found = self.command(&format!("get key-{i}\r\n"), "END")?;
+            if found.is_empty() {
+                self.command(&format!("set key-{i} 0 0 5\r\nvalue\r\n"), "STORED")?;
+            } else {
+                hits += 1;
+            }
+        }
+        Ok(hits)
+    }
+
     /// Set `count` keys (noreply, then one `mn` to wait for them).
     pub fn fill(&mut self, count: usize) -> Result<(), String> {
         let mut text = String::new();

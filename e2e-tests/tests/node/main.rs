@@ -139,6 +139,11 @@ const SCENARIOS: &[Scenario] = &[
         paced_stateful_rollout,
     ),
     Scenario::new(
+        "a rollout under read traffic paced by what clients feel: a new pod holding its peers' items \
+         but missing holds the next until its hit ratio is back to 90% of theirs",
+        hit_ratio_paced_rollout,
+    ),
+    Scenario::new(
         "autoscaling turned off without a replica count keeps the pods the autoscaler ran, every key \
          served, and kubectl apply says so",
         autoscaling_handed_back,

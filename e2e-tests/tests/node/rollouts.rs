@@ -74,11 +74,19 @@ pub(crate) fn serving(pods: Vec<Value>) -> Vec<Value> {
 }
 
 pub(crate) fn paced_deployment_rollout(env: &mut Env) -> Result<(), String> {
-    paced_rollout(env, "paced-d", "Deployment")
+    paced_rollout(env, "paced-d", "Deployment", false)
 }
 
 pub(crate) fn paced_stateful_rollout(env: &mut Env) -> Result<(), String> {
-    paced_rollout(env, "paced-s", "StatefulSet")
+    paced_rollout(env, "paced-s", "StatefulSet", false)
+}
+
+/// As [`paced_stateful_rollout`] under read traffic: a new pod is judged by
+/// what clients feel, its hit ratio since it started against the pods not
+/// yet replaced; one that holds as many items as they do but still makes
+/// clients miss holds the next.
+pub(crate) fn hit_ratio_paced_rollout(env: &mut Env) -> Result<(), String> {
+    paced_rollout(env, "paced-hits", "StatefulSet", true)
 }
 
 /// A rollout paced by the cache: 3 pods of [`PACED_KEYS`] keys each, then
@@ -87,7 +95,12 @@ pub(crate) fn paced_stateful_rollout(env: &mut Env) -> Result<(), String> {
 /// paused; a StatefulSet holds its partition) and the Rollout column names
 /// it warming; once clients refill it (here the test) to half its peers'
 /// items, the next follows. A StatefulSet's pods keep their names.
-pub(crate) fn paced_rollout(env: &mut Env, name: &str, workload: &str) -> Result<(), String> {
+pub(crate) fn paced_rollout(
+    env: &mut Env,
+    name: &str,
+    workload: &str,
+    traffic: bool,
+) -> Result<(), String> {
     const PACED_KEYS: usize = 400;
     /// How long the rollout must hold while the new pod is empty.
     const HELD: Duration = Duration::from_secs(10);
@@ -100,7 +113,12 @@ pub(crate) fn paced_rollout(env: &mut Env, name: &str, workload: &str) -> Result
     wait_ready(env, NAMESPACE, name, 3)?;
     let original = pods_of(env, name)?;
     for pod in &original {
-        fill(&pod_ip(pod)?, PACED_KEYS)?;
+        let ip = pod_ip(pod)?;
+        fill(&ip, PACED_KEYS)?;
+        if traffic {
+            // Clients read it: its hit ratio is what the new pods must get back to.
+            Memcache::connect(&ip)?.read_through(PACED_KEYS)?;
+        }
     }
     let is_new = |pod: &Value| {
         !original
@@ -114,7 +132,9 @@ pub(crate) fn paced_rollout(env: &mut Env, name: &str, workload: &str) -> Result
         new.sort_by_key(|p| p["metadata"]["creationTimestamp"].to_string());
         Ok((new, pods.len() - pods.iter().filter(|p| is_new(p)).count()))
     };
-    spec["memcached"] = json!({"verbosity": 1});
+    // Another memory geometry: a saved cache cannot be restored into it, so
+    // the pods are replaced, cold (warm restarts on or off).
+    spec["memcached"] = json!({"maxMemoryMB": 80});
     let changed = Instant::now();
     env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
     let mut steps = Vec::new();
@@ -134,12 +154,18 @@ pub(crate) fn paced_rollout(env: &mut Env, name: &str, workload: &str) -> Result
         if step == 3 {
             break;
         }
+        let mut session = Memcache::connect(&pod_ip(&newest)?)?;
+        if traffic {
+            // Clients read it through: every key missed, then set. It holds
+            // as many items as its peers now, yet clients miss.
+            session.read_through(PACED_KEYS)?;
+        }
         std::thread::sleep(HELD);
         let (new, left_now) = generations(env)?;
         check(
             new.len() == step && left_now == left,
             format!(
-                "while {pod} was empty: new pods {:?}, {left_now} of {left} original left",
+                "while {pod} was cold: new pods {:?}, {left_now} of {left} original left",
                 summary(&new)
             ),
         )?;
@@ -148,12 +174,22 @@ pub(crate) fn paced_rollout(env: &mut Env, name: &str, workload: &str) -> Result
             .as_str()
             .unwrap_or_default()
             .to_string();
+        let gate = if traffic { "hit ratio" } else { "items" };
         check(
-            column.ends_with(&format!("{pod} warming")),
-            format!("Rollout column {column:?} while {pod} is empty"),
+            column.contains(&format!("{pod} warming, ")) && column.contains(gate),
+            format!("Rollout column {column:?} while {pod} is cold (judged by its {gate})"),
         )?;
-        // Clients refill it; then the next pod follows.
-        fill(&pod_ip(&newest)?, PACED_KEYS)?;
+        // Clients warm it; then the next pod follows.
+        if traffic {
+            let passes = wait_for(&format!("{pod} warm by its hit ratio"), SETTLE, || {
+                session.read_through(PACED_KEYS)?;
+                let (new, _) = generations(env)?;
+                (new.len() > step).then_some(()).ok_or("held".to_string())
+            });
+            passes?;
+        } else {
+            session.fill(PACED_KEYS)?;
+        }
         steps.push(format!(
             "{pod} Ready {:.1}s after the apply, held while empty, {left} of the 3 original pods serving ({column:?})",
             ready_after.as_secs_f64()
@@ -371,26 +407,38 @@ pub(crate) fn autoscaling_handed_back(env: &mut Env) -> Result<(), String> {
     for pod in &before {
         fill(&pod_ip(pod)?, KEYS)?;
     }
-    let applied = env
-        .kubectl
-        .run(&["apply", "-f", "-"], Some(&memcached(NAMESPACE, name, fixed)));
-    check(applied.success, format!("kubectl apply: {}", applied.stderr))?;
+    let applied = env.kubectl.run(
+        &["apply", "-f", "-"],
+        Some(&memcached(NAMESPACE, name, fixed)),
+    );
+    check(
+        applied.success,
+        format!("kubectl apply: {}", applied.stderr),
+    )?;
     println!("     {}", applied.stderr.trim());
     check(
         applied.stderr.contains("spec.replicas set to 4"),
-        format!("no warning keeping the autoscaler's 4 replicas: {:?}", applied.stderr),
+        format!(
+            "no warning keeping the autoscaler's 4 replicas: {:?}",
+            applied.stderr
+        ),
     )?;
     wait_for("the HPA gone", SETTLE, || {
-        let hpa = env
-            .kubectl
-            .run(&["get", "horizontalpodautoscaler", name, "-n", NAMESPACE], None);
-        (!hpa.success).then_some(()).ok_or("the HPA is still there".to_string())
+        let hpa = env.kubectl.run(
+            &["get", "horizontalpodautoscaler", name, "-n", NAMESPACE],
+            None,
+        );
+        (!hpa.success)
+            .then_some(())
+            .ok_or("the HPA is still there".to_string())
     })?;
     // Long enough for a drop to 1 to show.
     std::thread::sleep(Duration::from_secs(10));
     let after = pods_of(env, name)?;
     let uids = |pods: &[Value]| -> BTreeSet<String> {
-        pods.iter().map(|p| p["metadata"]["uid"].to_string()).collect()
+        pods.iter()
+            .map(|p| p["metadata"]["uid"].to_string())
+            .collect()
     };
     check(
         uids(&after) == uids(&before),
@@ -402,7 +450,10 @@ pub(crate) fn autoscaling_handed_back(env: &mut Env) -> Result<(), String> {
             .parse::<usize>()
             .map_err(|e| e.to_string())?;
     }
-    println!("     the same 4 pods after autoscaling was turned off; {served} of {} keys held", 4 * KEYS);
+    println!(
+        "     the same 4 pods after autoscaling was turned off; {served} of {} keys held",
+        4 * KEYS
+    );
     check(served == 4 * KEYS, format!("{served} keys held"))?;
     env.kubectl
         .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])

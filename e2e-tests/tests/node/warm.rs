@@ -217,7 +217,8 @@ pub(crate) fn changed_in_place(
     spec["warmRestart"] = json!({"enabled": true});
     if change == Warm::Rotation {
         env.kubectl.apply(&auth("first"))?;
-        spec["security"] = json!({"sasl": {"enabled": true, "credentialsSecretRef": {"name": secret}}});
+        spec["security"] =
+            json!({"sasl": {"enabled": true, "credentialsSecretRef": {"name": secret}}});
     }
     env.kubectl
         .apply(&memcached(NAMESPACE, name, spec.clone()))?;
@@ -231,7 +232,10 @@ pub(crate) fn changed_in_place(
     for pod in &before {
         let mut memcached = session(&pod_ip(pod)?, "first")?;
         memcached.fill(KEYS)?;
-        pids.insert(pod_name(pod).to_string(), memcached.stats("")?["pid"].clone());
+        pids.insert(
+            pod_name(pod).to_string(),
+            memcached.stats("")?["pid"].clone(),
+        );
     }
     let kind = workload.to_lowercase();
     let changed = Instant::now();
@@ -244,41 +248,59 @@ pub(crate) fn changed_in_place(
     };
     // Until every pod runs the change: how many memcacheds did not answer at once.
     let mut most_down = 0;
-    let after = wait_for("every pod restarted in place, the rollout complete", SETTLE * 2, || {
-        let pods = pods_of(env, name)?;
-        let down = (pods.iter())
-            .filter(|p| pod_ip(p).is_ok_and(|ip| Memcache::connect(&ip).is_err()))
-            .count();
-        most_down = most_down.max(down);
-        let restarted = (pods.iter()).all(|p| {
-            let was = pids.get(pod_name(p));
-            let password = if change == Warm::Rotation { "second" } else { "first" };
-            let now = pod_ip(p)
-                .and_then(|ip| session(&ip, password)?.stats(""))
-                .map(|s| s["pid"].clone());
-            now.is_ok_and(|pid| Some(&pid) != was)
-        });
-        let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
-        (restarted
-            && pods.len() == REPLICAS
-            && condition_status(&mc, "Ready") == Some("True")
-            && condition_status(&mc, "Progressing") == Some("False")
-            && workload_settled(env, &kind, name)?)
-        .then_some(pods.clone())
-        .ok_or_else(|| format!("pods {:?}; status {}", summary(&pods), mc["status"]))
-    })?;
+    let after = wait_for(
+        "every pod restarted in place, the rollout complete",
+        SETTLE * 2,
+        || {
+            let pods = pods_of(env, name)?;
+            let down = (pods.iter())
+                .filter(|p| pod_ip(p).is_ok_and(|ip| Memcache::connect(&ip).is_err()))
+                .count();
+            most_down = most_down.max(down);
+            let restarted = (pods.iter()).all(|p| {
+                let was = pids.get(pod_name(p));
+                let password = if change == Warm::Rotation {
+                    "second"
+                } else {
+                    "first"
+                };
+                let now = pod_ip(p)
+                    .and_then(|ip| session(&ip, password)?.stats(""))
+                    .map(|s| s["pid"].clone());
+                now.is_ok_and(|pid| Some(&pid) != was)
+            });
+            let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+            (restarted
+                && pods.len() == REPLICAS
+                && condition_status(&mc, "Ready") == Some("True")
+                && condition_status(&mc, "Progressing") == Some("False")
+                && workload_settled(env, &kind, name)?)
+            .then_some(pods.clone())
+            .ok_or_else(|| format!("pods {:?}; status {}", summary(&pods), mc["status"]))
+        },
+    )?;
     let took = changed.elapsed();
     let uids = |pods: &[Value]| -> BTreeSet<String> {
-        pods.iter().map(|p| p["metadata"]["uid"].to_string()).collect()
+        pods.iter()
+            .map(|p| p["metadata"]["uid"].to_string())
+            .collect()
     };
     check(
         uids(&after) == uids(&before),
-        format!("the same pods: {:?} then {:?}", summary(&before), summary(&after)),
+        format!(
+            "the same pods: {:?} then {:?}",
+            summary(&before),
+            summary(&after)
+        ),
     )?;
     let mut kept = Vec::new();
     for pod in &after {
         let ip = pod_ip(pod)?;
-        let password = if change == Warm::Rotation { "second" } else { "first" };
+        let password = if change == Warm::Rotation {
+            "second"
+        } else {
+            "first"
+        };
         let mut memcached = session(&ip, password)?;
         kept.push(memcached.stats("")?["curr_items"].clone());
         match change {
