@@ -41,7 +41,7 @@ use crate::apply::compact_managed_fields;
 use crate::in_place::IN_PLACE_ANNOTATION;
 use crate::intent::{BASE_ANNOTATION, INTENT_ANNOTATION, TEMPLATE_ANNOTATION};
 use crate::labels::SECRET_HASH_ANNOTATION;
-use crate::secrets::{SECRET_VERSIONS_ANNOTATION, SecretStamp};
+use crate::secret_stamp::{SECRET_VERSIONS_ANNOTATION, SecretStamp};
 use crate::service_monitor;
 use crate::stored::Stored;
 use crate::workload::Workload;

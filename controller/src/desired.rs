@@ -8,7 +8,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::DynamicObject;
 use memcached_api::{Defaulted, Memcached};
 
-use crate::secrets::SecretStamp;
+use crate::secret_stamp::SecretStamp;
 use crate::{deployment, hpa, network_policy, pdb, service, service_monitor, stateful_set};
 
 /// The workload `spec.workload` names.

@@ -28,9 +28,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use memcached_api::extra_args::memory_file;
+use memcached_api::pod_changes::RESTART_TRIGGER_ANNOTATION;
 
-use crate::labels::{SECRET_HASH_ANNOTATION, VERSION_LABEL};
-use crate::pod_template::{MEMCACHED_CONTAINER, RESTART_TRIGGER_ANNOTATION};
+use crate::labels::{MEMCACHED_CONTAINER, SECRET_HASH_ANNOTATION, VERSION_LABEL};
 use crate::warm_start::ARGS_ANNOTATION;
 
 /// Workload annotation: the digest of the intent its pod template was rendered for.

@@ -36,6 +36,7 @@ pub mod readiness;
 pub mod reconcile;
 pub mod render;
 pub mod run;
+pub mod secret_stamp;
 pub mod secrets;
 pub mod server_list;
 pub mod service;

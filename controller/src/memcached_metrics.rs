@@ -10,13 +10,21 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use crate::metrics::Instance;
 use crate::stats::ClusterStats;
+
+/// One Memcached: the labels of its metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct Instance {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
 
 /// What one Memcached showed last.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -4,7 +4,6 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -12,17 +11,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::api_requests::Counts;
-use crate::memcached_metrics::Board;
+use crate::memcached_metrics::{Board, Instance};
 use crate::process::ProcessCollector;
-
-/// One Memcached.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct Instance {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
 
 /// The controller's metrics and their registry.
 pub struct Metrics {

@@ -14,9 +14,8 @@ use kube::ResourceExt;
 use ring::digest::{SHA256, digest};
 use serde_json::{Value, json};
 
-use crate::labels::{MEMCACHED_PORT, SECRET_HASH_ANNOTATION, VERSION_LABEL};
+use crate::labels::{MEMCACHED_CONTAINER, MEMCACHED_PORT, SECRET_HASH_ANNOTATION, VERSION_LABEL};
 use crate::pacing::{Peers, Waits, Warming};
-use crate::pod_template::MEMCACHED_CONTAINER;
 use crate::stats::PodStats;
 use crate::warm_start::ARGS_ANNOTATION;
 

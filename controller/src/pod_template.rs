@@ -12,21 +12,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use memcached_api::pod_changes::RESTART_TRIGGER_ANNOTATION;
 use memcached_api::{Defaulted, Memcached, MemcachedSpec};
 
 use crate::args::{self, AUTH_DIR, TLS_DIR, WARM_RESTART_DIR};
 use crate::intent::{self, TemplateStamp};
-use crate::labels::{self, MEMCACHED_PORT, METRICS_PORT, SECRET_HASH_ANNOTATION};
+use crate::labels::{
+    self, MEMCACHED_CONTAINER, MEMCACHED_PORT, METRICS_PORT, SECRET_HASH_ANNOTATION,
+};
 use crate::warm_start;
 
-/// CR annotation copied to the pod template to force a rollout.
-pub const RESTART_TRIGGER_ANNOTATION: &str = "memcached.c5c3.io/restart-trigger";
 /// Volume of the authentication Secret.
 pub const AUTH_VOLUME: &str = "auth";
 /// Volume of the TLS Secret.
 pub const TLS_VOLUME: &str = "tls";
-/// Name of the memcached container.
-pub const MEMCACHED_CONTAINER: &str = "memcached";
 /// Memory-backed volume holding memcached's memory file (warm restarts).
 pub const WARM_RESTART_VOLUME: &str = "warm-restart";
 

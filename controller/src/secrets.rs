@@ -18,7 +18,6 @@ use ring::hmac;
 
 use crate::args::AUTH_KEY;
 use crate::cache::Meta;
-use crate::labels::SECRET_HASH_ANNOTATION;
 use crate::pod_template::{AUTH_VOLUME, secret_mounts};
 use crate::stored::Stored;
 
@@ -78,36 +77,6 @@ impl SecretCache {
                 None => cached.remove(&key),
             };
         }
-    }
-}
-
-/// Workload annotation: the [`Mounted::versions`] the pods' Secret hash was
-/// computed from (the hash is beside it, under the pod template's name).
-pub const SECRET_VERSIONS_ANNOTATION: &str = "memcached.c5c3.io/secret-versions";
-
-/// The pods' Secret hash and the Secret versions it was computed from, kept
-/// on the workload's metadata.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SecretStamp {
-    /// The pod template's `memcached.c5c3.io/secret-hash`.
-    pub hash: String,
-    /// [`Mounted::versions`].
-    pub versions: String,
-}
-
-impl SecretStamp {
-    /// The stamp in `annotations`, if both parts are there.
-    pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Option<Self> {
-        Some(SecretStamp {
-            hash: annotations.get(SECRET_HASH_ANNOTATION)?.clone(),
-            versions: annotations.get(SECRET_VERSIONS_ANNOTATION)?.clone(),
-        })
-    }
-
-    /// Write the stamp into `annotations`.
-    pub fn annotate(self, annotations: &mut BTreeMap<String, String>) {
-        annotations.insert(SECRET_HASH_ANNOTATION.into(), self.hash);
-        annotations.insert(SECRET_VERSIONS_ANNOTATION.into(), self.versions);
     }
 }
 

@@ -231,7 +231,9 @@ fn rbac_grants_no_wildcards_and_never_writes_secrets_cluster_wide() {
 #[test]
 fn helm_chart_ships_the_same_crd_and_rbac() {
     assert_eq!(
-        canonical("helm/memcached-operator/charts/memcached-operator-crds/crds/memcacheds.memcached.c5c3.io.yaml"),
+        canonical(
+            "helm/memcached-operator/charts/memcached-operator-crds/crds/memcacheds.memcached.c5c3.io.yaml"
+        ),
         canonical("crd.yaml")
     );
     assert_eq!(
