@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use memcached_controller::stats::StatsClient;
+use memcached_controller::stats::client::StatsClient;
 
 const SERVERS: usize = 40;
 const SILENT: usize = 10;

@@ -9,7 +9,7 @@ use kube::discovery::ApiResource;
 use kube::runtime::events::{Event, EventType};
 use memcached_api::Memcached;
 
-use crate::apply::Outcome;
+use crate::cluster::apply::Outcome;
 use crate::reconcile::Context;
 
 /// The API server refuses Event notes of 1 KiB or more.

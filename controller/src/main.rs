@@ -9,10 +9,12 @@ use anyhow::Context as _;
 use clap::{ArgAction, Parser, Subcommand};
 use memcached_api::quantity::Quantity;
 use memcached_api::validation::{DEFAULT_MEMORY_OVERHEAD, Options};
-use memcached_controller::address::ListenAddress;
-use memcached_controller::endpoints::HttpSettings;
-use memcached_controller::network_policy::Access;
-use memcached_controller::{crd, hash_key, render, run};
+use memcached_controller::cluster::hash_key;
+use memcached_controller::commands::{crd, render};
+use memcached_controller::objects::network_policy::Access;
+use memcached_controller::run;
+use memcached_controller::serve::address::ListenAddress;
+use memcached_controller::serve::endpoints::HttpSettings;
 
 #[derive(Parser)]
 #[command(

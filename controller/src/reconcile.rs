@@ -29,29 +29,31 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio_rustls::rustls::pki_types::ServerName;
 
-use crate::apply::{
+use crate::cluster::apply::{
     LastApplied, Outcome, Owner, ensure, ensure_held, hand_over_replicas, is_controlled_by,
 };
-use crate::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-use crate::cache::{self, Cache, Cached, Meta, scoped};
-use crate::desired::{Desired, Workload as DesiredWorkload};
+use crate::cluster::cache::{self, Cache, Cached, Meta, scoped};
+use crate::cluster::secrets::{self, Mounted, SecretCache, SecretData};
+use crate::cluster::stored::{Stored, Unreadable};
 use crate::events::{self, Target, warn};
-use crate::intent::TemplateStamp;
-use crate::labels::{MANAGER, MEMCACHED_PORT};
-use crate::live_stats::LiveStats;
-use crate::memcached_metrics::Instance;
-use crate::metrics::Metrics;
-use crate::network_policy::Access;
-use crate::pod_change::Seen;
-use crate::pod_template::{AUTH_VOLUME, TLS_VOLUME, hard_anti_affinity, secret_mounts};
-use crate::secret_stamp::SecretStamp;
-use crate::secrets::{self, Mounted, SecretCache, SecretData};
-use crate::stats::{ClusterStats, Credentials, PodStats, StatsClient, Tls};
+use crate::metrics::memcacheds::Instance;
+use crate::metrics::registry::Metrics;
+use crate::objects::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::objects::desired::{Desired, Workload as DesiredWorkload};
+use crate::objects::intent::TemplateStamp;
+use crate::objects::labels::{MANAGER, MEMCACHED_PORT};
+use crate::objects::network_policy::Access;
+use crate::objects::pod_template::{AUTH_VOLUME, TLS_VOLUME, hard_anti_affinity, secret_mounts};
+use crate::objects::secret_stamp::SecretStamp;
+use crate::objects::workload::{Rollout, Workload, desired_replicas, initial_replicas};
+use crate::objects::{server_list, service_monitor};
+use crate::rollout::pod_change::Seen;
+use crate::rollout::{generations, in_place, pacing, stateful_in_place};
+use crate::stats::client::{ClusterStats, Credentials, PodStats, StatsClient, Tls};
+use crate::stats::live::LiveStats;
+use crate::stats::tls;
 use crate::status::{self, Observed};
-use crate::stored::{Stored, Unreadable};
 use crate::streaks::Streaks;
-use crate::workload::{Rollout, Workload, desired_replicas, initial_replicas};
-use crate::{generations, in_place, pacing, server_list, service_monitor, stateful_in_place, tls};
 
 /// Requeue while not every replica is ready.
 pub const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
@@ -76,7 +78,7 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Validation options, agreeing with the policy's settings (`memoryOverhead`).
     pub validation: Options,
-    /// Key of the pod-template Secret hash (see [`crate::hash_key`]).
+    /// Key of the pod-template Secret hash (see [`crate::cluster::hash_key`]).
     pub hash_key: hmac::Key,
     /// Who reaches the pods besides a NetworkPolicy's allowed sources.
     pub access: Access,
@@ -542,7 +544,7 @@ where
         invalid_spec: Some(refused.message),
         nothing_running: rollout.is_none(),
         generation: object.meta().generation,
-        selector: crate::labels::selector_string(object),
+        selector: crate::objects::labels::selector_string(object),
         server_list: refused
             .status
             .and_then(|s| s.server_list.clone())
@@ -889,7 +891,7 @@ async fn converge_in_place(
 ) -> Result<Option<in_place::Progress>, Error> {
     let (ctx, mc) = (applied.ctx, applied.mc);
     let live = live_workload(ctx, &ctx.cache.deployments, mc).await?;
-    let selector = crate::labels::selector_string(mc);
+    let selector = crate::objects::labels::selector_string(mc);
     let original = desired.clone();
     let (stats, settings) = (pod_stats(ctx, mc), args::confirmed_settings(spec));
     let key = key(mc);
@@ -934,7 +936,7 @@ async fn converge_stateful_in_place(
 ) -> Result<Option<in_place::Progress>, Error> {
     let (ctx, mc) = (applied.ctx, applied.mc);
     let live = live_workload(ctx, &ctx.cache.stateful_sets, mc).await?;
-    let selector = crate::labels::selector_string(mc);
+    let selector = crate::objects::labels::selector_string(mc);
     let original = desired.clone();
     let (stats, settings) = (pod_stats(ctx, mc), args::confirmed_settings(spec));
     let key = key(mc);
@@ -1020,7 +1022,7 @@ async fn refuse_in_place(applied: &mut Applied<'_>, message: String) {
 }
 
 /// The stamp of `live`'s running pod template when it must be kept instead
-/// of `desired`'s (see [`crate::intent`]).
+/// of `desired`'s (see [`crate::objects::intent`]).
 fn held_template<W: Workload>(desired: &W, live: Option<&W>, uid: &str) -> Option<TemplateStamp> {
     let live = live.filter(|l| is_controlled_by(*l, uid))?;
     let running = TemplateStamp::of(live)?;
@@ -1108,7 +1110,7 @@ fn observe(
         available: seen.available,
         missing_secrets: missing,
         generation: mc.metadata.generation,
-        selector: crate::labels::selector_string(mc),
+        selector: crate::objects::labels::selector_string(mc),
         image: spec.image.clone(),
         ..Default::default()
     }
@@ -1237,7 +1239,7 @@ async fn pace_deployment(
         ctx.waits.done(&key(mc));
         return Ok(None);
     };
-    let selector = crate::labels::selector_string(mc);
+    let selector = crate::objects::labels::selector_string(mc);
     let stats = pod_stats(ctx, mc);
     let generations = match generations::of(&ctx.client, &live, &selector, stats).await {
         Ok(generations) => generations,

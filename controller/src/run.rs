@@ -2,8 +2,8 @@
 //!
 //! Every replica lists the Memcached objects of every watched namespace and
 //! is ready (`/readyz`) while all of them are synced and the API server
-//! answers ([`crate::readiness`]): a standby is ready to take over. Only the
-//! holder of the Lease reconciles ([`crate::leadership`]); it releases the
+//! answers ([`crate::serve::readiness`]): a standby is ready to take over. Only the
+//! holder of the Lease reconciles ([`crate::cluster::leadership`]); it releases the
 //! Lease on SIGTERM, and stops reconciling before the Lease can expire when
 //! renewals fail.
 
@@ -26,18 +26,18 @@ use memcached_api::validation::Options;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::api_requests::CountRequests;
-use crate::backoff::backoff;
-use crate::cache::{self, Writers, scoped};
-use crate::endpoints::HttpSettings;
-use crate::labels::MANAGER;
-use crate::leadership::{self, Elector, LeaseApi, Outcome, Release};
-use crate::live_stats::LiveStats;
-use crate::metrics::Metrics;
-use crate::network_policy::Access;
+use crate::cluster::backoff::backoff;
+use crate::cluster::cache::{self, Writers, scoped};
+use crate::cluster::leadership::{self, Elector, LeaseApi, Outcome, Release};
+use crate::cluster::secrets;
+use crate::cluster::stored::Stored;
+use crate::metrics::api_requests::CountRequests;
+use crate::metrics::registry::Metrics;
+use crate::objects::labels::MANAGER;
+use crate::objects::network_policy::Access;
 use crate::reconcile::{self, Context, Error, error_policy, reconcile_stored};
-use crate::secrets;
-use crate::stored::Stored;
+use crate::serve::endpoints::HttpSettings;
+use crate::stats::live::LiveStats;
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -69,7 +69,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .with_layer(&CountRequests(metrics.api_requests()))
         .build();
     let ready = Arc::new(AtomicBool::new(false));
-    crate::endpoints::start(&settings.http, &client, ready.clone(), metrics.clone())?;
+    crate::serve::endpoints::start(&settings.http, &client, ready.clone(), metrics.clone())?;
     let shutdown = shutdown_signal();
     let namespaces = if settings.watch_namespaces.is_empty() {
         vec![None]
@@ -81,10 +81,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             .map(Some)
             .collect()
     };
-    crate::readiness::track(&client, &namespaces, ready);
+    crate::serve::readiness::track(&client, &namespaces, ready);
     // The ServiceAccount owns the Secret and the Lease: they go with the installation.
-    let owner = crate::hash_key::service_account_owner(&client, &settings.lease_namespace).await;
-    let hash_key = crate::hash_key::load_or_create(
+    let owner =
+        crate::cluster::hash_key::service_account_owner(&client, &settings.lease_namespace).await;
+    let hash_key = crate::cluster::hash_key::load_or_create(
         &client,
         &settings.lease_namespace,
         &settings.hash_key_secret,
@@ -160,7 +161,7 @@ async fn lead(
     }
     if let Some(owner) = &owner {
         let api: Api<Lease> = Api::namespaced(client.clone(), &settings.lease_namespace);
-        crate::hash_key::ensure_owned(&api, &settings.lease_name, owner).await;
+        crate::cluster::hash_key::ensure_owned(&api, &settings.lease_name, owner).await;
     }
     tracing::info!(lease = %settings.lease_name, "leading");
     let outcome = elector.lead(&mut start()).await;

@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use memcached_api::MemcachedStatus;
 
-use crate::in_place::Progress;
-use crate::pacing::Warming;
 use crate::reconcile::{INVALID_SPEC, Problem};
-use crate::stats::{ClusterStats, Unanswered};
+use crate::rollout::in_place::Progress;
+use crate::rollout::pacing::Warming;
+use crate::stats::client::{ClusterStats, Unanswered};
 
 /// What one reconcile saw.
 #[derive(Clone, Debug, Default)]
@@ -33,7 +33,7 @@ pub struct Observed {
     pub nothing_running: bool,
     /// Generation of the CR.
     pub generation: Option<i64>,
-    /// Where clients connect (see [`crate::server_list`]).
+    /// Where clients connect (see [`crate::objects::server_list`]).
     pub server_list: Vec<String>,
     /// The list names every pod (StatefulSet): published whether or not the
     /// pods are ready, so clients are configured once.
@@ -355,11 +355,11 @@ mod tests {
         paced.updated = 1;
         paced.warming = Some(Warming {
             pod: "c-2".into(),
-            now: Some(crate::stats::PodStats {
+            now: Some(crate::stats::client::PodStats {
                 items: 10,
                 ..Default::default()
             }),
-            peers: Some(crate::pacing::Peers {
+            peers: Some(crate::rollout::pacing::Peers {
                 items: 1000,
                 hit_ratio: None,
             }),

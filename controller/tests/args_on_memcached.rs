@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 
 use common::{loopback_args, make_pki, readable_tempdir, start};
 use memcached_api::{MemcachedSpec, apply_defaults};
-use memcached_controller::args::{AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, memcached_args};
+use memcached_controller::cluster::secrets::SecretData;
+use memcached_controller::objects::args::{AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, memcached_args};
+use memcached_controller::objects::warm_start;
 use memcached_controller::reconcile::stats_client;
-use memcached_controller::secrets::SecretData;
-use memcached_controller::tls::server_name;
-use memcached_controller::warm_start;
+use memcached_controller::stats::tls::server_name;
 use serde_json::json;
 
 /// Start memcached with the rendered args of `spec`, Secret files in a temp dir.
@@ -101,8 +101,8 @@ async fn memcached_ignores_an_unterminated_last_auth_line() {
     let file = dir.path().join("auth");
     std::fs::write(&file, "app:pw").unwrap();
     let server = start(&["-Y".into(), file.display().to_string()]);
-    let client = memcached_controller::stats::StatsClient {
-        credentials: memcached_controller::stats::Credentials::from_auth_file("app:pw"),
+    let client = memcached_controller::stats::client::StatsClient {
+        credentials: memcached_controller::stats::client::Credentials::from_auth_file("app:pw"),
         ..Default::default()
     };
     assert!(client.fetch(server.addr).await.is_err());

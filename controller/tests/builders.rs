@@ -1,9 +1,9 @@
 //! Every builder against the design doc's YAML, with and without each feature.
 
 use memcached_api::{Memcached, apply_defaults};
-use memcached_controller::desired::{Desired, Workload};
-use memcached_controller::server_list;
-use memcached_controller::warm_start;
+use memcached_controller::objects::desired::{Desired, Workload};
+use memcached_controller::objects::server_list;
+use memcached_controller::objects::warm_start;
 use serde_json::{Value, json};
 
 fn memcached(spec: Value) -> Memcached {

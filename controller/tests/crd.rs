@@ -2,7 +2,7 @@
 //! and what kubectl shows (columns, categories, descriptions, deprecation).
 
 use memcached_api::SECTIONS;
-use memcached_controller::crd::{V1ALPHA1_DEPRECATION, crd, crd_yaml};
+use memcached_controller::commands::crd::{V1ALPHA1_DEPRECATION, crd, crd_yaml};
 use serde_json::Value;
 
 #[test]

@@ -6,7 +6,7 @@ mod http_client;
 use std::time::{Duration, Instant};
 
 use http_client::{exchange, get, parse, request, start_plain};
-use memcached_controller::http::Limits;
+use memcached_controller::serve::http::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

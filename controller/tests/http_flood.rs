@@ -9,8 +9,8 @@ mod http_client;
 use std::time::{Duration, Instant};
 
 use http_client::{get, start_plain};
-use memcached_controller::http::Limits;
-use memcached_controller::process::Sample;
+use memcached_controller::metrics::process::Sample;
+use memcached_controller::serve::http::Limits;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 

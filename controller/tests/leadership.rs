@@ -10,7 +10,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::core::Status;
-use memcached_controller::leadership::{
+use memcached_controller::cluster::leadership::{
     Config, Elector, LEASE_DURATION, LeaseStore, Outcome, RENEW_DEADLINE, RETRY_PERIOD, Release,
 };
 use tokio::sync::watch;

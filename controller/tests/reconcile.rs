@@ -9,16 +9,16 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
-use memcached_controller::labels::MEMCACHED_PORT;
-use memcached_controller::stats::READ_TIMEOUT;
+use memcached_controller::objects::labels::MEMCACHED_PORT;
+use memcached_controller::stats::client::READ_TIMEOUT;
 
 use fake_api::{NS, Shared, context, path};
 use kube::runtime::controller::Action;
 use memcached_api::Memcached;
+use memcached_controller::cluster::stored::Stored;
 use memcached_controller::reconcile::{
     Error, REQUEUE_NOT_READY, REQUEUE_ROLLOUT, reconcile, reconcile_stored,
 };
-use memcached_controller::stored::Stored;
 use serde_json::{Value, json};
 
 fn cr_path() -> String {

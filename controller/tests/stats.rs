@@ -7,8 +7,8 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use common::{free_port, make_pki, start};
-use memcached_controller::stats::{Credentials, StatsClient, StatsError, Tls, Unanswered};
-use memcached_controller::tls::client_config;
+use memcached_controller::stats::client::{Credentials, StatsClient, StatsError, Tls, Unanswered};
+use memcached_controller::stats::tls::client_config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::ServerName;

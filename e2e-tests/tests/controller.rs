@@ -36,9 +36,9 @@ use e2e_tests::cluster::{
 use memcached_api::MemcachedSpec;
 use memcached_api::field::invalid_message;
 use memcached_api::validation::{self, ObjectName, Options};
-use memcached_controller::cache::{NOT_SERVED, WATCH_EXPIRED};
-use memcached_controller::leadership::{LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD};
-use memcached_controller::readiness::UNANSWERED;
+use memcached_controller::cluster::cache::{NOT_SERVED, WATCH_EXPIRED};
+use memcached_controller::cluster::leadership::{LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD};
+use memcached_controller::serve::readiness::UNANSWERED;
 use serde_json::{Value, json};
 
 const SCENARIOS: &[Scenario] = &[

@@ -198,7 +198,7 @@ fn render_at(cr: &Value, level: Level) -> Result<Vec<Value>, String> {
     let mc: Memcached =
         serde_json::from_value(owned).map_err(|e| format!("not a Memcached: {e}"))?;
     let (spec, _) = apply_defaults_at(mc.spec.clone(), level);
-    let yaml = memcached_controller::render::objects(&mc, &spec)?;
+    let yaml = memcached_controller::commands::render::objects(&mc, &spec)?;
     let documents: Vec<Value> = serde_saphyr::from_multiple(&yaml).map_err(|e| e.to_string())?;
     let mut objects = Vec::new();
     for object in documents {

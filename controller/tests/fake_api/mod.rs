@@ -15,10 +15,10 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
-use memcached_controller::cache::{self, Writers};
-use memcached_controller::live_stats::LiveStats;
+use memcached_controller::cluster::cache::{self, Writers};
+use memcached_controller::cluster::stored::Stored;
 use memcached_controller::reconcile::Context;
-use memcached_controller::stored::Stored;
+use memcached_controller::stats::live::LiveStats;
 use serde_json::{Value, json};
 
 /// Namespace of every object.

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use memcached_controller::http::{Endpoints, Limits, MetricsEndpoint, serve};
-use memcached_controller::metrics::Metrics;
+use memcached_controller::metrics::registry::Metrics;
+use memcached_controller::serve::http::{Endpoints, Limits, MetricsEndpoint, serve};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::ClientConfig;

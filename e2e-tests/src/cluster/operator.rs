@@ -64,7 +64,10 @@ impl Operator {
             .args(["--health-address", &address.to_string()])
             .env("KUBECONFIG", kubeconfig)
             // The watches' debug lines too: scenarios count the lists of APIs not served.
-            .env("RUST_LOG", "info,memcached_controller::cache=debug")
+            .env(
+                "RUST_LOG",
+                "info,memcached_controller::cluster::cache=debug",
+            )
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stderr(log.try_clone().map_err(|e| e.to_string())?)
             .stdout(log)

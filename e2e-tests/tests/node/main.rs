@@ -30,7 +30,7 @@ use e2e_tests::cluster::scenario::{
 };
 use e2e_tests::cluster::signing;
 use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
-use memcached_controller::intent::TEMPLATE_ANNOTATION;
+use memcached_controller::objects::intent::TEMPLATE_ANNOTATION;
 use serde_json::{Value, json};
 
 mod chart;

@@ -1,0 +1,17 @@
+//! The API server as this controller sees it, below any one reconcile: the
+//! watches' cache of the managed objects ([`cache`], each watch with the
+//! [`backoff`] of [`backoff::backoff`]), server-side apply that deletes only
+//! what a Memcached owns ([`apply`]), the Memcached as stored, readable or
+//! not ([`stored`]), the Secrets the pods mount ([`secrets`]) and the key
+//! of their hash ([`hash_key`]), and the Lease of leader election
+//! ([`leadership`]).
+//!
+//! May use: `objects`.
+
+pub mod apply;
+pub mod backoff;
+pub mod cache;
+pub mod hash_key;
+pub mod leadership;
+pub mod secrets;
+pub mod stored;

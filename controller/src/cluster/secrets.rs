@@ -1,0 +1,244 @@
+//! The Secrets a Memcached's pods mount: read through the cache, hashed to
+//! roll the pods when they change, and checked for what memcached needs.
+//!
+//! The cache holds every Secret's name and resourceVersion only. The data
+//! of a mounted Secret is read from the API server when its version is new
+//! to this controller, and kept for the next reconciles: only Secrets a
+//! Memcached mounts are ever read.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
+use memcached_api::MemcachedSpec;
+use ring::hmac;
+
+use crate::cluster::cache::Meta;
+use crate::cluster::stored::Stored;
+use crate::objects::args::AUTH_KEY;
+use crate::objects::pod_template::{AUTH_VOLUME, secret_mounts};
+
+/// One Secret's data: key to bytes.
+pub type Data = BTreeMap<String, Vec<u8>>;
+
+/// Secret data the pods mount: by Secret name, then key.
+pub type SecretData = BTreeMap<String, Data>;
+
+/// The data of the Secrets read so far (by namespace and name), with the
+/// resourceVersion read.
+#[derive(Default)]
+pub struct SecretCache(Mutex<HashMap<(String, String), Versioned>>);
+
+/// Data and the resourceVersion it was read at.
+type Versioned = (String, Arc<Data>);
+
+impl SecretCache {
+    fn get(&self, key: &(String, String), version: &str) -> Option<Arc<Data>> {
+        let cached = self.0.lock().ok()?;
+        cached
+            .get(key)
+            .filter(|(v, _)| v == version)
+            .map(|(_, data)| data.clone())
+    }
+
+    /// Drop the data of `secret` when the watch saw it deleted.
+    pub fn forget_if_deleted(&self, versions: &Store<Meta<Secret>>, secret: &Meta<Secret>) {
+        let (ns, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
+        if version(versions, &ns, &name).is_none() {
+            self.set((ns, name), None);
+        }
+    }
+
+    /// Drop the data of the Secrets no Memcached of `memcacheds` mounts.
+    pub fn retain_mounted(&self, memcacheds: &Store<Stored>) {
+        let mounted: HashSet<(String, String)> = memcacheds
+            .state()
+            .iter()
+            .filter_map(|stored| stored.readable())
+            .flat_map(|mc| {
+                let ns = mc.namespace().unwrap_or_default();
+                secret_mounts(&mc.spec)
+                    .into_iter()
+                    .map(move |(_, secret, _)| (ns.clone(), secret))
+            })
+            .collect();
+        if let Ok(mut cached) = self.0.lock() {
+            cached.retain(|key, _| mounted.contains(key));
+        }
+    }
+
+    fn set(&self, key: (String, String), entry: Option<Versioned>) {
+        if let Ok(mut cached) = self.0.lock() {
+            match entry {
+                Some(entry) => cached.insert(key, entry),
+                None => cached.remove(&key),
+            };
+        }
+    }
+}
+
+/// The Secrets a spec mounts, as read.
+#[derive(Debug, Default)]
+pub struct Mounted {
+    /// Their data, by Secret name.
+    pub data: SecretData,
+    /// The names of those that do not exist.
+    pub missing: Vec<String>,
+    /// `name=resourceVersion` of each one read, comma-separated: while it
+    /// stays the same, so does the data.
+    pub versions: String,
+}
+
+/// The Secrets `spec` mounts.
+pub async fn read(
+    api: &Api<Secret>,
+    versions: &Store<Meta<Secret>>,
+    cached: &SecretCache,
+    spec: &MemcachedSpec,
+) -> Result<Mounted, kube::Error> {
+    let ns = api.namespace().unwrap_or_default().to_string();
+    let mut mounted = Mounted::default();
+    for (_, name, _) in secret_mounts(spec) {
+        let key = (ns.clone(), name.clone());
+        let entry = match version(versions, &ns, &name)
+            .and_then(|v| cached.get(&key, &v).map(|data| (v, data)))
+        {
+            Some(entry) => Some(entry),
+            // New, changed, or not seen by the watch (yet): read it.
+            None => {
+                let secret = api.get_opt(&name).await?;
+                let entry = secret.map(|s| {
+                    let version = s.resource_version().unwrap_or_default();
+                    let data = s.data.unwrap_or_default();
+                    let data: Data = data.into_iter().map(|(k, v)| (k, v.0)).collect();
+                    (version, Arc::new(data))
+                });
+                cached.set(key, entry.clone());
+                entry
+            }
+        };
+        match entry {
+            Some((version, data)) => {
+                if !mounted.versions.is_empty() {
+                    mounted.versions.push(',');
+                }
+                mounted.versions.push_str(&format!("{name}={version}"));
+                mounted.data.insert(name, (*data).clone());
+            }
+            None => mounted.missing.push(name),
+        }
+    }
+    Ok(mounted)
+}
+
+/// The resourceVersion of the Secret `ns/name` as the watch saw it. A plain
+/// store read: the Secret watch calls this while the cache is still syncing,
+/// so it must not poll the store's readiness ([`crate::cluster::cache::get`] does).
+fn version(versions: &Store<Meta<Secret>>, ns: &str, name: &str) -> Option<String> {
+    versions
+        .get(&ObjectRef::new(name).within(ns))
+        .and_then(|s| s.resource_version())
+}
+
+/// The Memcached objects of `store` whose pods mount `secret`.
+pub fn mounting(store: &Store<Stored>, secret: &Meta<Secret>) -> Vec<ObjectRef<Stored>> {
+    let name = secret.name_any();
+    store
+        .state()
+        .iter()
+        .filter_map(|stored| stored.readable())
+        .filter(|mc| mc.namespace() == secret.namespace())
+        // Defaulting never enables TLS or authentication nor names a Secret:
+        // the stored spec mounts what the effective one does.
+        .filter(|mc| {
+            secret_mounts(&mc.spec)
+                .iter()
+                .any(|(_, mounted, _)| *mounted == name)
+        })
+        .map(|mc| ObjectRef::new(&mc.name_any()).within(&mc.namespace().unwrap_or_default()))
+        .collect()
+}
+
+/// memcached's `-Y` file needs `user:password` lines, the last one newline-terminated.
+pub fn auth_file_problem(spec: &MemcachedSpec, secrets: &SecretData) -> Option<String> {
+    let (_, secret, _) = secret_mounts(spec)
+        .into_iter()
+        .find(|(volume, _, _)| *volume == AUTH_VOLUME)?;
+    let data = secrets.get(&secret)?;
+    match data.get(AUTH_KEY) {
+        None => Some(format!(
+            "Secret {secret} has no key {AUTH_KEY:?} (user:password lines)"
+        )),
+        Some(file) if !file.ends_with(b"\n") => Some(format!(
+            "Secret {secret} key {AUTH_KEY:?} must end with a newline: memcached ignores an unterminated last line"
+        )),
+        Some(_) => None,
+    }
+}
+
+/// An HMAC of everything the pods read from Secrets: a change rolls them,
+/// and without the key (which only the controller reads) the annotation
+/// cannot be used to test guesses of the Secret data.
+pub fn hash(key: &hmac::Key, secrets: &SecretData) -> String {
+    let mut context = hmac::Context::with_key(key);
+    for (secret, data) in secrets {
+        for (name, value) in data {
+            for part in [secret.as_bytes(), name.as_bytes(), value.as_slice()] {
+                context.update(&(part.len() as u64).to_be_bytes());
+                context.update(part);
+            }
+        }
+    }
+    context
+        .sign()
+        .as_ref()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    #[test]
+    fn only_the_data_of_mounted_secrets_is_kept() {
+        let (store, mut writer) = reflector::store::<Stored>();
+        let mc: Stored = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "auth"}}}},
+        }))
+        .unwrap();
+        writer.apply_watcher_event(&Event::Apply(mc));
+        let cache = SecretCache::default();
+        for (ns, name) in [("ns", "auth"), ("ns", "tls"), ("other", "auth")] {
+            cache.set(
+                (ns.into(), name.into()),
+                Some(("1".into(), Arc::new(Data::new()))),
+            );
+        }
+        cache.retain_mounted(&store);
+        let kept: Vec<_> = cache.0.lock().unwrap().keys().cloned().collect();
+        assert_eq!(kept, [("ns".to_string(), "auth".to_string())]);
+    }
+
+    #[test]
+    fn the_hash_depends_on_the_key() {
+        let data = SecretData::from([(
+            "auth".to_string(),
+            BTreeMap::from([("auth".to_string(), b"u:p\n".to_vec())]),
+        )]);
+        let a = hmac::Key::new(hmac::HMAC_SHA256, b"key-a");
+        let b = hmac::Key::new(hmac::HMAC_SHA256, b"key-b");
+        assert_eq!(hash(&a, &data), hash(&a, &data));
+        assert_ne!(hash(&a, &data), hash(&b, &data));
+        assert_eq!(hash(&a, &data).len(), 32);
+    }
+}

@@ -1,0 +1,33 @@
+//! The Deployment running the pods (the default workload): pods get new
+//! names and addresses on every rollout, which surges one pod at a time.
+
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use memcached_api::{Defaulted, Memcached};
+
+use crate::objects::labels;
+use crate::objects::pod_template::{self, Template};
+
+/// The Deployment for `mc`, with its defaulted `spec`.
+pub fn build(mc: &Memcached, spec: &Defaulted, secret_hash: Option<&str>) -> Deployment {
+    let Template { metadata, pod } = pod_template::build(mc, spec, secret_hash);
+    Deployment {
+        metadata,
+        spec: Some(DeploymentSpec {
+            replicas: pod_template::replicas(spec),
+            selector: labels::selector(mc),
+            strategy: Some(DeploymentStrategy {
+                type_: Some("RollingUpdate".into()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_surge: Some(IntOrString::Int(1)),
+                    max_unavailable: Some(IntOrString::Int(0)),
+                }),
+            }),
+            template: pod,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}

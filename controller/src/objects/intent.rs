@@ -1,0 +1,258 @@
+//! A pod template changes only when the user asks for it.
+//!
+//! For a cache every restarted pod is an empty cache, so pods must not
+//! restart because this controller renders them differently (a new version,
+//! another default): only because the user's intent changed. The workload's
+//! metadata carries two stamps: a digest of the intent the running template
+//! was rendered for (the stored spec but `replicas`, the Secrets' hash, the
+//! `memcached.c5c3.io/restart-trigger` annotation) and a digest of that
+//! template. A rendering that differs for the same intent is held: the
+//! running template is applied again as it is, until the intent changes.
+//!
+//! A third stamp, the digest of the template without what a pod can take
+//! in place (the memcached image and, with warm restarts, the args and the
+//! Secret hash its supervisor reads from its annotations, see
+//! [`crate::objects::warm_start`]) but with the memory geometry of those args, tells
+//! a change warm restarts apply in place (see [`crate::rollout::in_place`]).
+//!
+//! The digests are SHA-256 of canonical JSON (object keys sorted), so they
+//! are the same for every build of every version of the controller.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use kube::Resource;
+use memcached_api::{Memcached, MemcachedSpec};
+use ring::digest::{SHA256, digest};
+use serde::Serialize;
+use serde_json::json;
+
+use memcached_api::extra_args::memory_file;
+use memcached_api::pod_changes::RESTART_TRIGGER_ANNOTATION;
+
+use crate::objects::labels::{MEMCACHED_CONTAINER, SECRET_HASH_ANNOTATION, VERSION_LABEL};
+use crate::objects::warm_start::ARGS_ANNOTATION;
+
+/// Workload annotation: the digest of the intent its pod template was rendered for.
+pub const INTENT_ANNOTATION: &str = "memcached.c5c3.io/intent";
+/// Workload annotation: the digest of its pod template as rendered.
+pub const TEMPLATE_ANNOTATION: &str = "memcached.c5c3.io/template-hash";
+/// Workload annotation: the digest of its pod template without what a pod
+/// takes in place ([`base_digest`]).
+pub const BASE_ANNOTATION: &str = "memcached.c5c3.io/template-base-hash";
+
+/// The stamps of one pod template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateStamp {
+    /// [`intent`] of the Memcached it was rendered for.
+    pub intent: String,
+    /// [`template_digest`] of the template.
+    pub template: String,
+    /// [`base_digest`] of the template (absent on workloads stamped
+    /// before it existed).
+    pub base: Option<String>,
+}
+
+impl TemplateStamp {
+    /// The stamp on a workload's metadata, if both parts are there.
+    pub fn of(workload: &impl Resource) -> Option<Self> {
+        Self::from_annotations(workload.meta().annotations.as_ref()?)
+    }
+
+    /// The stamp in `annotations`, if both parts are there.
+    pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Option<Self> {
+        Some(TemplateStamp {
+            intent: annotations.get(INTENT_ANNOTATION)?.clone(),
+            template: annotations.get(TEMPLATE_ANNOTATION)?.clone(),
+            base: annotations.get(BASE_ANNOTATION).cloned(),
+        })
+    }
+
+    /// Write the stamp into `annotations`.
+    pub fn annotate(self, annotations: &mut BTreeMap<String, String>) {
+        annotations.insert(INTENT_ANNOTATION.into(), self.intent);
+        annotations.insert(TEMPLATE_ANNOTATION.into(), self.template);
+        if let Some(base) = self.base {
+            annotations.insert(BASE_ANNOTATION.into(), base);
+        }
+    }
+
+    /// True when this rendering must not replace the `running` one: it was
+    /// rendered for the same intent, yet differs.
+    pub fn held_by(&self, running: &TemplateStamp) -> bool {
+        self.intent == running.intent && self.template != running.template
+    }
+
+    /// True when the user changed the intent and this template differs
+    /// from the `running` one only in what a pod takes in place. The same
+    /// intent rendered differently is held instead: a new default image of a
+    /// new controller version restarts no pod.
+    pub fn in_place_change(&self, running: &TemplateStamp) -> bool {
+        self.intent != running.intent
+            && self.template != running.template
+            && self.base.is_some()
+            && self.base == running.base
+    }
+}
+
+/// The digest of what the user asked of `mc`'s pods: its stored spec without
+/// `replicas` (scaling starts or stops pods, it restarts none), the digest
+/// of the Secrets they mount, and the restart trigger.
+pub fn intent(mc: &Memcached, secret_hash: Option<&str>) -> String {
+    let spec = MemcachedSpec {
+        replicas: None,
+        ..mc.spec.clone()
+    };
+    let trigger = mc
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RESTART_TRIGGER_ANNOTATION));
+    canonical_digest(&json!({"spec": spec, "secrets": secret_hash, "restartTrigger": trigger}))
+}
+
+/// The digest of a pod template.
+pub fn template_digest(template: &PodTemplateSpec) -> String {
+    canonical_digest(template)
+}
+
+/// The digest of a pod template without what a running pod takes in place:
+/// the memcached container's image and the version label that follows it,
+/// the args annotation and the Secret hash annotation. The memory geometry
+/// of those args stays in (a save restores only into the same geometry).
+pub fn base_digest(template: &PodTemplateSpec) -> String {
+    let mut base = template.clone();
+    let mut geometry = Vec::new();
+    if let Some(metadata) = base.metadata.as_mut() {
+        if let Some(labels) = metadata.labels.as_mut() {
+            labels.remove(VERSION_LABEL);
+        }
+        if let Some(annotations) = metadata.annotations.as_mut() {
+            annotations.remove(SECRET_HASH_ANNOTATION);
+            if let Some(args) = annotations.remove(ARGS_ANNOTATION) {
+                let args: Vec<String> = args.lines().map(String::from).collect();
+                geometry = memory_file::geometry(&args);
+            }
+        }
+    }
+    let containers = base.spec.iter_mut().flat_map(|s| s.containers.iter_mut());
+    for container in containers.filter(|c| c.name == MEMCACHED_CONTAINER) {
+        container.image = None;
+    }
+    canonical_digest(&json!({"template": base, "memoryGeometry": geometry}))
+}
+
+/// SHA-256 of `value` as JSON with sorted object keys, first 16 bytes in hex.
+fn canonical_digest(value: &impl Serialize) -> String {
+    // A Value's maps are sorted: the same content gives the same bytes.
+    let canonical = serde_json::to_value(value)
+        .and_then(|v| serde_json::to_vec(&v))
+        .unwrap_or_default();
+    digest(&SHA256, &canonical).as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memcached(spec: serde_json::Value, trigger: Option<&str>) -> Memcached {
+        let annotations = trigger.map(|t| json!({RESTART_TRIGGER_ANNOTATION: t}));
+        serde_json::from_value(json!({
+            "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+            "metadata": {"name": "c", "namespace": "ns", "annotations": annotations},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_intent_ignores_replicas_and_follows_spec_secrets_and_trigger() {
+        let base = intent(&memcached(json!({"replicas": 3}), None), Some("h"));
+        let scaled = intent(&memcached(json!({"replicas": 5}), None), Some("h"));
+        assert_eq!(base, scaled, "scaling restarts no pod");
+        for changed in [
+            intent(
+                &memcached(json!({"replicas": 3, "image": "m:2"}), None),
+                Some("h"),
+            ),
+            intent(&memcached(json!({"replicas": 3}), None), Some("other")),
+            intent(&memcached(json!({"replicas": 3}), None), None),
+            intent(&memcached(json!({"replicas": 3}), Some("1")), Some("h")),
+        ] {
+            assert_ne!(base, changed);
+        }
+        assert_eq!(base.len(), 32);
+    }
+
+    #[test]
+    fn a_different_rendering_is_held_only_for_the_same_intent() {
+        let stamp = |intent: &str, template: &str| TemplateStamp {
+            intent: intent.into(),
+            template: template.into(),
+            base: Some("b".into()),
+        };
+        let running = stamp("i", "t");
+        assert!(stamp("i", "t2").held_by(&running), "controller's change");
+        assert!(!stamp("i2", "t2").held_by(&running), "user's change");
+        assert!(!stamp("i", "t").held_by(&running), "nothing to hold");
+        let mut annotations = BTreeMap::new();
+        running.clone().annotate(&mut annotations);
+        assert_eq!(TemplateStamp::from_annotations(&annotations), Some(running));
+    }
+
+    #[test]
+    fn a_change_of_the_memcached_image_alone_keeps_the_base() {
+        let template = |memcached: &str, exporter: &str| -> PodTemplateSpec {
+            let tag = memcached.rsplit(':').next();
+            serde_json::from_value(
+                json!({"metadata": {"labels": {VERSION_LABEL: tag}}, "spec": {"containers": [
+                    {"name": "memcached", "image": memcached},
+                    {"name": "exporter", "image": exporter},
+                ]}}),
+            )
+            .unwrap()
+        };
+        let stamp = |t: &PodTemplateSpec, intent: &str| TemplateStamp {
+            intent: intent.into(),
+            template: template_digest(t),
+            base: Some(base_digest(t)),
+        };
+        let running = stamp(&template("memcached:1.6.38", "exporter:0.15"), "i");
+        let bumped = stamp(&template("memcached:1.6.39", "exporter:0.15"), "i2");
+        let exporter = stamp(&template("memcached:1.6.39", "exporter:0.16"), "i2");
+        let new_default = stamp(&template("memcached:1.6.39", "exporter:0.15"), "i");
+        assert!(bumped.in_place_change(&running));
+        assert!(
+            !new_default.in_place_change(&running),
+            "a new controller's default image, the spec unchanged: held"
+        );
+        assert!(
+            !exporter.in_place_change(&running),
+            "the exporter's image too"
+        );
+        assert!(!running.in_place_change(&running), "no change");
+        let unstamped = TemplateStamp {
+            base: None,
+            ..running
+        };
+        assert!(
+            !bumped.in_place_change(&unstamped),
+            "stamped by an older controller"
+        );
+    }
+
+    #[test]
+    fn digests_do_not_depend_on_key_order() {
+        let sorted = json!({"a": 1, "b": {"c": 2, "d": 3}});
+        let unsorted: serde_json::Value =
+            serde_json::from_str(r#"{"b": {"d": 3, "c": 2}, "a": 1}"#).unwrap();
+        assert_eq!(canonical_digest(&sorted), canonical_digest(&unsorted));
+        assert_ne!(
+            canonical_digest(&sorted),
+            canonical_digest(&json!({"a": 1}))
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! The headless Service clients use to find every memcached pod.
+
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use memcached_api::{Memcached, MemcachedSpec};
+
+use crate::objects::labels::{self, MEMCACHED_PORT, METRICS_PORT};
+
+/// The headless Service for `mc`.
+pub fn build(mc: &Memcached, spec: &MemcachedSpec) -> Service {
+    let port = |name: &str, number| ServicePort {
+        name: Some(name.into()),
+        port: number,
+        target_port: Some(IntOrString::String(name.into())),
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    };
+    let mut ports = vec![port("memcached", MEMCACHED_PORT)];
+    if spec.monitoring_enabled() {
+        ports.push(port("metrics", METRICS_PORT));
+    }
+    let mut metadata = labels::object_meta(mc);
+    metadata.annotations = spec.service.as_ref().and_then(|s| s.annotations.clone());
+    Service {
+        metadata,
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            ports: Some(ports),
+            selector: Some(labels::selector_labels(mc)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,444 @@
+//! What a change in place gives a running pod, and whether the pod has
+//! taken it: the memcached image (the kubelet restarts the container) and,
+//! with warm restarts, the args and the Secret hash annotations the pod's
+//! supervisor restarts memcached for ([`crate::objects::warm_start`]). A pod has
+//! taken its change once memcached itself says so: another process than
+//! before the patch, running the settings its args ask for, accepting the
+//! current credentials, and warm again ([`crate::rollout::pacing`]'s rule).
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use kube::ResourceExt;
+use ring::digest::{SHA256, digest};
+use serde_json::{Value, json};
+
+use crate::objects::labels::{
+    MEMCACHED_CONTAINER, MEMCACHED_PORT, SECRET_HASH_ANNOTATION, VERSION_LABEL,
+};
+use crate::objects::warm_start::ARGS_ANNOTATION;
+use crate::rollout::pacing::{Peers, Waits, Warming};
+use crate::stats::client::PodStats;
+
+/// Pod annotation: the memcached container's restart count when its image
+/// was changed; the pod is restarted once the count is higher.
+pub const RESTARTS_ANNOTATION: &str = "memcached.c5c3.io/in-place-restarts";
+/// Pod annotation: memcached's pid when the pod was patched; it restarted
+/// once another process answers.
+pub const PID_ANNOTATION: &str = "memcached.c5c3.io/in-place-pid";
+
+/// The part of a pod template a running pod takes in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The memcached container's image.
+    pub image: String,
+    /// The version label that follows the image.
+    version: Option<String>,
+    /// The args annotation (warm restarts).
+    args: Option<String>,
+    /// The Secret hash annotation.
+    secrets: Option<String>,
+}
+
+impl Change {
+    /// The change `template` gives the pods; `None` without a memcached container.
+    pub fn of(template: &PodTemplateSpec) -> Option<Self> {
+        let metadata = template.metadata.clone().unwrap_or_default();
+        let annotation = |key: &str| metadata.annotations.as_ref()?.get(key).cloned();
+        Some(Change {
+            image: template_image(template)?,
+            version: metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(VERSION_LABEL))
+                .cloned(),
+            args: annotation(ARGS_ANNOTATION),
+            secrets: annotation(SECRET_HASH_ANNOTATION),
+        })
+    }
+
+    /// What marks a workload while this change goes on: the image, and a
+    /// digest of the args and Secret hash when the template carries args
+    /// (a template without, as an older controller rendered it, is marked
+    /// by its image alone, as that controller marked it).
+    pub fn mark(&self) -> String {
+        match &self.args {
+            None => self.image.clone(),
+            Some(args) => {
+                let both = format!("{args}\n{}", self.secrets.as_deref().unwrap_or_default());
+                let hex: String = digest(&SHA256, both.as_bytes()).as_ref()[..8]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                format!("{} {hex}", self.image)
+            }
+        }
+    }
+
+    /// The change as a strategic merge patch of a pod template or a pod.
+    pub fn patch(&self) -> Value {
+        json!({
+            "metadata": {
+                "labels": {VERSION_LABEL: self.version},
+                "annotations": {ARGS_ANNOTATION: self.args, SECRET_HASH_ANNOTATION: self.secrets},
+            },
+            "spec": {"containers": [{"name": MEMCACHED_CONTAINER, "image": self.image}]},
+        })
+    }
+
+    /// `pod` has not been given this change.
+    pub fn lags(&self, pod: &Pod) -> bool {
+        self.new_image(pod) || self.new_config(pod)
+    }
+
+    /// `pod` does not run this change's image.
+    fn new_image(&self, pod: &Pod) -> bool {
+        pod_image(pod) != Some(self.image.as_str())
+    }
+
+    /// `pod`'s args or Secret hash differ from this change's.
+    fn new_config(&self, pod: &Pod) -> bool {
+        let annotations = pod.annotations();
+        annotations.get(ARGS_ANNOTATION) != self.args.as_ref()
+            || annotations.get(SECRET_HASH_ANNOTATION) != self.secrets.as_ref()
+    }
+
+    /// What the change gives `pod`, in words: `memcached image <image>`,
+    /// `a new memcached configuration`, or both.
+    pub fn describe(&self, pod: Option<&Pod>) -> String {
+        let (image, config) =
+            pod.map_or((true, false), |p| (self.new_image(p), self.new_config(p)));
+        match (image, config) {
+            (true, true) => format!("memcached image {} and a new configuration", self.image),
+            (false, true) => "a new memcached configuration".to_string(),
+            _ => format!("memcached image {}", self.image),
+        }
+    }
+
+    /// The patch giving `pod` this change, recording what tells its restart:
+    /// the container's restart count when its image changes (the kubelet
+    /// restarts it), memcached's pid as `seen` last (another process answers
+    /// once it restarted). `None` for a new configuration alone while the pid
+    /// is not known (nothing would tell when memcached restarted with it).
+    pub fn patch_for(&self, pod: &Pod, seen: &Seen<'_>) -> Option<Value> {
+        let new_image = self.new_image(pod);
+        let pid = seen.of(pod).map(|s| s.pid);
+        if pid.is_none() && !new_image {
+            return None;
+        }
+        let restarts = memcached_status(pod).map(|s| s.restart_count.to_string());
+        let mut patch = self.patch();
+        let annotations = &mut patch["metadata"]["annotations"];
+        annotations[RESTARTS_ANNOTATION] = json!(restarts.filter(|_| new_image));
+        annotations[PID_ANNOTATION] = json!(pid.map(|p| p.to_string()));
+        Some(patch)
+    }
+}
+
+/// What the last stats collected say of the pods, and what they must run.
+pub struct Seen<'a> {
+    /// The last stats, by pod address.
+    pub stats: &'a BTreeMap<SocketAddr, PodStats>,
+    /// The `stats settings` the pods' args give ([`crate::objects::args::confirmed_settings`]).
+    pub settings: &'a [(&'static str, String)],
+    /// How long each Memcached's rollout has waited for a pod to warm, and
+    /// this one's key: a pod that came back cold is waited for no longer
+    /// than [`crate::rollout::pacing::WARM_TIMEOUT`].
+    pub waits: (&'a Waits, &'a str),
+}
+
+impl Seen<'_> {
+    /// The last stats of `pod`.
+    pub fn of(&self, pod: &Pod) -> Option<&PodStats> {
+        self.stats.get(&address(pod)?)
+    }
+}
+
+/// Where a pod stands with its change in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// Restarted with it and warm: the next pod may go.
+    Yes,
+    /// Not yet (restarting, not Ready, not read since, warming).
+    Waiting,
+    /// Restarted, but memcached does not run what the change gives it: why.
+    Mismatch(String),
+}
+
+/// Whether `pod` has taken its change (or never had one: then Ready
+/// suffices), judged by `seen`; `peers` are the other pods' numbers, for
+/// the warm rule.
+pub fn taken(pod: &Pod, seen: &Seen<'_>, peers: Option<Peers>) -> Taken {
+    let annotations = pod.annotations();
+    let recorded = |key: &str| annotations.get(key).and_then(|v| v.parse::<i64>().ok());
+    let status = memcached_status(pod);
+    // A new image restarts the container (memcached's pid in the container's
+    // own namespace may then be what it was); new args alone restart
+    // memcached in it (another pid).
+    let restarts_before = recorded(RESTARTS_ANNOTATION);
+    let container_restarted = restarts_before
+        .is_none_or(|before| status.is_some_and(|s| i64::from(s.restart_count) > before));
+    if !ready(pod) || !status.is_some_and(|s| s.ready) || !container_restarted {
+        return Taken::Waiting;
+    }
+    let Some(now) = seen.of(pod) else {
+        // Never patched, or a new image without stats: the restart is enough.
+        let patched = recorded(PID_ANNOTATION).is_some();
+        return if patched { Taken::Waiting } else { Taken::Yes };
+    };
+    let pid_before = recorded(PID_ANNOTATION);
+    if restarts_before.is_none() && pid_before == Some(i64::from(now.pid)) {
+        return Taken::Waiting; // the supervisor has not restarted memcached yet
+    }
+    if pid_before.is_none() && restarts_before.is_none() {
+        return Taken::Yes; // never patched (an older change's pod)
+    }
+    if now.stale_secrets {
+        return Taken::Mismatch(
+            "restarted, it still accepts only the credentials or certificate it ran before"
+                .to_string(),
+        );
+    }
+    let differs: Vec<String> = (seen.settings.iter())
+        .filter_map(|(name, wanted)| {
+            let running = now.settings.get(*name)?;
+            (running != wanted).then(|| format!("{name} {running} (not {wanted})"))
+        })
+        .collect();
+    if !differs.is_empty() {
+        return Taken::Mismatch(format!("restarted, it runs {}", differs.join(", ")));
+    }
+    let warming = Warming {
+        pod: pod.name_any(),
+        now: Some(now.clone()),
+        peers,
+    };
+    let (waits, key) = seen.waits;
+    if warming.warm() || waits.waited_out(key, &warming.pod) {
+        Taken::Yes
+    } else {
+        Taken::Waiting
+    }
+}
+
+/// Where memcached of `pod` answers.
+pub fn address(pod: &Pod) -> Option<SocketAddr> {
+    let ip: IpAddr = pod.status.as_ref()?.pod_ip.as_ref()?.parse().ok()?;
+    Some(SocketAddr::new(ip, MEMCACHED_PORT as u16))
+}
+
+/// The memcached container's image in a pod template.
+pub fn template_image(template: &PodTemplateSpec) -> Option<String> {
+    let containers = &template.spec.as_ref()?.containers;
+    let memcached = containers.iter().find(|c| c.name == MEMCACHED_CONTAINER)?;
+    memcached.image.clone()
+}
+
+fn pod_image(pod: &Pod) -> Option<&str> {
+    let containers = &pod.spec.as_ref()?.containers;
+    let memcached = containers.iter().find(|c| c.name == MEMCACHED_CONTAINER)?;
+    memcached.image.as_deref()
+}
+
+/// The memcached container's status.
+pub fn memcached_status(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    statuses.iter().find(|s| s.name == MEMCACHED_CONTAINER)
+}
+
+/// The pod's `Ready` condition is true.
+pub fn ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template(image: &str, args: Option<&str>, secrets: Option<&str>) -> PodTemplateSpec {
+        let mut annotations = serde_json::Map::new();
+        for (key, value) in [(ARGS_ANNOTATION, args), (SECRET_HASH_ANNOTATION, secrets)] {
+            if let Some(value) = value {
+                annotations.insert(key.into(), json!(value));
+            }
+        }
+        serde_json::from_value(json!({
+            "metadata": {"labels": {VERSION_LABEL: image.rsplit(':').next()},
+                "annotations": annotations},
+            "spec": {"containers": [{"name": "memcached", "image": image}]},
+        }))
+        .unwrap()
+    }
+
+    /// A Ready pod of `template`, restarted `restarts` times, with `recorded`
+    /// annotations besides the template's.
+    fn pod(template: &PodTemplateSpec, restarts: i32, recorded: Value) -> Pod {
+        let mut annotations = json!(template.metadata.as_ref().unwrap().annotations);
+        for (key, value) in recorded.as_object().unwrap() {
+            annotations[key] = value.clone();
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": "c-1", "uid": "u-1", "annotations": annotations},
+            "spec": template.spec,
+            "status": {"podIP": "10.0.0.1",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "memcached", "ready": true, "restartCount": restarts,
+                    "image": "", "imageID": ""}]},
+        }))
+        .unwrap()
+    }
+
+    fn stats(pid: u32, settings: &[(&str, &str)]) -> BTreeMap<SocketAddr, PodStats> {
+        let pod = PodStats {
+            items: 1000,
+            pid,
+            settings: (settings.iter())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        };
+        BTreeMap::from([("10.0.0.1:11211".parse().unwrap(), pod)])
+    }
+
+    #[test]
+    fn a_change_carries_the_image_args_and_secrets_and_marks_them() {
+        let old = Change::of(&template("m:1", Some("-t\n4"), Some("h1"))).unwrap();
+        let threads = Change::of(&template("m:1", Some("-t\n2"), Some("h1"))).unwrap();
+        let rotated = Change::of(&template("m:1", Some("-t\n2"), Some("h2"))).unwrap();
+        assert_ne!(old.mark(), threads.mark());
+        assert_ne!(threads.mark(), rotated.mark());
+        assert!(threads.mark().starts_with("m:1 "));
+        let legacy = Change::of(&template("m:2", None, Some("h1"))).unwrap();
+        assert_eq!(
+            legacy.mark(),
+            "m:2",
+            "marked as an older controller marked it"
+        );
+        let running = pod(&template("m:1", Some("-t\n4"), Some("h1")), 0, json!({}));
+        assert!(!old.lags(&running));
+        assert!(threads.lags(&running) && rotated.lags(&running));
+        assert_eq!(
+            threads.describe(Some(&running)),
+            "a new memcached configuration"
+        );
+        let both = Change::of(&template("m:2", Some("-t\n2"), Some("h1"))).unwrap();
+        assert_eq!(
+            both.describe(Some(&running)),
+            "memcached image m:2 and a new configuration"
+        );
+        assert_eq!(both.describe(None), "memcached image m:2");
+    }
+
+    #[test]
+    fn a_new_configuration_waits_for_the_pid_an_image_does_not() {
+        let waits = Waits::default();
+        let running = pod(&template("m:1", Some("-t\n4"), None), 3, json!({}));
+        let no_stats = BTreeMap::new();
+        let unknown = Seen {
+            stats: &no_stats,
+            settings: &[],
+            waits: (&waits, "ns/c"),
+        };
+        let threads = Change::of(&template("m:1", Some("-t\n2"), None)).unwrap();
+        assert_eq!(
+            threads.patch_for(&running, &unknown),
+            None,
+            "nothing would tell its restart"
+        );
+        let image = Change::of(&template("m:2", Some("-t\n4"), None)).unwrap();
+        let patch = image.patch_for(&running, &unknown).unwrap();
+        assert_eq!(patch["metadata"]["annotations"][RESTARTS_ANNOTATION], "3");
+        assert!(patch["metadata"]["annotations"][PID_ANNOTATION].is_null());
+        let known = stats(7, &[]);
+        let seen = Seen {
+            stats: &known,
+            settings: &[],
+            waits: (&waits, "ns/c"),
+        };
+        let patch = threads.patch_for(&running, &seen).unwrap();
+        assert_eq!(patch["metadata"]["annotations"][PID_ANNOTATION], "7");
+        assert_eq!(patch["metadata"]["annotations"][ARGS_ANNOTATION], "-t\n2");
+    }
+
+    /// Taken once memcached itself says so: another process, the settings
+    /// its args give, the current credentials, warm.
+    #[test]
+    fn a_pod_has_taken_its_change_once_memcached_says_so() {
+        let waits = Waits::default();
+        let given = template("m:1", Some("-t\n2"), Some("h2"));
+        let patched = pod(&given, 0, json!({PID_ANNOTATION: "7"}));
+        let wanted = [("num_threads", "2".to_string())];
+        let judge = |stats: &BTreeMap<SocketAddr, PodStats>| {
+            let seen = Seen {
+                stats,
+                settings: &wanted,
+                waits: (&waits, "ns/c"),
+            };
+            taken(
+                &patched,
+                &seen,
+                Some(Peers {
+                    items: 1000,
+                    hit_ratio: None,
+                }),
+            )
+        };
+        assert_eq!(judge(&BTreeMap::new()), Taken::Waiting, "not read yet");
+        assert_eq!(
+            judge(&stats(7, &[("num_threads", "4")])),
+            Taken::Waiting,
+            "not restarted yet"
+        );
+        assert_eq!(judge(&stats(9, &[("num_threads", "2")])), Taken::Yes);
+        assert_eq!(
+            judge(&stats(9, &[("num_threads", "4")])),
+            Taken::Mismatch("restarted, it runs num_threads 4 (not 2)".into())
+        );
+        let mut stale = stats(9, &[("num_threads", "2")]);
+        stale.values_mut().for_each(|s| s.stale_secrets = true);
+        assert!(
+            matches!(judge(&stale), Taken::Mismatch(_)),
+            "older credentials"
+        );
+        let mut cold = stats(9, &[("num_threads", "2")]);
+        cold.values_mut().for_each(|s| s.items = 0);
+        assert_eq!(judge(&cold), Taken::Waiting, "restarted cold: warming");
+
+        let image = pod(&given, 3, json!({RESTARTS_ANNOTATION: "3"}));
+        let none = BTreeMap::new();
+        let seen = Seen {
+            stats: &none,
+            settings: &wanted,
+            waits: (&waits, "ns/c"),
+        };
+        assert_eq!(
+            taken(&image, &seen, None),
+            Taken::Waiting,
+            "the container not restarted yet"
+        );
+        let restarted = pod(&given, 4, json!({RESTARTS_ANNOTATION: "3"}));
+        assert_eq!(taken(&restarted, &seen, None), Taken::Yes);
+        // A new container may give memcached the pid it had: the restart count tells.
+        let same_pid = pod(
+            &given,
+            4,
+            json!({RESTARTS_ANNOTATION: "3", PID_ANNOTATION: "7"}),
+        );
+        let known = stats(7, &[("num_threads", "2")]);
+        let seen = Seen {
+            stats: &known,
+            settings: &wanted,
+            waits: (&waits, "ns/c"),
+        };
+        let peers = Some(Peers {
+            items: 1000,
+            hit_ratio: None,
+        });
+        assert_eq!(taken(&same_pid, &seen, peers), Taken::Yes);
+    }
+}

@@ -1,0 +1,571 @@
+//! Live statistics from memcached's `stats` command, read from every ready
+//! pod at once: plain TCP or TLS (the certificate verified against the
+//! Service's DNS name), with ASCII authentication when the server asks.
+//! Every line and every answer is bounded in bytes.
+//! An unreachable pod, or one answering garbage, is skipped and logged; one
+//! that accepts but does not answer is named; one collection never waits longer than about one
+//! connect plus one read timeout, and never inside a reconcile
+//! ([`crate::stats::live`]).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use memcached_api::MemcachedStatus;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::ClientConfig;
+use tokio_rustls::rustls::pki_types::ServerName;
+
+/// Connect timeout per pod.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Timeout for authenticating and reading the whole `stats` answer.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest answer accepted from one server.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+/// Longest line accepted (a `STAT` line is under 100 bytes).
+pub const MAX_LINE_BYTES: usize = 1024;
+
+/// Why one server's stats could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    /// TCP connect failed or timed out.
+    #[error("connect: {0}")]
+    Connect(String),
+    /// TLS handshake failed.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// The server refused the credentials.
+    #[error("authentication refused: {0}")]
+    Auth(String),
+    /// The connection was reset or closed before the whole answer.
+    #[error("closed: {0}")]
+    Closed(String),
+    /// The answer is not memcached's `stats` answer.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// The server accepted the connection but gave no complete answer in
+    /// time: a frozen memcached (a TCP probe still passes).
+    #[error("accepted the connection but gave no complete answer within {READ_TIMEOUT:?}")]
+    Silent,
+}
+
+/// The numbers read from one server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// `version`
+    pub version: String,
+    /// `curr_connections`
+    pub curr_connections: i64,
+    /// `get_hits`
+    pub get_hits: u64,
+    /// `get_misses`
+    pub get_misses: u64,
+    /// `curr_items`
+    pub curr_items: u64,
+    /// `evictions`
+    pub evictions: u64,
+    /// `max_connections`
+    pub max_connections: i64,
+    /// `pid`: another process after a restart (its `uptime` goes on across
+    /// a warm restart, a pid does not).
+    pub pid: u32,
+    /// The [`StatsClient::settings`] of its `stats settings`, by name.
+    pub settings: BTreeMap<String, String>,
+}
+
+/// What one pod's memcached last reported, for rollouts: how warm it is and
+/// what it runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodStats {
+    /// `curr_items`
+    pub items: u64,
+    /// `get_hits` since it started.
+    pub hits: u64,
+    /// `get_misses` since it started.
+    pub misses: u64,
+    /// `evictions` since it started.
+    pub evictions: u64,
+    /// Clients' connections (`curr_connections` less the reading one).
+    pub connections: i64,
+    /// `max_connections`
+    pub max_connections: i64,
+    /// `pid`
+    pub pid: u32,
+    /// The settings read, by name (none unless asked for).
+    pub settings: BTreeMap<String, String>,
+    /// Read only with the client that read it before: it refuses the
+    /// current credentials or certificate (it runs older Secrets).
+    pub stale_secrets: bool,
+}
+
+/// The numbers of every reachable server, combined.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterStats {
+    /// Version of the first server that answered (sorted by address).
+    pub version: Option<String>,
+    /// Clients' connections: the sum of `curr_connections`, less the one
+    /// each read uses; `None` when no server answered.
+    pub current_connections: Option<i64>,
+    /// sum(hits) / sum(hits + misses) as `"0.00"`; `None` when no server
+    /// answered or none has served a get (no ratio without gets).
+    pub hit_ratio: Option<String>,
+    /// How many servers answered.
+    pub reachable: usize,
+    /// Servers that accepted a connection but gave no usable answer, and how.
+    pub unanswered: BTreeMap<SocketAddr, Unanswered>,
+    /// What each server that answered reported of itself.
+    pub pods: BTreeMap<SocketAddr, PodStats>,
+}
+
+impl ClusterStats {
+    /// The same numbers for the status: the per-pod numbers aside, which
+    /// move with every write to a busy cache and matter only to a rollout
+    /// (which requeues on its own).
+    pub fn same_status(&self, other: &Self) -> bool {
+        self.version == other.version
+            && self.current_connections == other.current_connections
+            && self.hit_ratio == other.hit_ratio
+            && self.reachable == other.reachable
+            && self.unanswered == other.unanswered
+    }
+
+    /// The numbers a status shows (none read by this process yet).
+    pub fn from_status(status: Option<&MemcachedStatus>) -> Self {
+        ClusterStats {
+            version: status.and_then(|s| s.memcached_version.clone()),
+            current_connections: status.and_then(|s| s.current_connections),
+            hit_ratio: status.and_then(|s| s.hit_ratio.clone()),
+            ..Default::default()
+        }
+    }
+}
+
+/// How a server that accepted the connection failed to answer `stats`: a
+/// frozen memcached, or something else on its port (a TCP probe passes for
+/// all three). Stable words, so the status changes only when the pod's
+/// behaviour does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unanswered {
+    /// No complete answer within [`READ_TIMEOUT`].
+    Silent,
+    /// Reset or closed the connection before answering.
+    Closed,
+    /// Answered something that is not memcached's `stats` answer.
+    Garbled,
+}
+
+impl Unanswered {
+    /// How `error` failed to answer; `None` for a connection not accepted
+    /// (the readiness probe's business) or refused TLS or credentials
+    /// (configuration, seen while a rotation rolls out).
+    pub fn of(error: &StatsError) -> Option<Self> {
+        match error {
+            StatsError::Silent => Some(Unanswered::Silent),
+            StatsError::Closed(_) => Some(Unanswered::Closed),
+            StatsError::Protocol(_) => Some(Unanswered::Garbled),
+            StatsError::Connect(_) | StatsError::Tls(_) | StatsError::Auth(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unanswered::Silent => write!(f, "no complete answer within {READ_TIMEOUT:?}"),
+            Unanswered::Closed => f.write_str("connection reset or closed"),
+            Unanswered::Garbled => f.write_str("not memcached's stats answer"),
+        }
+    }
+}
+
+/// Username and password for memcached's ASCII authentication (`-Y`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credentials {
+    /// User name.
+    pub username: String,
+    /// Password.
+    pub password: String,
+}
+
+impl Credentials {
+    /// The first `user:password` line of a memcached auth file.
+    pub fn from_auth_file(content: &str) -> Option<Self> {
+        let line = content.lines().map(str::trim).find(|l| !l.is_empty())?;
+        let (username, password) = line.split_once(':')?;
+        Some(Credentials {
+            username: username.into(),
+            password: password.into(),
+        })
+    }
+}
+
+/// TLS towards the pods: the client configuration and the name their
+/// certificate must carry (pods are dialled by IP).
+#[derive(Clone)]
+pub struct Tls {
+    /// Trust anchors and client identity.
+    pub config: Arc<ClientConfig>,
+    /// The Service DNS name verified against the certificate.
+    pub server_name: ServerName<'static>,
+}
+
+/// How to reach the servers of one Memcached.
+#[derive(Clone, Default)]
+pub struct StatsClient {
+    /// TLS when memcached serves TLS.
+    pub tls: Option<Tls>,
+    /// Credentials, sent only to a server that asks for authentication.
+    pub credentials: Option<Credentials>,
+    /// The `stats settings` to read and keep (none: the command is not sent;
+    /// memcached 1.6.18 crashes on it when started with `-N`).
+    pub settings: &'static [&'static str],
+}
+
+/// Which client read a server.
+enum Reader {
+    /// The current one.
+    Now(StatsClient),
+    /// The one that read it before, the current being refused.
+    Before(StatsClient),
+}
+
+/// The client that last read each server. A pod keeps the Secrets it
+/// started with: while a rotated password or a renewed certificate rolls
+/// out, the pods not yet replaced refuse the new ones, and are read with
+/// what read them before (memcached never re-reads its auth file).
+#[derive(Clone, Default)]
+pub struct Readers(BTreeMap<SocketAddr, StatsClient>);
+
+impl StatsClient {
+    /// Read every server at once and combine what answered.
+    pub async fn collect(&self, addresses: &[SocketAddr]) -> ClusterStats {
+        self.collect_with(addresses, &mut Readers::default()).await
+    }
+
+    /// [`StatsClient::collect`], reading a server that refuses this
+    /// client's TLS or credentials with the client in `readers` that read
+    /// it last; `readers` then holds the client that read each server now
+    /// (or last, for one not read), for the servers still listed.
+    pub async fn collect_with(
+        &self,
+        addresses: &[SocketAddr],
+        readers: &mut Readers,
+    ) -> ClusterStats {
+        let mut addresses = addresses.to_vec();
+        addresses.sort();
+        let reads = addresses
+            .iter()
+            .map(|addr| self.fetch_as_before(*addr, readers.0.get(addr)));
+        let results = join_all(reads).await;
+        let mut combined = ClusterStats::default();
+        let (mut hits, mut gets) = (0u128, 0u128);
+        let mut read_by = BTreeMap::new();
+        for (addr, (result, reader)) in addresses.iter().zip(results) {
+            let stale_secrets = matches!(reader, Some(Reader::Before(_)));
+            let reader = reader.map(|(Reader::Now(r) | Reader::Before(r))| r);
+            if let Some(reader) = reader.or_else(|| readers.0.remove(addr)) {
+                read_by.insert(*addr, reader);
+            }
+            match result {
+                Ok(stats) => {
+                    combined.reachable += 1;
+                    combined.version.get_or_insert(stats.version);
+                    // Less the connection asking: clients' connections only.
+                    let connections = (stats.curr_connections - 1).max(0);
+                    *combined.current_connections.get_or_insert(0) += connections;
+                    hits += u128::from(stats.get_hits);
+                    gets += u128::from(stats.get_hits) + u128::from(stats.get_misses);
+                    let pod = PodStats {
+                        items: stats.curr_items,
+                        hits: stats.get_hits,
+                        misses: stats.get_misses,
+                        evictions: stats.evictions,
+                        connections,
+                        max_connections: stats.max_connections,
+                        pid: stats.pid,
+                        settings: stats.settings,
+                        stale_secrets,
+                    };
+                    combined.pods.insert(*addr, pod);
+                }
+                Err(e) => match Unanswered::of(&e) {
+                    Some(how) => {
+                        tracing::warn!(%addr, error = %e, "memcached does not answer");
+                        combined.unanswered.insert(*addr, how);
+                    }
+                    None => tracing::info!(%addr, error = %e, "skipping unreachable memcached"),
+                },
+            }
+        }
+        combined.hit_ratio = hit_ratio(hits, gets);
+        readers.0 = read_by;
+        combined
+    }
+
+    /// Read `addr`, with `before` (what read it last) when it refuses this
+    /// client's TLS or credentials; the client that read it, if one did.
+    async fn fetch_as_before(
+        &self,
+        addr: SocketAddr,
+        before: Option<&StatsClient>,
+    ) -> (Result<ServerStats, StatsError>, Option<Reader>) {
+        let result = self.fetch(addr).await;
+        match (&result, before) {
+            (Ok(_), _) => (result, Some(Reader::Now(self.clone()))),
+            (Err(StatsError::Auth(_) | StatsError::Tls(_)), Some(before)) => {
+                let again = before.fetch(addr).await;
+                let reader = again.is_ok().then(|| Reader::Before(before.clone()));
+                // Neither reads it: this client's refusal is the one to report.
+                (if again.is_ok() { again } else { result }, reader)
+            }
+            _ => (result, None),
+        }
+    }
+
+    /// Read one server's stats.
+    pub async fn fetch(&self, addr: SocketAddr) -> Result<ServerStats, StatsError> {
+        let tcp = timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| StatsError::Connect(format!("timed out after {CONNECT_TIMEOUT:?}")))?
+            .map_err(|e| StatsError::Connect(e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
+        let exchange = async {
+            match &self.tls {
+                None => self.exchange(tcp).await,
+                Some(tls) => {
+                    let stream = TlsConnector::from(tls.config.clone())
+                        .connect(tls.server_name.clone(), tcp)
+                        .await
+                        .map_err(|e| StatsError::Tls(e.to_string()))?;
+                    self.exchange(stream).await
+                }
+            }
+        };
+        timeout(READ_TIMEOUT, exchange)
+            .await
+            .map_err(|_| StatsError::Silent)?
+    }
+
+    /// `stats` first; the credentials go out only when the server answers
+    /// that it requires authentication (an old pod without `-Y` would store
+    /// them as an ordinary item anyone could read).
+    async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        stream: S,
+    ) -> Result<ServerStats, StatsError> {
+        let mut stream = BufReader::new(stream);
+        send(&mut stream, b"stats\r\n").await?;
+        let first = read_line(&mut stream).await?;
+        if first != UNAUTHENTICATED {
+            let stats = read_stats(&mut stream, first).await?;
+            return self.with_settings(&mut stream, stats).await;
+        }
+        let Some(c) = &self.credentials else {
+            return Err(StatsError::Auth(
+                "the server requires authentication and no credentials are configured".into(),
+            ));
+        };
+        let token = format!("{} {}", c.username, c.password);
+        let auth = format!("set auth 0 0 {}\r\n{token}\r\n", token.len());
+        send(&mut stream, auth.as_bytes()).await?;
+        let answer = read_line(&mut stream).await?;
+        if answer != "STORED" {
+            return Err(StatsError::Auth(answer));
+        }
+        send(&mut stream, b"stats\r\n").await?;
+        let first = read_line(&mut stream).await?;
+        let stats = read_stats(&mut stream, first).await?;
+        self.with_settings(&mut stream, stats).await
+    }
+
+    /// `stats` with the [`StatsClient::settings`] of `stats settings`.
+    async fn with_settings<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        stream: &mut BufReader<S>,
+        mut stats: ServerStats,
+    ) -> Result<ServerStats, StatsError> {
+        if self.settings.is_empty() {
+            return Ok(stats);
+        }
+        send(stream, b"stats settings\r\n").await?;
+        let first = read_line(stream).await?;
+        read_lines(stream, first, |key, value| {
+            if self.settings.contains(&key) {
+                stats.settings.insert(key.into(), value.into());
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(stats)
+    }
+}
+
+/// memcached's answer to any command before authentication (`-Y`).
+const UNAUTHENTICATED: &str = "CLIENT_ERROR unauthenticated";
+
+async fn send<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> Result<(), StatsError> {
+    stream.write_all(bytes).await.map_err(io_error)?;
+    stream.flush().await.map_err(io_error)
+}
+
+/// A failed read or write: a TLS refusal that arrives after the handshake
+/// (TLS 1.3 servers refuse a client certificate with the first record) is
+/// TLS, anything else a connection reset or closed.
+fn io_error(error: std::io::Error) -> StatsError {
+    let tls = (error.get_ref()).is_some_and(|inner| inner.is::<tokio_rustls::rustls::Error>());
+    if tls {
+        StatsError::Tls(error.to_string())
+    } else {
+        StatsError::Closed(error.to_string())
+    }
+}
+
+/// The numbers of a `stats` answer, `first` line already read.
+async fn read_stats<S: AsyncRead + Unpin>(
+    stream: &mut BufReader<S>,
+    first: String,
+) -> Result<ServerStats, StatsError> {
+    let mut stats = ServerStats::default();
+    read_lines(stream, first, |key, value| {
+        parse_stat(&mut stats, key, value)
+    })
+    .await?;
+    Ok(stats)
+}
+
+/// Each `STAT <key> <value>` line up to `END` to `each`, `first` already
+/// read; at most [`MAX_RESPONSE_BYTES`] in all.
+async fn read_lines<S: AsyncRead + Unpin>(
+    stream: &mut BufReader<S>,
+    first: String,
+    mut each: impl FnMut(&str, &str) -> Result<(), StatsError>,
+) -> Result<(), StatsError> {
+    let mut read = 0;
+    let mut line = first;
+    loop {
+        read += line.len() + 2;
+        if read > MAX_RESPONSE_BYTES {
+            return Err(StatsError::Protocol("answer too long".into()));
+        }
+        if line == "END" {
+            return Ok(());
+        }
+        let mut fields = line.split_ascii_whitespace();
+        match (fields.next(), fields.next(), fields.next()) {
+            (Some("STAT"), Some(key), Some(value)) => each(key, value)?,
+            _ => return Err(StatsError::Protocol(format!("unexpected line {line:?}"))),
+        }
+        line = read_line(stream).await?;
+    }
+}
+
+/// Keep the numbers the status shows; one that is not a number makes the
+/// whole answer garbage (reported as `0` it would be a false number).
+fn parse_stat(stats: &mut ServerStats, key: &str, value: &str) -> Result<(), StatsError> {
+    fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, StatsError> {
+        value
+            .parse()
+            .map_err(|_| StatsError::Protocol(format!("{key} is not a number: {value:?}")))
+    }
+    match key {
+        "version" => stats.version = value.into(),
+        "curr_connections" => stats.curr_connections = number(key, value)?,
+        "get_hits" => stats.get_hits = number(key, value)?,
+        "get_misses" => stats.get_misses = number(key, value)?,
+        "curr_items" => stats.curr_items = number(key, value)?,
+        "pid" => stats.pid = number(key, value)?,
+        "evictions" => stats.evictions = number(key, value)?,
+        "max_connections" => stats.max_connections = number(key, value)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// One line without its terminator, at most [`MAX_LINE_BYTES`]: a server
+/// streaming bytes without a newline costs a bounded buffer, not the
+/// whole read timeout's worth of memory.
+async fn read_line<S: AsyncRead + Unpin>(stream: &mut BufReader<S>) -> Result<String, StatsError> {
+    let mut line = Vec::new();
+    let n = (&mut *stream)
+        .take(MAX_LINE_BYTES as u64 + 1)
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(io_error)?;
+    if n == 0 {
+        return Err(StatsError::Closed("connection closed".into()));
+    }
+    if !line.ends_with(b"\n") {
+        return Err(StatsError::Protocol(format!(
+            "line longer than {MAX_LINE_BYTES} bytes or cut short"
+        )));
+    }
+    let text = String::from_utf8_lossy(&line);
+    Ok(text.trim_end_matches(['\r', '\n']).to_string())
+}
+
+/// `hits / gets` rounded to two decimals, computed in integers; `None`
+/// without gets.
+pub fn hit_ratio(hits: u128, gets: u128) -> Option<String> {
+    if gets == 0 {
+        return None;
+    }
+    let hundredths = (hits * 200 + gets) / (gets * 2); // round half up
+    Some(format!("{}.{:02}", hundredths / 100, hundredths % 100))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_pod_items_are_not_status_numbers() {
+        let address: SocketAddr = "10.0.0.1:11211".parse().unwrap();
+        let pod = |items| PodStats {
+            items,
+            ..Default::default()
+        };
+        let before = ClusterStats {
+            hit_ratio: Some("0.50".into()),
+            pods: BTreeMap::from([(address, pod(10))]),
+            ..Default::default()
+        };
+        let written = ClusterStats {
+            pods: BTreeMap::from([(address, pod(11))]),
+            ..before.clone()
+        };
+        assert!(before.same_status(&written));
+        let hits = ClusterStats {
+            hit_ratio: Some("0.51".into()),
+            ..before.clone()
+        };
+        assert!(!before.same_status(&hits));
+    }
+
+    #[test]
+    fn hit_ratio_rounds_to_two_decimals() {
+        assert_eq!(hit_ratio(0, 0), None, "no gets, no ratio");
+        assert_eq!(hit_ratio(0, 4).as_deref(), Some("0.00"));
+        assert_eq!(hit_ratio(95, 100).as_deref(), Some("0.95"));
+        assert_eq!(hit_ratio(1, 3).as_deref(), Some("0.33"));
+        assert_eq!(hit_ratio(2, 3).as_deref(), Some("0.67"));
+        assert_eq!(hit_ratio(5, 5).as_deref(), Some("1.00"));
+        assert_eq!(hit_ratio(1, 200).as_deref(), Some("0.01"));
+    }
+
+    #[test]
+    fn reads_the_first_credentials_line() {
+        assert_eq!(
+            Credentials::from_auth_file("\nalice:s3cr:et\nbob:x\n"),
+            Some(Credentials {
+                username: "alice".into(),
+                password: "s3cr:et".into()
+            })
+        );
+        assert_eq!(Credentials::from_auth_file("nocolon"), None);
+    }
+}

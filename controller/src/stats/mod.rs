@@ -1,0 +1,9 @@
+//! What memcached itself says: its `stats`, read from every ready pod
+//! ([`client`]; over TLS with [`tls`]), collected in the background apart
+//! from reconciling ([`live`]), so a reconcile never waits for a pod.
+//!
+//! May use: `objects`, `cluster`.
+
+pub mod client;
+pub mod live;
+pub mod tls;
