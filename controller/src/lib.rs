@@ -23,7 +23,3 @@ pub mod rollout;
 pub mod run;
 pub mod serve;
 pub mod stats;
-
-pub mod events;
-pub mod status;
-pub mod streaks;

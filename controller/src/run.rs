@@ -35,7 +35,8 @@ use crate::metrics::api_requests::CountRequests;
 use crate::metrics::registry::Metrics;
 use crate::objects::labels::MANAGER;
 use crate::objects::network_policy::Access;
-use crate::reconcile::{self, Context, Error, error_policy, reconcile_stored};
+use crate::reconcile::context::{self, Context, Error};
+use crate::reconcile::{error_policy, reconcile_stored};
 use crate::serve::endpoints::HttpSettings;
 use crate::stats::live::LiveStats;
 
@@ -307,7 +308,7 @@ pub async fn controller(
                     let object = ObjectRef::<Stored>::new(&name).within(&ns);
                     if store.get(&object).is_none() {
                         let gone = format!("{ns}/{name}");
-                        reconcile::retain(&forget_ctx, Some(&ns), |key| key != gone);
+                        context::retain(&forget_ctx, Some(&ns), |key| key != gone);
                     }
                 }
                 std::future::ready(())
@@ -342,16 +343,16 @@ fn forget_gone(
 ) {
     match event {
         Ok(watcher::Event::Delete(mc)) => {
-            let gone = reconcile::key(mc);
-            reconcile::retain(ctx, namespace, |key| key != gone);
+            let gone = context::key(mc);
+            context::retain(ctx, namespace, |key| key != gone);
         }
         Ok(watcher::Event::InitDone) => {
             let live: HashSet<String> = store
                 .state()
                 .iter()
-                .map(|mc| reconcile::key(mc.as_ref()))
+                .map(|mc| context::key(mc.as_ref()))
                 .collect();
-            reconcile::retain(ctx, namespace, |key| live.contains(key));
+            context::retain(ctx, namespace, |key| live.contains(key));
         }
         Ok(watcher::Event::Apply(_)) => {}
         _ => return,

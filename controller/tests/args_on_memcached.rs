@@ -11,7 +11,7 @@ use memcached_api::{MemcachedSpec, apply_defaults};
 use memcached_controller::cluster::secrets::SecretData;
 use memcached_controller::objects::args::{AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, memcached_args};
 use memcached_controller::objects::warm_start;
-use memcached_controller::reconcile::stats_client;
+use memcached_controller::stats::setup::stats_client;
 use memcached_controller::stats::tls::server_name;
 use serde_json::json;
 

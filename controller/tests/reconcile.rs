@@ -16,9 +16,9 @@ use fake_api::{NS, Shared, context, path};
 use kube::runtime::controller::Action;
 use memcached_api::Memcached;
 use memcached_controller::cluster::stored::Stored;
-use memcached_controller::reconcile::{
-    Error, REQUEUE_NOT_READY, REQUEUE_ROLLOUT, reconcile, reconcile_stored,
-};
+use memcached_controller::reconcile::context::Error;
+use memcached_controller::reconcile::report::{REQUEUE_NOT_READY, REQUEUE_ROLLOUT};
+use memcached_controller::reconcile::{reconcile, reconcile_stored};
 use serde_json::{Value, json};
 
 fn cr_path() -> String {
@@ -174,7 +174,7 @@ async fn ready_replicas_change_the_status() {
     assert_eq!(writes(&api), [format!("PATCH {}/status", cr_path())]);
     assert_eq!(
         action,
-        Action::requeue(memcached_controller::reconcile::REQUEUE_READY)
+        Action::requeue(memcached_controller::reconcile::report::REQUEUE_READY)
     );
     let status = api.lock().unwrap().objects[&cr_path()]["status"].clone();
     assert_eq!(status["readyReplicas"], 2);

@@ -1,9 +1,11 @@
 //! What memcached itself says: its `stats`, read from every ready pod
-//! ([`client`]; over TLS with [`tls`]), collected in the background apart
-//! from reconciling ([`live`]), so a reconcile never waits for a pod.
+//! ([`client`]; over TLS with [`tls`]; as a Memcached's spec and Secrets
+//! call for: [`setup`]), collected in the background apart from reconciling
+//! ([`live`]), so a reconcile never waits for a pod.
 //!
 //! May use: `objects`, `cluster`.
 
 pub mod client;
 pub mod live;
+pub mod setup;
 pub mod tls;

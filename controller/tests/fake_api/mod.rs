@@ -17,7 +17,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
 use memcached_controller::cluster::cache::{self, Writers};
 use memcached_controller::cluster::stored::Stored;
-use memcached_controller::reconcile::Context;
+use memcached_controller::reconcile::context::Context;
 use memcached_controller::stats::live::LiveStats;
 use serde_json::{Value, json};
 

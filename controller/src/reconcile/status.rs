@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use memcached_api::MemcachedStatus;
 
-use crate::reconcile::{INVALID_SPEC, Problem};
+use memcached_api::{Memcached, MemcachedSpec};
+
+use crate::objects::workload::{Rollout, desired_replicas};
+use crate::reconcile::context::{INVALID_SPEC, Problem};
 use crate::rollout::in_place::Progress;
 use crate::rollout::pacing::Warming;
 use crate::stats::client::{ClusterStats, Unanswered};
@@ -262,6 +265,30 @@ fn condition(type_: &str, status: bool, reason: &str, message: &str) -> Conditio
         message: message.into(),
         last_transition_time: Time(Default::default()),
         observed_generation: None,
+    }
+}
+
+/// What converging found of the workload serving `mc` (of kind `workload`,
+/// `rollout` as its status reports it), for the status.
+pub(super) fn observe(
+    mc: &Memcached,
+    spec: &MemcachedSpec,
+    workload: &'static str,
+    rollout: Option<&Rollout>,
+    missing: Vec<String>,
+) -> Observed {
+    let seen = rollout.copied().unwrap_or_default();
+    Observed {
+        workload,
+        desired: desired_replicas(spec, rollout),
+        ready: seen.ready,
+        updated: seen.updated,
+        available: seen.available,
+        missing_secrets: missing,
+        generation: mc.metadata.generation,
+        selector: crate::objects::labels::selector_string(mc),
+        image: spec.image.clone(),
+        ..Default::default()
     }
 }
 

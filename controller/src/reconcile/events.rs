@@ -10,7 +10,7 @@ use kube::runtime::events::{Event, EventType};
 use memcached_api::Memcached;
 
 use crate::cluster::apply::Outcome;
-use crate::reconcile::Context;
+use crate::reconcile::context::Context;
 
 /// The API server refuses Event notes of 1 KiB or more.
 pub const MAX_NOTE_BYTES: usize = 1000;

@@ -1,0 +1,64 @@
+//! The stats client a Memcached's pods call for: plain or TLS, with or
+//! without ASCII authentication, as its spec says, with what its Secrets
+//! hold; and the settings a change in place confirms with `stats settings`.
+
+use std::sync::Arc;
+
+use memcached_api::Defaulted;
+use tokio_rustls::rustls::pki_types::ServerName;
+
+use crate::cluster::secrets::SecretData;
+use crate::objects::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::objects::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
+use crate::stats::client::{Credentials, StatsClient, Tls};
+use crate::stats::tls;
+
+/// A stats client that speaks what the pods speak, with what the Secrets
+/// hold; an error when TLS is on but cannot be set up (never plain text then).
+pub fn stats_client(
+    spec: &Defaulted,
+    secrets: &SecretData,
+    server_name: ServerName<'static>,
+) -> Result<StatsClient, String> {
+    let mounted = |volume: &str, key: &str| {
+        secret_mounts(spec)
+            .into_iter()
+            .find(|(v, _, _)| *v == volume)
+            .and_then(|(_, secret, _)| secrets.get(&secret)?.get(key).cloned())
+    };
+    let credentials = if spec.sasl_enabled() {
+        mounted(AUTH_VOLUME, AUTH_KEY)
+            .and_then(|f| Credentials::from_auth_file(&String::from_utf8_lossy(&f)))
+    } else {
+        None
+    };
+    let tls = if spec.tls_enabled() {
+        let cert = mounted(TLS_VOLUME, TLS_CERT_KEY)
+            .ok_or_else(|| format!("the TLS Secret has no {TLS_CERT_KEY:?}"))?;
+        let key = mounted(TLS_VOLUME, TLS_KEY_KEY);
+        let ca = mounted(TLS_VOLUME, TLS_CA_KEY);
+        let identity = key
+            .as_deref()
+            .filter(|_| args::client_cert_required(spec))
+            .map(|k| (cert.as_slice(), k));
+        Some(Tls {
+            config: Arc::new(tls::client_config(ca.as_deref(), &cert, identity)?),
+            server_name,
+        })
+    } else {
+        None
+    };
+    // What a pod runs is confirmed from its `stats settings` during a change
+    // in place; memcached 1.6.18 crashes on that command when run with `-N`.
+    let run_args = args::memcached_args(spec);
+    let settings = if spec.warm_restart_enabled() && !args::napi_ids(&run_args) {
+        args::CONFIRMED_SETTINGS
+    } else {
+        &[]
+    };
+    Ok(StatsClient {
+        tls,
+        credentials,
+        settings,
+    })
+}
