@@ -5,7 +5,7 @@
     hack/crd_reference.py --check    # exit 1 when the committed page differs from what the CRD gives
 
 Every field of the storage version's schema gets a row: its path, type, default, bounds and description.
-The schema carries no defaults (the policy defaults, see controller/src/crd.rs): the Default column is the
+The schema carries no defaults (the policy defaults, see controller/src/commands/crd.rs): the Default column is the
 `default ...` clause of the field's own description, which the API types' doc comments always state. Fields of
 an embedded Kubernetes type (a SecurityContext, a Toleration, ...) are not expanded: the row names the type and
 its fields, which are Kubernetes' own. Other served versions are compared with the storage version; a

@@ -1,5 +1,5 @@
 //! Which updates of a Memcached create pods: the one classification of every
-//! spec field, read from what the controller builds (`controller/src/
+//! spec field, read from what the controller builds (`controller/src/objects/
 //! {pod_template,args,deployment,stateful_set,intent}.rs`).
 //!
 //! The controller renders the pod template from the stored spec: a change of

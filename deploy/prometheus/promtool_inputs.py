@@ -5,7 +5,7 @@ Grafana dashboard as a recording rule (dashboard.rules.yaml), so promtool parses
 the dashboard's PromQL too. Grafana's variables become what they stand for.
 
 Every metric the alerts and the dashboard name must exist: the controller's are
-read from controller/src/metrics.rs, the exporter's are those of
+read from controller/src/metrics/registry.rs, the exporter's are those of
 prom/memcached-exporter v0.15 (pkg/exporter/exporter.go) that they use."""
 
 import json
@@ -48,12 +48,12 @@ def dashboard_queries():
 
 
 def controller_metrics():
-    source = (DEPLOY.parent / "controller/src/metrics.rs").read_text()
+    source = (DEPLOY.parent / "controller/src/metrics/registry.rs").read_text()
     prefix = re.search(r'(?:Registry::with_prefix|sub_registry_with_prefix)\("(\w+)"\)', source)
-    assert prefix, "no metric prefix in controller/src/metrics.rs"
+    assert prefix, "no metric prefix in controller/src/metrics/registry.rs"
     prefix = prefix.group(1)
     names = re.findall(r'register\(\s*"(\w+)"', source)
-    assert names, "no metric registered in controller/src/metrics.rs"
+    assert names, "no metric registered in controller/src/metrics/registry.rs"
     return {f"{prefix}_{name}{suffix}" for name in names for suffix in SUFFIXES}
 
 

@@ -447,7 +447,7 @@ fn chart_runs_watching_namespaces(env: &mut Env) -> Result<(), String> {
 /// `metrics.certSecret` is left out: the emulated pod runtime mounts no
 /// Secret volume into the controller, so the mounted certificate (rendered,
 /// checked by `check_chart.py`; read from a directory and re-read on renewal
-/// in `controller/src/metrics_tls.rs`'s tests) waits for the real node; the
+/// in `controller/src/serve/metrics_tls.rs`'s tests) waits for the real node; the
 /// controller then makes its own self-signed one, as without the value.
 fn chart_runs_all_values(env: &mut Env) -> Result<(), String> {
     let values = workspace_root().join("deploy/helm/memcached-operator/ci/all-values.yaml");

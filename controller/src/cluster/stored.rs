@@ -5,7 +5,7 @@
 //! an object is stored, and a typed watch would fail on the whole list: no
 //! Memcached anywhere would be reconciled. The watch decodes each object on
 //! its own instead, so an unreadable one is reported on itself
-//! ([`crate::reconcile`]) and every other one keeps being reconciled.
+//! ([`crate::reconcile::refuse`]) and every other one keeps being reconciled.
 
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 use super::*;
 
 /// Warm restarts (spec.warmRestart): a change of spec.image alone is applied
-/// by the controller to each running pod in place (controller/src/in_place.rs),
+/// by the controller to each running pod in place (controller/src/rollout/in_place.rs),
 /// one pod at a time: the same pods, each container restarted once, every
 /// key kept, and the Deployment ends with the new template on its one
 /// ReplicaSet (no pod replaced, not paused).
@@ -12,7 +12,7 @@ pub(crate) fn warm_image_change(env: &mut Env) -> Result<(), String> {
 }
 
 /// As [`warm_image_change`] in StatefulSet mode
-/// (controller/src/stateful_in_place.rs): the pods keep their names and
+/// (controller/src/rollout/stateful_in_place.rs): the pods keep their names and
 /// caches, and the StatefulSet ends with the new revision current and no
 /// partition (no pod replaced).
 pub(crate) fn warm_image_change_stateful(env: &mut Env) -> Result<(), String> {
