@@ -2126,7 +2126,8 @@ fn rotation_stays_paced(env: &mut Env) -> Result<(), String> {
     let message = progressing["message"].as_str().unwrap_or_default();
     println!("     {message}");
     check(
-        mc["status"]["rollout"] == format!("1/3 updated, cache-2 warming, 0 of {} items", KEYS / 2).as_str(),
+        mc["status"]["rollout"]
+            == format!("1/3 updated, cache-2 warming, 0 of {} items", KEYS / 2).as_str(),
         format!("Rollout column {}", mc["status"]["rollout"]),
     )?;
     check(
