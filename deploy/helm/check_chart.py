@@ -111,8 +111,9 @@ def check_defaults(helm):
     for kind in ("ServiceMonitor", "PrometheusRule", "ConfigMap", "CustomResourceDefinition"):
         assert not kinds(objects, kind), f"{kind} is opt-in"
     rule = one(render(helm, "--set", "metrics.prometheusRule.enabled=true"), "PrometheusRule")
-    assert rule["spec"] == load("prometheus/memcached-operator-rules.yaml")[0]["spec"], \
-        "the default alert values must render deploy/prometheus/ unchanged"
+    assert rule["spec"] == expected_rules({}, "rel-memcached-operator-metrics", "ops"), \
+        "the default alert values must render deploy/prometheus/ with the release's job alone changed"
+    check_rule_timing(helm)
 
 
 def renamed(rules, secret):
@@ -135,9 +136,16 @@ def check_operator_pod_labels(deployment, expected):
     assert pairs.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
 
 
-def expected_rules(overrides):
-    """deploy/prometheus/'s rule spec with `enabled`, `severity` and `for` of `overrides` applied by hand."""
+# The installation deploy/prometheus/'s operator alerts judge (deploy/controller-metrics.yaml's).
+FILE_TARGET = 'job="memcached-operator-metrics", namespace="memcached-operator-system"'
+
+
+def expected_rules(overrides, job, namespace):
+    """deploy/prometheus/'s rule spec with `enabled`, `severity` and `for` of `overrides` applied by
+    hand, and the operator alerts judging `job` in `namespace`."""
     spec = copy.deepcopy(load("prometheus/memcached-operator-rules.yaml")[0]["spec"])
+    assert sum(FILE_TARGET in r["expr"] for g in spec["groups"] for r in g["rules"]) == 3, \
+        "the operator alerts name deploy/controller-metrics.yaml's job and namespace"
     groups = []
     for group in spec["groups"]:
         rules = []
@@ -146,9 +154,28 @@ def expected_rules(overrides):
             if config.get("enabled", True):
                 rule["labels"]["severity"] = config.get("severity", rule["labels"]["severity"])
                 rule["for"] = config.get("for", rule["for"])
+                rule["expr"] = rule["expr"].replace(FILE_TARGET, f'job="{job}", namespace="{namespace}"')
                 rules.append(rule)
         groups.append({"name": group["name"], "rules": rules})
     return {"groups": groups}
+
+
+def check_rule_timing(helm):
+    """metrics.prometheusRule.interval sets every group's evaluation interval, an alert's `window`
+    every range of its expression (not another alert's); promtool takes the result."""
+    rule = one(render(helm, "--set", "metrics.prometheusRule.enabled=true,metrics.prometheusRule.interval=15s,"
+                      "metrics.prometheusRule.alerts.MemcachedHitRatioLow.window=30s,"
+                      "metrics.prometheusRule.alerts.MemcachedOperatorDown.window=6h"), "PrometheusRule")
+    assert [g["interval"] for g in rule["spec"]["groups"]] == ["15s", "15s"]
+    exprs = {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    source = {r["alert"]: r["expr"] for g in expected_rules({}, "rel-memcached-operator-metrics", "ops")["groups"]
+              for r in g["rules"]}
+    assert exprs["MemcachedHitRatioLow"] == source["MemcachedHitRatioLow"].replace("[10m]", "[30s]")
+    assert "[10m]" in source["MemcachedHitRatioLow"] and "[10m]" not in exprs["MemcachedHitRatioLow"]
+    assert exprs["MemcachedOperatorDown"] == source["MemcachedOperatorDown"].replace("[1d]", "[6h]")
+    assert exprs["MemcachedEvictionsRising"] == source["MemcachedEvictionsRising"]
+    promtool_check(rule["spec"])
+    assert "interval" in render(helm, "--set", "metrics.prometheusRule.interval=often", fail=True)
 
 
 def promtool_check(spec):
@@ -234,7 +261,7 @@ def check_all_values(helm):
     assert container["volumeMounts"][0]["mountPath"] == "/etc/memcached-operator/metrics-tls"
     rule = one(objects, "PrometheusRule")
     alerts = values["metrics"]["prometheusRule"]["alerts"]
-    expected = expected_rules(alerts)
+    expected = expected_rules(alerts, "cache-operator-metrics", "ops")
     for group in expected["groups"]:
         for r in group["rules"]:
             if r["alert"] == "MemcachedHitRatioLow":

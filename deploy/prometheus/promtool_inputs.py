@@ -5,8 +5,10 @@ Grafana dashboard as a recording rule (dashboard.rules.yaml), so promtool parses
 the dashboard's PromQL too. Grafana's variables become what they stand for.
 
 Every metric the alerts and the dashboard name must exist: the controller's are
-read from controller/src/metrics/registry.rs, the exporter's are those of
-prom/memcached-exporter v0.15 (pkg/exporter/exporter.go) that they use."""
+read from controller/src/metrics/registry.rs (its registry) and
+controller/src/metrics/memcacheds.rs (each Memcached's conditions and per-pod numbers,
+full names), the exporter's are those of prom/memcached-exporter v0.15
+(pkg/exporter/exporter.go) that they use."""
 
 import json
 import pathlib
@@ -54,7 +56,11 @@ def controller_metrics():
     prefix = prefix.group(1)
     names = re.findall(r'register\(\s*"(\w+)"', source)
     assert names, "no metric registered in controller/src/metrics/registry.rs"
-    return {f"{prefix}_{name}{suffix}" for name in names for suffix in SUFFIXES}
+    names = [f"{prefix}_{name}" for name in names]
+    board = (DEPLOY.parent / "controller/src/metrics/memcacheds.rs").read_text()
+    full = re.findall(r'"(memcached_operator_\w+)"', board)
+    assert full, "no metric named in controller/src/metrics/memcacheds.rs"
+    return {f"{name}{suffix}" for name in names + full for suffix in SUFFIXES}
 
 
 def check_metric_names(groups):

@@ -25,6 +25,7 @@ mod operator;
 pub mod pki;
 pub mod pods;
 pub mod policy_server;
+pub mod prometheus;
 pub mod registry;
 pub mod runner;
 pub mod scenario;

@@ -35,6 +35,7 @@ use serde_json::{Value, json};
 
 mod chart;
 mod kubewarden;
+mod monitoring;
 mod platform;
 mod pods;
 mod rollouts;
@@ -43,6 +44,7 @@ mod warm;
 
 use chart::*;
 use kubewarden::*;
+use monitoring::*;
 use platform::*;
 use pods::*;
 use rollouts::*;
@@ -168,6 +170,13 @@ const SCENARIOS: &[Scenario] = &[
          watches; two in one namespace each lead on their own Lease (on the other's, helm test \
          says it never leads); uninstalled, they leave nothing",
         chart_watching_namespaces,
+    ),
+    Scenario::new(
+        "monitoring as users run it: kube-prometheus-stack's Prometheus scrapes every target the \
+         chart and the Memcacheds create (the controller over TLS with its token), each alert \
+         fires on real data and resolves, an authenticated cache's too; every dashboard query \
+         returns series",
+        monitored_by_prometheus,
     ),
     Scenario::new("the node stack's memory", node_memory),
 ];
