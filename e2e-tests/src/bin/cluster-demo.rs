@@ -6,11 +6,15 @@
 //! reconciled by the controller into real objects with a real memcached
 //! behind every pod of the kwok nodes; a Memcached on the real node
 //! (kubelet and containerd) runs in real containers; last, the audit
-//! scanner reports on what exists. Set `DEMO_KEEP=1` to keep the cluster
-//! running afterwards (Ctrl-C stops it).
+//! scanner reports on what exists; then the controller moves to the Helm
+//! chart with monitoring on, and kube-prometheus-stack's Prometheus shows
+//! the product's targets up and an alert firing. Set `DEMO_KEEP=1` to keep
+//! the cluster running afterwards (Ctrl-C stops it).
 
 use std::time::Duration;
 
+use e2e_tests::cluster::helm::Helm;
+use e2e_tests::cluster::prometheus::{self, describe, describe_target};
 use e2e_tests::cluster::{
     Env, Kubectl, condition, condition_status, kubewarden_charts, node, pki, scenario, wait_for,
 };
@@ -48,7 +52,7 @@ fn demo() -> Result<(), String> {
         "== starting a local control plane (etcd, kube-apiserver, controllers, scheduler, 6 kwok nodes in 3 zones) \
          and a real node (kubelet, containerd, kube-proxy, CoreDNS)"
     );
-    let Some(env) = Env::start_with(&workdir, true)? else {
+    let Some(mut env) = Env::start_with(&workdir, true)? else {
         return Ok(());
     };
     println!(
@@ -180,6 +184,7 @@ fn demo() -> Result<(), String> {
 
     real_node(&env)?;
     audit(&env)?;
+    monitoring(&mut env)?;
 
     if std::env::var_os("DEMO_KEEP").is_some() {
         println!(
@@ -286,5 +291,96 @@ fn real_node(env: &Env) -> Result<(), String> {
     {
         println!("{line}");
     }
+    Ok(())
+}
+
+/// Prometheus Operator and Prometheus as kube-prometheus-stack runs them; the
+/// controller handed over to the Helm chart with its ServiceMonitor and
+/// PrometheusRule labelled for that Prometheus (alerts' `for` shortened to
+/// 10 s by the chart's values); a monitored Memcached; Prometheus's targets
+/// of the product, and an alert firing for a Memcached whose image does not exist.
+fn monitoring(env: &mut Env) -> Result<(), String> {
+    const RELEASE: &str = "demo";
+    const OPERATORS: &str = "memcached-operator-system";
+    println!(
+        "\n== monitoring: Prometheus Operator and Prometheus in namespace {}, as \
+         kube-prometheus-stack has them; the controller now from the Helm chart with \
+         metrics.serviceMonitor and metrics.prometheusRule on",
+        prometheus::NAMESPACE
+    );
+    prometheus::install_crds(env)?;
+    let prom = prometheus::install_stack(env)?;
+    if let Some(operator) = env.operator.take() {
+        operator.stop();
+    }
+    let helm = Helm::new(&env.cluster.kubeconfig, &env.cluster.workdir);
+    let values = env.cluster.workdir.join("demo-monitoring-values.json");
+    std::fs::write(&values, prometheus::chart_values().to_string())
+        .map_err(|e| format!("{}: {e}", values.display()))?;
+    helm.install(RELEASE, OPERATORS, &["-f", &values.to_string_lossy()])?;
+    let kubectl = &env.kubectl;
+    let mut spec = node::scheduling();
+    spec["monitoring"] = prometheus::monitoring();
+    print!(
+        "{}",
+        kubectl.apply(&scenario::memcached(
+            NAMESPACE,
+            "watched-cache",
+            spec.clone()
+        ))?
+    );
+    scenario::wait_ready(env, NAMESPACE, "watched-cache", 1)?;
+    let job = format!("{RELEASE}-memcached-operator-metrics");
+    let targets = wait_for(
+        "the product's targets up in Prometheus",
+        Duration::from_secs(120),
+        || {
+            let targets: Vec<_> = (prom.targets()?.into_iter())
+                .filter(|t| {
+                    t["labels"]["job"] == job.as_str() || t["labels"]["job"] == "watched-cache"
+                })
+                .collect();
+            let up = |job: &str| {
+                targets
+                    .iter()
+                    .any(|t| t["labels"]["job"] == job && t["health"] == "up")
+            };
+            let all_up = targets.iter().all(|t| t["health"] == "up");
+            (up(&job) && up("watched-cache") && all_up)
+                .then(|| targets.clone())
+                .ok_or_else(|| format!("{targets:?}"))
+        },
+    )?;
+    println!("\n$ curl http://prometheus:9090/api/v1/targets   (the product's)");
+    for target in &targets {
+        println!("{}", describe_target(target));
+    }
+    println!(
+        "\n== broken-cache: an image that does not exist; MemcachedDown fires (the chart's rule, on the \
+         controller's own numbers)"
+    );
+    spec["image"] = json!("memcached:no-such-tag");
+    print!(
+        "{}",
+        kubectl.apply(&scenario::memcached(NAMESPACE, "broken-cache", spec))?
+    );
+    let applied = std::time::Instant::now();
+    let alert = wait_for("MemcachedDown firing", Duration::from_secs(120), || {
+        (prom.alerts()?.into_iter())
+            .find(|a| {
+                prometheus::firing(
+                    a,
+                    "MemcachedDown",
+                    &[("namespace", NAMESPACE), ("name", "broken-cache")],
+                )
+            })
+            .ok_or_else(|| "not yet".to_string())
+    })?;
+    println!("\n$ curl http://prometheus:9090/api/v1/alerts");
+    println!(
+        "{}   ({:.0}s after kubectl apply)",
+        describe(&alert),
+        applied.elapsed().as_secs_f64()
+    );
     Ok(())
 }
