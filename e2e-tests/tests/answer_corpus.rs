@@ -116,11 +116,70 @@ fn corpus() -> Vec<(Value, Value, usize)> {
         };
         all.push((request, settings(below(SETTINGS.len())), below(5)));
     }
+    // What a user's JSON holds that the typed spec does not: nulls, unknown
+    // fields in modelled objects and list items, empty sections and lists.
+    for (i, spec) in edge_specs().iter().enumerate() {
+        for s in 0..SETTINGS.len() {
+            all.push((base("CREATE", spec, Value::Null), settings(s), i + s));
+            let mut old = object(&specs[(i * 7 + s) % specs.len()].1);
+            old["status"] = json!({"replicas": s});
+            all.push((base("UPDATE", spec, old), settings(s), i + s));
+        }
+    }
     for fixture in e2e_tests::fixtures() {
         let request = fixture.review["request"].clone();
         all.push((request, fixture.expected.settings.clone(), 0));
     }
     all
+}
+
+/// Specs with nulls, unknown fields, empty objects and lists where defaulting
+/// fills or merges.
+fn edge_specs() -> Vec<Value> {
+    let mut specs = vec![
+        json!({"replicas": null, "image": null, "memcached": null, "security": null}),
+        json!({"memcached": {"threads": null, "maxMemoryMB": 128, "x-unknown": 1}}),
+        json!({"memcached": {}, "security": {}, "highAvailability": {}, "monitoring": {}}),
+        json!({"security": {"podSecurityContext": {}, "containerSecurityContext": {"capabilities": {}}}}),
+        json!({"security": {"podSecurityContext": null, "containerSecurityContext": {"capabilities": null, "extra": true}}}),
+        json!({"security": {"containerSecurityContext": {"capabilities": {"add": ["NET_ADMIN"], "drop": []}}}}),
+        json!({"security": {"containerSecurityContext": {"capabilities": {"drop": null}}, "podSecurityContext": {"runAsUser": null}}}),
+        json!({"autoscaling": {"enabled": true, "maxReplicas": 3, "metrics": []}}),
+        json!({"autoscaling": {"enabled": true, "maxReplicas": 3, "metrics": null, "behavior": null}}),
+        json!({"autoscaling": {"enabled": true, "maxReplicas": 3, "behavior": {}}, "replicas": null}),
+        json!({"autoscaling": {"enabled": true, "maxReplicas": 3, "metrics": [
+            {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}, "extra": 1}}]},
+            "resources": {"requests": {"cpu": "100m"}}}),
+        json!({"tolerations": [{"operator": "Exists", "unknown": 1, "value": null}], "image": null}),
+        json!({"tolerations": [], "podLabels": {}, "nodeSelector": null, "imagePullSecrets": []}),
+        json!({"highAvailability": {"gracefulShutdown": {"enabled": true, "preStopDelaySeconds": null}, "antiAffinityPreset": null}}),
+        json!({"highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": "50%", "unknown": {}}}, "replicas": 2}),
+        json!({"monitoring": {"enabled": true, "serviceMonitor": {}, "exporterImage": null}}),
+        json!({"monitoring": {"enabled": false, "serviceMonitor": {"interval": null, "additionalLabels": {}}}}),
+        json!({"warmRestart": {}, "networkPolicy": {"enabled": true, "allowedSources": []}, "service": {}}),
+        json!({"warmRestart": {"enabled": null}, "memcached": {"extraArgs": []}}),
+        json!({"resources": {"limits": {"memory": "1Gi"}, "requests": null, "claims": []}}),
+        json!({"security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "a", "x": 1}},
+            "tls": {"enabled": true, "certificateSecretRef": {"name": "t"}, "enableClientCert": null}}}),
+        json!({"podAnnotations": {"seccomp.security.alpha.kubernetes.io/pod": "runtime/default"}, "security": {}}),
+        // Sections of the wrong type, which serde would read field by field.
+        json!({"memcached": [64]}),
+        json!({"highAvailability": {"gracefulShutdown": [true], "podDisruptionBudget": "x"}}),
+        json!({"highAvailability": null, "monitoring": {"serviceMonitor": 3}}),
+        json!({"security": {"sasl": null, "tls": ["x"]}, "service": true}),
+        json!({"networkPolicy": [], "autoscaling": {"enabled": true}}),
+    ];
+    // Each with an unknown top-level field and the replicas an autoscaler takes over.
+    let more: Vec<Value> = specs
+        .iter()
+        .map(|s| {
+            let mut s = s.clone();
+            s["unmodelled"] = json!({"kept": [1, null]});
+            s
+        })
+        .collect();
+    specs.extend(more);
+    specs
 }
 
 /// `from`'s fields written over `into`'s, objects merged recursively.

@@ -63,6 +63,17 @@ impl Arena {
     }
 }
 
+impl Arena {
+    /// True while a call runs and everything it allocated came from the
+    /// arena: what it built can then be let go of without freeing it piece by
+    /// piece, as the next call reclaims the whole arena.
+    pub fn holds_the_call(&self) -> bool {
+        // SAFETY: single-threaded; a read of plain fields.
+        let state = unsafe { &*self.0.get() };
+        state.active && state.overflow == 0
+    }
+}
+
 impl Default for Arena {
     fn default() -> Self {
         Self::new()
@@ -214,8 +225,11 @@ mod tests {
             arena.dealloc(outside, layout(32, 8));
         }
         let big = INITIAL_CAPACITY * 2;
+        assert!(!arena.holds_the_call(), "no call runs");
         arena.call(|| unsafe {
+            assert!(arena.holds_the_call());
             let beyond = arena.alloc(layout(big, 8));
+            assert!(!arena.holds_the_call(), "a block came from the system");
             assert!(!beyond.is_null() && !(*arena.0.get()).owns(beyond));
             beyond.write_bytes(1, big);
             arena.dealloc(beyond, layout(big, 8));
