@@ -10,7 +10,10 @@ use crate::defaults::{Addition, Defaulted, apply_defaults};
 use crate::field::{ErrorList, Path, invalid_message};
 use crate::pod_changes::{PodSource, RESTART_TRIGGER_ANNOTATION, pod_creating_change};
 use crate::pod_security::{self, Level, Violation};
-use crate::types::{GROUP, KIND, MemcachedSpec, REPLICAS_BOUNDS, SECTIONS, VERSIONS};
+use crate::types::{
+    AutoscalingSpec, GROUP, HighAvailabilitySpec, KIND, MemcachedConfig, MemcachedSpec,
+    MonitoringSpec, REPLICAS_BOUNDS, SECTIONS, SecuritySpec, VERSIONS,
+};
 use crate::validation::{self, ObjectName, Options};
 
 /// `Kind.group`, as Kubernetes prefixes invalid-object messages.
@@ -197,7 +200,8 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
         generate_name: metadata("generateName").unwrap_or_default(),
     };
     let mut level = EffectiveLevel::of(&request, settings);
-    let checked = validation::check_at(object_name, spec, &settings.options, level.level);
+    let checked =
+        validation::check_within_bounds_at(object_name, spec, &settings.options, level.level);
     warnings.extend(checked.warnings);
     if !checked.errors.is_empty() {
         return rejection(&request, &checked.errors, warnings);
@@ -231,7 +235,7 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
     if !settings.mutate || *spec == original {
         return Decision::Accept { warnings };
     }
-    match defaulted_object(request.object, original, spec.into_inner()) {
+    match defaulted_object(request.object, &original, spec.into_inner()) {
         Ok(object) => Decision::Mutate { object, warnings },
         Err(message) => Decision::bad_request(message),
     }
@@ -521,12 +525,20 @@ fn decode(object: &Value, what: &str) -> Result<MemcachedSpec, String> {
 /// Decode a stored or requested spec; the error names the field
 /// (`spec.podDisruptionBudget.minAvailable: invalid value: ...`).
 pub fn decode_spec(spec: &Value) -> Result<MemcachedSpec, String> {
-    let section_paths = std::iter::once("").chain(SECTIONS);
-    for path in section_paths {
-        let found = path
-            .split('.')
-            .filter(|p| !p.is_empty())
-            .try_fold(spec, |v, key| v.get(key));
+    // serde reads an array into a struct field by field: the spec and its
+    // sections must be objects. Each section's parent is looked up once
+    // (SECTIONS lists a parent before its children).
+    let mut parent = ("", Some(spec));
+    for path in std::iter::once("").chain(SECTIONS) {
+        let found = match path.split_once('.') {
+            _ if path.is_empty() => Some(spec),
+            None => {
+                parent = (path, spec.get(path));
+                parent.1
+            }
+            Some((name, child)) if name == parent.0 => parent.1.and_then(|v| v.get(child)),
+            Some((name, child)) => spec.get(name).and_then(|v| v.get(child)),
+        };
         if let Some(value) = found.filter(|v| !v.is_object() && !v.is_null()) {
             return Err(format!(
                 "{}: invalid type: {}, expected an object",
@@ -640,17 +652,21 @@ fn hold_replicas_of_autoscaler(spec: &mut MemcachedSpec, old: &Stored) -> Option
 
 /// The submitted object with exactly the changes defaulting made to its spec;
 /// everything else (metadata, status, unmodelled fields) is kept as sent.
+///
+/// Defaulting only fills: an absent (or null) field, an empty list
+/// (autoscaling's metrics), fields inside an object that is there. So the
+/// fields of `after` that differ from `before` are encoded alone and merged
+/// into the object's spec ([`fill`]); a field `after` no longer has (the
+/// replicas an enabled autoscaler takes over) is removed.
 fn defaulted_object(
     object: Value,
-    before: MemcachedSpec,
+    before: &MemcachedSpec,
     after: MemcachedSpec,
 ) -> Result<Value, String> {
-    let (before, after) = without_equal_fields(before, after);
-    let encode = |spec: &MemcachedSpec| match serde_json::to_value(spec) {
-        Ok(Value::Object(map)) => Ok(map),
-        _ => Err("the defaulted spec cannot be encoded".to_string()),
+    let (changed, removed) = changed_fields(before, after);
+    let Ok(Value::Object(changed)) = serde_json::to_value(&changed) else {
+        return Err("the defaulted spec cannot be encoded".to_string());
     };
-    let (before, after) = (encode(&before)?, encode(&after)?);
     let Value::Object(mut object) = object else {
         return Err("the request's object is not a JSON object".to_string());
     };
@@ -661,69 +677,95 @@ fn defaulted_object(
         *spec = Value::Object(Map::new());
     }
     if let Value::Object(spec) = spec {
-        apply_changes(spec, &before, after);
+        for key in removed {
+            spec.remove(key);
+        }
+        fill(spec, changed);
     }
     Ok(Value::Object(object))
 }
 
-/// `before` and `after` without the top-level fields they share: those
-/// encode alike and cannot change the object, so they are not encoded at all.
-fn without_equal_fields(
-    mut before: MemcachedSpec,
+/// The top-level fields of `after` that differ from `before`'s (the others
+/// `None`: they are not encoded at all), and the names of those `after` no
+/// longer has. Within the sections defaulting fills, the fields equal to
+/// `before`'s are left out too: defaulting filled nothing in them.
+fn changed_fields(
+    before: &MemcachedSpec,
     mut after: MemcachedSpec,
-) -> (MemcachedSpec, MemcachedSpec) {
-    macro_rules! drop_equal {
-        ($($field:ident),* $(,)?) => {
+) -> (MemcachedSpec, Vec<&'static str>) {
+    let mut removed = Vec::new();
+    macro_rules! keep_changed {
+        ($($field:ident: $name:literal),* $(,)?) => {
             // Exhaustive: a field added to the spec must be listed here.
             let MemcachedSpec { $($field: _),* } = &after;
             $(if before.$field == after.$field {
-                before.$field = None;
                 after.$field = None;
+            } else if after.$field.is_none() {
+                removed.push($name);
             })*
         };
     }
-    drop_equal!(
-        replicas,
-        workload,
-        server_list_config_map,
-        image,
-        resources,
-        memcached,
-        high_availability,
-        warm_restart,
-        autoscaling,
-        monitoring,
-        security,
-        network_policy,
-        service,
-        pod_labels,
-        pod_annotations,
-        node_selector,
-        tolerations,
-        image_pull_secrets,
+    keep_changed!(
+        replicas: "replicas",
+        workload: "workload",
+        server_list_config_map: "serverListConfigMap",
+        image: "image",
+        resources: "resources",
+        memcached: "memcached",
+        high_availability: "highAvailability",
+        warm_restart: "warmRestart",
+        autoscaling: "autoscaling",
+        monitoring: "monitoring",
+        security: "security",
+        network_policy: "networkPolicy",
+        service: "service",
+        pod_labels: "podLabels",
+        pod_annotations: "podAnnotations",
+        node_selector: "nodeSelector",
+        tolerations: "tolerations",
+        image_pull_secrets: "imagePullSecrets",
     );
-    (before, after)
+    /// In a section present before and after, the fields equal before and
+    /// after set to `None` (defaulting never removes one).
+    macro_rules! within {
+        ($section:ident: $ty:ident { $($field:ident),* $(,)? }) => {
+            if let (Some(before), Some(after)) = (&before.$section, &mut after.$section) {
+                // Exhaustive: a field added to the section must be listed here.
+                let $ty { $($field: _),* } = after;
+                $(if before.$field == after.$field {
+                    after.$field = None;
+                })*
+            }
+        };
+    }
+    within!(memcached: MemcachedConfig {
+        max_memory_mb, max_connections, threads, max_item_size, verbosity, extra_args
+    });
+    within!(high_availability: HighAvailabilitySpec {
+        anti_affinity_preset, topology_spread_constraints, pod_disruption_budget, graceful_shutdown
+    });
+    within!(autoscaling: AutoscalingSpec { enabled, min_replicas, max_replicas, metrics, behavior });
+    within!(monitoring: MonitoringSpec { enabled, exporter_image, exporter_resources, service_monitor });
+    within!(security: SecuritySpec {
+        pod_security_context, container_security_context, sasl, tls
+    });
+    (after, removed)
 }
 
-/// Apply to `target` what changed from `before` to `after`; the new values
-/// are moved from `after`, not copied.
-fn apply_changes(
-    target: &mut Map<String, Value>,
-    before: &Map<String, Value>,
-    after: Map<String, Value>,
-) {
-    for key in before.keys().filter(|k| !after.contains_key(*k)) {
-        target.remove(key);
-    }
-    for (key, new) in after {
-        match (before.get(&key), target.get_mut(&key), new) {
-            (Some(old), _, new) if *old == new => {}
-            (Some(Value::Object(old)), Some(Value::Object(target)), Value::Object(new)) => {
-                apply_changes(target, old, new);
-            }
-            (_, _, new) => {
+/// Write into `target` what defaulting filled in `filled` (the encoding of
+/// fields that differ from what `target` holds): a field `target` lacks or
+/// holds as null, and an empty list, take their filled value; an object is
+/// filled field by field; anything else `target` holds is the user's, kept
+/// as sent. The new values are moved from `filled`, not copied.
+fn fill(target: &mut Map<String, Value>, filled: Map<String, Value>) {
+    for (key, new) in filled {
+        match (target.get_mut(&key), new) {
+            (None | Some(Value::Null), new) => {
                 target.insert(key, new);
             }
+            (Some(Value::Object(target)), Value::Object(new)) => fill(target, new),
+            (Some(Value::Array(list)), Value::Array(new)) if list.is_empty() => *list = new,
+            _ => {}
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Defaulting: fills what is absent, never changes what the user set.
+//! Defaulting: fills what is absent, never changes what the user set. The
+//! defaults of memcached's parameters are [`crate::memcached_options`]'.
 
 use std::ops::Deref;
 
@@ -13,9 +14,10 @@ use k8s_openapi::api::core::v1::{
 use serde::Serialize;
 
 use crate::field::Path;
+use crate::kubernetes::pod_annotations::{SECCOMP_CONTAINER_PREFIX, SECCOMP_POD};
+use crate::memcached_options::SPEC_FIELDS;
 use crate::pod_security::Level;
 use crate::types::{MemcachedConfig, MemcachedSpec, SecuritySpec};
-use crate::validation::pod_annotations::{SECCOMP_CONTAINER_PREFIX, SECCOMP_POD};
 
 /// Memcached image when none is given.
 pub const IMAGE: &str = "memcached:1.6";
@@ -23,16 +25,6 @@ pub const IMAGE: &str = "memcached:1.6";
 pub const EXPORTER_IMAGE: &str = "prom/memcached-exporter:v0.15.4";
 /// Replicas when neither replicas nor autoscaling is given.
 pub const REPLICAS: i32 = 1;
-/// `-m` default.
-pub const MAX_MEMORY_MB: i32 = 64;
-/// `-c` default.
-pub const MAX_CONNECTIONS: i32 = 1024;
-/// `-t` default.
-pub const THREADS: i32 = 4;
-/// `-I` default.
-pub const MAX_ITEM_SIZE: &str = "1m";
-/// Verbosity default (quiet).
-pub const VERBOSITY: i32 = 0;
 /// Anti-affinity preset default.
 pub const ANTI_AFFINITY_PRESET: &str = "soft";
 /// preStop sleep default.
@@ -256,13 +248,9 @@ fn fill(spec: &mut MemcachedSpec) {
     spec.image.get_or_insert_with(|| IMAGE.to_string());
 
     let config = spec.memcached.get_or_insert_default();
-    config.max_memory_mb.get_or_insert(MAX_MEMORY_MB);
-    config.max_connections.get_or_insert(MAX_CONNECTIONS);
-    config.threads.get_or_insert(THREADS);
-    config
-        .max_item_size
-        .get_or_insert_with(|| MAX_ITEM_SIZE.to_string());
-    config.verbosity.get_or_insert(VERBOSITY);
+    for field in SPEC_FIELDS.iter().filter_map(|o| o.field.as_ref()) {
+        field.fill(config);
+    }
 
     if let Some(monitoring) = &mut spec.monitoring {
         monitoring

@@ -16,8 +16,9 @@ use k8s_openapi::api::core::v1::{PodSecurityContext, SecurityContext};
 use serde::Deserialize;
 
 use crate::field::Path;
+use crate::kubernetes::pod_annotations::APPARMOR_CONTAINER_PREFIX;
+use crate::pod;
 use crate::types::MemcachedSpec;
-use crate::validation::pod::{EXPORTER_CONTAINER, MEMCACHED_CONTAINER};
 
 /// The namespace label that sets the level Pod Security admission enforces.
 pub const ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
@@ -91,11 +92,7 @@ pub fn check(spec: &MemcachedSpec, level: Level, path: &Path) -> Vec<Violation> 
     let pod = Pod {
         pod: security.and_then(|s| s.pod_security_context.as_ref()),
         container: security.and_then(|s| s.container_security_context.as_ref()),
-        containers: if spec.monitoring_enabled() {
-            &[MEMCACHED_CONTAINER, EXPORTER_CONTAINER]
-        } else {
-            &[MEMCACHED_CONTAINER]
-        },
+        containers: pod::containers(spec),
         annotations: spec.pod_annotations.as_ref(),
         pod_path: security_path.child("podSecurityContext"),
         container_path: security_path.child("containerSecurityContext"),
@@ -198,7 +195,6 @@ impl Setters {
 
 /// appArmorProfile: only RuntimeDefault or Localhost, in fields and annotations.
 fn app_armor_profile(p: &Pod) -> Option<Violation> {
-    const ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
     let allowed_type = |t: &str| matches!(t, "RuntimeDefault" | "Localhost");
     let mut setters = Setters::default();
     let mut values = BTreeSet::new();
@@ -220,7 +216,7 @@ fn app_armor_profile(p: &Pod) -> Option<Violation> {
         .into_iter()
         .flatten()
         .filter(|(k, v)| {
-            k.starts_with(ANNOTATION_PREFIX)
+            k.starts_with(APPARMOR_CONTAINER_PREFIX)
                 && !(v.is_empty() || *v == "runtime/default" || v.starts_with("localhost/"))
         })
         .collect();

@@ -99,16 +99,25 @@ impl Quantity {
         }
         let (exp10, exp2) = parse_suffix(suffix)?;
 
-        let digits = format!("{int_part}{}", frac_part.trim_end_matches('0'));
-        let digits = digits.trim_start_matches('0');
-        if digits.is_empty() {
+        let frac_part = frac_part.trim_end_matches('0');
+        let int_part = int_part.trim_start_matches('0');
+        // The significant digits: the integer part without leading zeros,
+        // then the fraction (whose own leading zeros count when there is an
+        // integer part) without trailing ones.
+        let (digits_int, digits_frac) = if int_part.is_empty() {
+            ("", frac_part.trim_start_matches('0'))
+        } else {
+            (int_part, frac_part)
+        };
+        let len = digits_int.len() + digits_frac.len();
+        if len == 0 {
             return Ok(Quantity { nanos: 0 });
         }
-        if digits.len() > MAX_DIGITS {
+        if len > MAX_DIGITS {
             return Err(QuantityError::TooManyDigits);
         }
-        let frac_len = frac_part.trim_end_matches('0').len() as i64;
-        let nanos = to_nanos(digits, exp10 - frac_len + 9, exp2);
+        let frac_len = frac_part.len() as i64;
+        let nanos = to_nanos(digits_int, digits_frac, exp10 - frac_len + 9, exp2);
         Ok(Quantity {
             nanos: if negative { -nanos } else { nanos },
         })
@@ -154,9 +163,10 @@ fn parse_suffix(suffix: &str) -> Result<(i64, u32), QuantityError> {
     Ok(table)
 }
 
-/// `ceil(digits * 10^exp10 * 2^exp2)`, capped at [`CAP`]. `digits` has no leading zero.
-fn to_nanos(digits: &str, exp10: i64, exp2: u32) -> i128 {
-    let len = digits.len() as i64;
+/// `ceil(digits * 10^exp10 * 2^exp2)`, capped at [`CAP`], where `digits` is
+/// `int` then `frac` (no leading zero, not empty).
+fn to_nanos(int: &str, frac: &str, exp10: i64, exp2: u32) -> i128 {
+    let len = (int.len() + frac.len()) as i64;
     // digits * 10^exp10 >= 10^(len - 1 + exp10): far above the cap.
     if len - 1 + exp10 > 30 {
         return CAP;
@@ -165,7 +175,12 @@ fn to_nanos(digits: &str, exp10: i64, exp2: u32) -> i128 {
     if exp10 < 0 && -exp10 >= len + 19 {
         return 1;
     }
-    let Ok(mut value) = digits.parse::<BigUint>() else {
+    small_nanos(int, frac, exp10, exp2).unwrap_or_else(|| big_nanos(int, frac, exp10, exp2))
+}
+
+/// [`to_nanos`] with big numbers.
+fn big_nanos(int: &str, frac: &str, exp10: i64, exp2: u32) -> i128 {
+    let Ok(mut value) = format!("{int}{frac}").parse::<BigUint>() else {
         return CAP;
     };
     value <<= exp2;
@@ -176,6 +191,23 @@ fn to_nanos(digits: &str, exp10: i64, exp2: u32) -> i128 {
         value = (value + &divisor - 1u8) / divisor;
     }
     i128::try_from(value).map_or(CAP, |v| v.min(CAP))
+}
+
+/// [`to_nanos`] in 128-bit integers, when nothing overflows them (every
+/// quantity people write): the same value, without big numbers.
+fn small_nanos(int: &str, frac: &str, exp10: i64, exp2: u32) -> Option<i128> {
+    let mut value: i128 = 0;
+    for b in int.bytes().chain(frac.bytes()) {
+        value = value.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+    }
+    value = value.checked_mul(1i128.checked_shl(exp2).filter(|p| *p > 0)?)?;
+    let power = 10i128.checked_pow(u32::try_from(exp10.unsigned_abs()).ok()?)?;
+    let value = if exp10 >= 0 {
+        value.checked_mul(power)?
+    } else {
+        value.checked_add(power - 1)? / power
+    };
+    Some(value.min(CAP))
 }
 
 /// Canonical text: the largest binary suffix that divides the value for whole
@@ -209,6 +241,35 @@ impl fmt::Display for Quantity {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn small_numbers_give_what_big_ones_give() {
+        let digits = [
+            "1",
+            "5",
+            "12",
+            "999",
+            "1024",
+            "123456789",
+            "99999999999999999",
+            "340282366920938463",
+        ];
+        for int in digits {
+            for frac in ["", "5", "05", "125", "000001"] {
+                for exp10 in -40..=31 {
+                    for exp2 in [0, 10, 20, 30, 40, 50, 60] {
+                        assert_eq!(
+                            small_nanos(int, frac, exp10, exp2)
+                                .unwrap_or_else(|| big_nanos(int, frac, exp10, exp2)),
+                            big_nanos(int, frac, exp10, exp2),
+                            "{int}.{frac}e{exp10} << {exp2}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     use super::*;
 
     fn q(s: &str) -> Quantity {

@@ -3,28 +3,11 @@
 //! (`_mc_meta_load_cb` in memcached.c: `maxbytes`, `chunk_size`,
 //! `item_size_max`, `slab_chunk_size_max`, `slab_page_size`, `slab_config`,
 //! `use_cas`, `slab_reassign`). A start whose options give another geometry
-//! starts cold; every other option may change across a warm restart.
+//! starts cold; every other option may change across a warm restart. Which
+//! options are part of it is [`crate::memcached_options`]'s `geometry`.
 
 use super::getopt::parse;
-
-/// Short options that set part of the geometry: `-m`, `-n` (chunk size),
-/// `-I`, `-f` (the growth factor, compared as written), `-C` (CAS), and
-/// `-e` itself (another file restores nothing).
-const GEOMETRY_OPTIONS: [char; 6] = ['m', 'n', 'I', 'f', 'C', 'e'];
-
-/// `-o` sub-options that set part of it. `worker_logbuf_size` falls through
-/// into `slab_sizes` in memcached 1.6.18 to 1.6.39; `ext_path` (extstore)
-/// never restores a memory file at all.
-const GEOMETRY_SUBOPTIONS: [&str; 8] = [
-    "slab_chunk_max",
-    "slab_sizes",
-    "no_chunked_items",
-    "slab_reassign",
-    "no_slab_reassign",
-    "no_modern",
-    "worker_logbuf_size",
-    "ext_path",
-];
+use crate::memcached_options;
 
 /// The options of `args` that decide whether a saved memory file restores,
 /// as written and in order: two argument lists with the same geometry
@@ -34,13 +17,13 @@ pub fn geometry(args: &[String]) -> Vec<String> {
     let mut geometry = Vec::new();
     for option in options {
         let value = option.value.unwrap_or_default();
-        if GEOMETRY_OPTIONS.contains(&option.short) {
+        if memcached_options::short(option.short).is_some_and(|o| o.geometry) {
             geometry.push(format!("-{}{value}", option.short));
         } else if option.short == 'o' {
             let suboptions = value.split(',');
             geometry.extend(
                 suboptions
-                    .filter(|s| GEOMETRY_SUBOPTIONS.contains(&name(s)))
+                    .filter(|s| memcached_options::suboption(name(s)).is_some_and(|o| o.geometry))
                     .map(String::from),
             );
         }

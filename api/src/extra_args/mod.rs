@@ -9,50 +9,14 @@ pub mod options;
 pub mod values;
 
 use crate::field::{ErrorList, FieldError, Path};
+use crate::memcached_options::{self, ExtraArgs};
 use getopt::{GetoptError, Parsed};
 use options::long_name;
 
-/// What the policy does with one memcached option.
-enum Rule {
-    /// Allowed as written.
-    Allow,
-    /// Set through a field of the spec or fixed by the operator.
-    Managed(&'static str),
-    /// Stops memcached from serving in the pod.
-    Breaks(&'static str),
-}
-
-/// The rule of the short option `c` (its long form is the same option).
-fn rule(c: char) -> Rule {
-    match c {
-        'm' => Rule::Managed("set spec.memcached.maxMemoryMB instead"),
-        'c' => Rule::Managed("set spec.memcached.maxConnections instead"),
-        't' => Rule::Managed("set spec.memcached.threads instead"),
-        'I' => Rule::Managed("set spec.memcached.maxItemSize instead"),
-        'p' => {
-            Rule::Managed("the port is fixed at 11211 for the probes, Service and NetworkPolicy")
-        }
-        'U' => Rule::Managed("UDP stays disabled; clients use TCP port 11211"),
-        'l' => Rule::Managed("memcached listens on all pod addresses so the Service can reach it"),
-        'S' | 'Y' => Rule::Managed("set spec.security.sasl instead"),
-        'Z' => Rule::Managed("set spec.security.tls instead"),
-        'u' => Rule::Managed(
-            "set spec.security.podSecurityContext.runAsUser or containerSecurityContext.runAsUser instead",
-        ),
-        's' => Rule::Breaks(
-            "a UNIX socket turns TCP off, so clients, probes and the Service cannot reach memcached on port 11211",
-        ),
-        'd' => Rule::Breaks(
-            "memcached must stay in the foreground as the container's main process; as a daemon the container exits",
-        ),
-        'e' => Rule::Managed(
-            "set spec.warmRestart.enabled instead: the operator then mounts a memory-backed volume for the file",
-        ),
-        'h' => Rule::Breaks("memcached prints its help and exits instead of serving"),
-        'V' => Rule::Breaks("memcached prints its version and exits instead of serving"),
-        'i' => Rule::Breaks("memcached prints its license and exits instead of serving"),
-        _ => Rule::Allow,
-    }
+/// What `extraArgs` may do with the short option `c` (its long form is the
+/// same option).
+fn rule(c: char) -> ExtraArgs {
+    memcached_options::short(c).map_or(ExtraArgs::Allowed, |o| o.extra_args)
 }
 
 /// Every refused argument of `args`, for a memcached running `threads` workers.
@@ -69,18 +33,18 @@ pub fn validate(args: &[String], threads: i32, path: &Path) -> ErrorList {
                 suboptions(option, written, &shown, &at, &mut combined, &mut errors);
             }
             ('B', _) => protocol(option, written, &at, &mut errors),
-            (c, Rule::Managed(instead)) => errors.push(FieldError::forbidden(
+            (c, ExtraArgs::Managed(instead)) => errors.push(FieldError::forbidden(
                 at,
                 format!(
                     "{written:?} sets {}, which the operator manages: {instead}",
                     flag(c)
                 ),
             )),
-            (c, Rule::Breaks(why)) => errors.push(FieldError::forbidden(
+            (c, ExtraArgs::Breaks(why)) => errors.push(FieldError::forbidden(
                 at,
                 format!("{written:?} sets {}, which breaks the pod: {why}", flag(c)),
             )),
-            (c, Rule::Allow) => {
+            (c, ExtraArgs::Allowed) => {
                 if let Some(message) = option.value.and_then(|v| values::short_option(c, v)) {
                     errors.push(FieldError::invalid(
                         at,
@@ -268,41 +232,30 @@ fn suboptions(
         let (name, value) = token
             .split_once('=')
             .map_or((token, None), |(name, value)| (name, Some(value)));
-        let (rule, reason) = if !options::is_suboption(name) {
+        if !options::is_suboption(name) {
             errors.push(FieldError::invalid(
                 at.clone(),
                 written,
                 format!("memcached exits on it: Illegal suboption {token:?}"),
             ));
             continue;
-        } else if name.starts_with("ssl_") {
-            (
-                "which the operator manages",
-                "set spec.security.tls instead",
-            )
-        } else if name == "slab_chunk_max" {
-            (
-                "which the operator manages",
-                "spec.memcached.maxItemSize is checked against memcached's default slab_chunk_max (512k); \
-                 set maxItemSize to a multiple of 512k instead",
-            )
-        } else if name == "ext_path" {
-            (
-                "which breaks the pod",
-                "external storage needs a writable volume the operator does not mount, so memcached exits \
-                 when it cannot open the file",
-            )
-        } else {
-            if let Some(message) = values::suboption(name, value) {
-                errors.push(FieldError::invalid(
-                    at.clone(),
-                    shown,
-                    format!("memcached exits on it: {message}"),
-                ));
-            } else {
-                combined.note(name, value, at, shown);
+        }
+        let extra_args = memcached_options::suboption(name).map(|o| o.extra_args);
+        let (rule, reason) = match extra_args.unwrap_or(ExtraArgs::Allowed) {
+            ExtraArgs::Managed(instead) => ("which the operator manages", instead),
+            ExtraArgs::Breaks(why) => ("which breaks the pod", why),
+            ExtraArgs::Allowed => {
+                if let Some(message) = values::suboption(name, value) {
+                    errors.push(FieldError::invalid(
+                        at.clone(),
+                        shown,
+                        format!("memcached exits on it: {message}"),
+                    ));
+                } else {
+                    combined.note(name, value, at, shown);
+                }
+                continue;
             }
-            continue;
         };
         errors.push(FieldError::forbidden(
             at.clone(),

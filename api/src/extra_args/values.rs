@@ -2,7 +2,7 @@
 //! them (C's `atoi` and `atof`, its own `safe_strtoul` and `safe_strtod`),
 //! with the message it exits on.
 
-use crate::validation::SLAB_CHUNK_MAX;
+use crate::memcached_options::SLAB_CHUNK_MAX;
 
 /// Why memcached exits on `value` of the short option `c`, if it does.
 pub fn short_option(c: char, value: &str) -> Option<&'static str> {

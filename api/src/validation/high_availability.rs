@@ -1,28 +1,60 @@
-//! `spec.highAvailability`: the anti-affinity preset, the PodDisruptionBudget
-//! and graceful shutdown (topology spread constraints are in `scheduling`).
+//! `spec.highAvailability`: the anti-affinity preset, topology spread, the
+//! PodDisruptionBudget and graceful shutdown.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::order::{Listing, Part};
 use super::schema::{one_of, within};
 use crate::defaults;
 use crate::field::{ErrorList, FieldError, Path, Stage};
+use crate::kubernetes::scheduling::validate_topology_spread;
 use crate::types::{
-    ANTI_AFFINITY_PRESETS, GracefulShutdownSpec, PRE_STOP_DELAY_SECONDS_BOUNDS, PdbSpec,
-    TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS,
+    ANTI_AFFINITY_PRESETS, GracefulShutdownSpec, HighAvailabilitySpec,
+    PRE_STOP_DELAY_SECONDS_BOUNDS, PdbSpec, TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS,
 };
 
-/// `antiAffinityPreset`, one of the schema's enum.
-pub fn validate_anti_affinity_preset(preset: &str, path: &Path) -> ErrorList {
-    one_of(preset, &ANTI_AFFINITY_PRESETS, path.clone())
+/// Each part of `spec.highAvailability` when set (the PodDisruptionBudget when
+/// enabled, for `replicas` pods); its topology spread constraints are listed
+/// with the pod's scheduling ([`Part::TopologySpread`]).
+pub fn validate_high_availability(
+    ha: &HighAvailabilitySpec,
+    replicas: Option<i32>,
+    path: &Path,
+    listing: &mut Listing,
+) {
+    if let Some(constraints) = ha.topology_spread_constraints.as_deref() {
+        let spread =
+            validate_topology_spread(constraints, &path.child("topologySpreadConstraints"));
+        listing.add(Part::TopologySpread, spread);
+    }
+    let mut errors = ErrorList::new();
+    if let Some(preset) = ha.anti_affinity_preset.as_deref() {
+        errors.extend(one_of(
+            preset,
+            &ANTI_AFFINITY_PRESETS,
+            path.child("antiAffinityPreset"),
+        ));
+    }
+    let pdb = ha.pod_disruption_budget.as_ref();
+    if let Some(pdb) = pdb.filter(|p| p.enabled == Some(true)) {
+        errors.extend(validate_pod_disruption_budget(
+            pdb,
+            replicas,
+            &path.child("podDisruptionBudget"),
+        ));
+    }
+    if let Some(gs) = &ha.graceful_shutdown {
+        errors.extend(validate_graceful_shutdown(
+            gs,
+            &path.child("gracefulShutdown"),
+        ));
+    }
+    listing.add(Part::HighAvailability, errors);
 }
 
 /// An enabled PodDisruptionBudget that can be satisfied (REQ-002/003), with
 /// values the API server accepts in one.
-pub fn validate_pod_disruption_budget(
-    pdb: &PdbSpec,
-    replicas: Option<i32>,
-    path: &Path,
-) -> ErrorList {
+fn validate_pod_disruption_budget(pdb: &PdbSpec, replicas: Option<i32>, path: &Path) -> ErrorList {
     let mut errors = ErrorList::new();
     match (&pdb.min_available, &pdb.max_unavailable) {
         (Some(_), Some(_)) => errors.push(FieldError::invalid(
@@ -85,7 +117,7 @@ fn int_or_percent(value: Option<&IntOrString>, path: Path) -> Option<FieldError>
 
 /// The schema's bounds of graceful shutdown and, when it is enabled, a grace
 /// period that outlasts the preStop sleep (REQ-006).
-pub fn validate_graceful_shutdown(gs: &GracefulShutdownSpec, path: &Path) -> ErrorList {
+fn validate_graceful_shutdown(gs: &GracefulShutdownSpec, path: &Path) -> ErrorList {
     let mut errors = ErrorList::new();
     let delay = gs
         .pre_stop_delay_seconds

@@ -13,28 +13,30 @@ use crate::types::{
     MAX_TOPOLOGY_SPREAD_CONSTRAINTS, MemcachedSpec,
 };
 
-/// Every exceeded bound of `spec`.
+/// Every exceeded bound of `spec`. Paths are built only for the errors: a
+/// spec within its bounds (nearly all) costs a length check per field.
 pub fn validate_sizes(spec: &MemcachedSpec, path: &Path) -> ErrorList {
     let mut errors = ErrorList::new();
-    let mut items = |field: Path, len: Option<usize>, max: usize| {
+    let at = |fields: &[&str]| fields.iter().fold(path.clone(), |p, f| p.child(f));
+    let mut items = |fields: &[&str], len: Option<usize>, max: usize| {
         if let Some(len) = len.filter(|len| *len > max) {
-            errors.push(FieldError::too_many(field, len, max));
+            errors.push(FieldError::too_many(at(fields), len, max));
         }
     };
     let config = spec.memcached.as_ref();
     let extra_args = config.and_then(|c| c.extra_args.as_deref());
     items(
-        path.child("memcached").child("extraArgs"),
+        &["memcached", "extraArgs"],
         extra_args.map(<[String]>::len),
         MAX_EXTRA_ARGS,
     );
     items(
-        path.child("tolerations"),
+        &["tolerations"],
         spec.tolerations.as_ref().map(Vec::len),
         MAX_TOLERATIONS,
     );
     items(
-        path.child("networkPolicy").child("allowedSources"),
+        &["networkPolicy", "allowedSources"],
         spec.network_policy
             .as_ref()
             .and_then(|n| n.allowed_sources.as_ref())
@@ -42,8 +44,7 @@ pub fn validate_sizes(spec: &MemcachedSpec, path: &Path) -> ErrorList {
         MAX_ALLOWED_SOURCES,
     );
     items(
-        path.child("highAvailability")
-            .child("topologySpreadConstraints"),
+        &["highAvailability", "topologySpreadConstraints"],
         spec.high_availability
             .as_ref()
             .and_then(|h| h.topology_spread_constraints.as_ref())
@@ -51,44 +52,34 @@ pub fn validate_sizes(spec: &MemcachedSpec, path: &Path) -> ErrorList {
         MAX_TOPOLOGY_SPREAD_CONSTRAINTS,
     );
     items(
-        path.child("imagePullSecrets"),
+        &["imagePullSecrets"],
         spec.image_pull_secrets.as_ref().map(Vec::len),
         MAX_IMAGE_PULL_SECRETS,
     );
     items(
-        path.child("autoscaling").child("metrics"),
+        &["autoscaling", "metrics"],
         spec.autoscaling
             .as_ref()
             .and_then(|a| a.metrics.as_ref())
             .map(Vec::len),
         MAX_METRICS,
     );
-    type Bounded<'a> = (Path, Option<&'a BTreeMap<String, String>>, usize);
+    type Bounded<'a> = (&'a [&'a str], Option<&'a BTreeMap<String, String>>, usize);
     let maps: [Bounded<'_>; 5] = [
+        (&["podLabels"], spec.pod_labels.as_ref(), MAX_LABELS),
         (
-            path.child("podLabels"),
-            spec.pod_labels.as_ref(),
-            MAX_LABELS,
-        ),
-        (
-            path.child("podAnnotations"),
+            &["podAnnotations"],
             spec.pod_annotations.as_ref(),
             MAX_ANNOTATIONS,
         ),
+        (&["nodeSelector"], spec.node_selector.as_ref(), MAX_LABELS),
         (
-            path.child("nodeSelector"),
-            spec.node_selector.as_ref(),
-            MAX_LABELS,
-        ),
-        (
-            path.child("service").child("annotations"),
+            &["service", "annotations"],
             spec.service.as_ref().and_then(|s| s.annotations.as_ref()),
             MAX_ANNOTATIONS,
         ),
         (
-            path.child("monitoring")
-                .child("serviceMonitor")
-                .child("additionalLabels"),
+            &["monitoring", "serviceMonitor", "additionalLabels"],
             spec.monitoring
                 .as_ref()
                 .and_then(|m| m.service_monitor.as_ref())
@@ -96,31 +87,30 @@ pub fn validate_sizes(spec: &MemcachedSpec, path: &Path) -> ErrorList {
             MAX_LABELS,
         ),
     ];
-    for (field, map, max) in maps {
-        items(field, map.map(BTreeMap::len), max);
+    for (fields, map, max) in maps {
+        items(fields, map.map(BTreeMap::len), max);
     }
-    let too_long = |field: Path, value: Option<&str>, max: usize| {
+    let too_long = |field: &dyn Fn() -> Path, value: Option<&str>, max: usize| {
         value
             .filter(|v| v.len() > max)
-            .map(|_| FieldError::too_long(field, max))
+            .map(|_| FieldError::too_long(field(), max))
     };
     errors.extend(too_long(
-        path.child("image"),
+        &|| at(&["image"]),
         spec.image.as_deref(),
         MAX_IMAGE_LENGTH,
     ));
     errors.extend(too_long(
-        path.child("monitoring").child("exporterImage"),
+        &|| at(&["monitoring", "exporterImage"]),
         spec.monitoring
             .as_ref()
             .and_then(|m| m.exporter_image.as_deref()),
         MAX_IMAGE_LENGTH,
     ));
     if let Some(args) = extra_args.filter(|a| a.len() <= MAX_EXTRA_ARGS) {
-        let args_path = path.child("memcached").child("extraArgs");
         for (i, arg) in args.iter().enumerate() {
             errors.extend(too_long(
-                args_path.index(i),
+                &|| at(&["memcached", "extraArgs"]).index(i),
                 Some(arg),
                 MAX_EXTRA_ARG_LENGTH,
             ));

@@ -1,60 +1,40 @@
-//! `spec.memcached`: the schema's bounds of memcached's parameters, and what
-//! memcached itself would refuse of them (it exits, and the pod never serves).
+//! `spec.memcached`: the schema's bounds of memcached's parameters (from
+//! [`crate::memcached_options`]), and what memcached itself would refuse of
+//! them (it exits, and the pod never serves).
 
 use super::schema::within;
 use crate::extra_args;
 use crate::field::{ErrorList, FieldError, Path, Stage};
-use crate::types::{
-    ITEM_SIZE_PATTERN, MAX_CONNECTIONS_BOUNDS, MAX_MEMORY_MB_BOUNDS, MemcachedConfig,
-    THREADS_BOUNDS, VERBOSITY_BOUNDS,
+use crate::memcached_options::{
+    MAX_ITEM_SIZE_BYTES, SLAB_CHUNK_MAX, SPEC_FIELDS, Schema, Setting, THREADS, is_item_size,
 };
-
-/// memcached 1.6's default `slab_chunk_max` (half its 1m slab page): `-I`
-/// must be a multiple of it (`-I 700k` exits with code 64; so do 1k and 511k).
-pub const SLAB_CHUNK_MAX: u64 = 512 * 1024;
-/// memcached refuses items larger than a gigabyte.
-const MAX_ITEM_SIZE: u64 = 1024 * 1024 * 1024;
+use crate::types::MemcachedConfig;
 
 /// Every parameter within its bounds, and one memcached starts with.
 pub fn validate_memcached_config(config: &MemcachedConfig, path: &Path) -> ErrorList {
-    let bounded = [
-        ("maxMemoryMB", config.max_memory_mb, &MAX_MEMORY_MB_BOUNDS),
-        (
-            "maxConnections",
-            config.max_connections,
-            &MAX_CONNECTIONS_BOUNDS,
-        ),
-        ("threads", config.threads, &THREADS_BOUNDS),
-    ];
-    let mut errors: ErrorList = bounded
-        .into_iter()
-        .filter_map(|(field, value, bounds)| Some(within(value?, bounds, path.child(field))))
-        .flatten()
-        .collect();
-    if let Some(size) = config.max_item_size.as_deref().filter(|s| !is_item_size(s)) {
-        let path = path.child("maxItemSize");
-        let detail = format!("{path} in body should match '{ITEM_SIZE_PATTERN}'");
-        errors.push(FieldError::invalid(path, size, detail).at(Stage::Schema));
-    }
-    if let Some(verbosity) = config.verbosity {
-        errors.extend(within(
-            verbosity,
-            &VERBOSITY_BOUNDS,
-            path.child("verbosity"),
-        ));
+    let mut errors = ErrorList::new();
+    for field in SPEC_FIELDS.iter().filter_map(|o| o.field.as_ref()) {
+        match (field.get(config), field.schema) {
+            (Some(Setting::Int(value)), Schema::Range(bounds)) => {
+                errors.extend(within(value, bounds, path.child(field.name)));
+            }
+            (Some(Setting::Text(value)), Schema::Pattern(pattern, matches)) if !matches(value) => {
+                let path = path.child(field.name);
+                let detail = format!("{path} in body should match '{pattern}'");
+                errors.push(FieldError::invalid(path, value, detail).at(Stage::Schema));
+            }
+            _ => {}
+        }
     }
     errors.extend(item_size(config, path));
     let args = config.extra_args.as_deref().unwrap_or_default();
-    let threads = config.threads.unwrap_or(crate::defaults::THREADS);
+    let threads = match THREADS.field.map(|f| f.value(config)) {
+        Some(Setting::Int(threads)) => threads,
+        _ => 0,
+    };
     let args = extra_args::validate(args, threads, &path.child("extraArgs"));
     errors.extend(args.into_iter().map(|e| e.at(Stage::Runtime)));
     errors
-}
-
-/// [`ITEM_SIZE_PATTERN`]: `^[0-9]+(k|m)$`.
-fn is_item_size(s: &str) -> bool {
-    s.strip_suffix(['k', 'm'])
-        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// memcached 1.6's own checks of `-I` with its default slab settings: a
@@ -76,7 +56,7 @@ fn item_size(config: &MemcachedConfig, path: &Path) -> Option<FieldError> {
         "memcached 1.6 needs an item size that is a multiple of its slab_chunk_max (512k), \
          e.g. 512k, 1m, 1536k or 2m"
             .to_string()
-    } else if bytes > MAX_ITEM_SIZE {
+    } else if bytes > MAX_ITEM_SIZE_BYTES {
         "memcached refuses an item size above 1024m".to_string()
     } else if let Some(half) = half_memory.filter(|half| bytes > *half) {
         format!(

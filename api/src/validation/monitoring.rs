@@ -1,10 +1,10 @@
 //! `spec.monitoring`: the exporter sidecar and the ServiceMonitor.
 
-use super::image::validate_image;
-use super::metadata::validate_labels;
 use super::resources::validate_resources;
 use crate::duration;
 use crate::field::{ErrorList, FieldError, Path, Stage};
+use crate::kubernetes::image::validate_image;
+use crate::kubernetes::metadata::validate_labels;
 use crate::types::{MonitoringSpec, ServiceMonitorSpec};
 
 /// The exporter's image and resources, and the ServiceMonitor's labels and

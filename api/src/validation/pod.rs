@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::metadata::{validate_annotations, validate_labels};
-use super::pod_annotations::{PodShape, validate_pod_specific_annotations};
 use crate::field::{ErrorList, FieldError, Path};
+use crate::kubernetes::metadata::{validate_annotations, validate_labels};
+use crate::kubernetes::pod_annotations::{PodShape, validate_pod_specific_annotations};
+use crate::pod;
 use crate::types::MemcachedSpec;
 
 /// Pod labels the operator sets itself: the Deployment's selector (name,
@@ -16,11 +17,6 @@ pub const OPERATOR_LABELS: [&str; 4] = [
     "app.kubernetes.io/managed-by",
     "app.kubernetes.io/version",
 ];
-
-/// The memcached container's name in the pod template.
-pub const MEMCACHED_CONTAINER: &str = "memcached";
-/// The exporter sidecar's name (with monitoring on).
-pub const EXPORTER_CONTAINER: &str = "exporter";
 
 /// Valid labels, none of which the operator sets itself.
 pub fn validate_pod_labels(labels: &BTreeMap<String, String>, path: &Path) -> ErrorList {
@@ -43,11 +39,7 @@ pub fn pod_shape<'a>(spec: &'a MemcachedSpec, path: &Path) -> PodShape<'a> {
     PodShape {
         pod: security.and_then(|s| s.pod_security_context.as_ref()),
         container: security.and_then(|s| s.container_security_context.as_ref()),
-        containers: if spec.monitoring_enabled() {
-            &[MEMCACHED_CONTAINER, EXPORTER_CONTAINER]
-        } else {
-            &[MEMCACHED_CONTAINER]
-        },
+        containers: pod::containers(spec),
         pod_path: security_path.child("podSecurityContext"),
         container_path: security_path.child("containerSecurityContext"),
     }

@@ -2,10 +2,10 @@
 //! pods run under which kind of workload, the name bound a StatefulSet puts on
 //! the object, and the ConfigMap the server list is published in.
 
-use super::ObjectName;
-use super::names::is_dns1123_subdomain;
+use super::options::ObjectName;
 use super::schema::{one_of, within};
 use crate::field::{ErrorList, FieldError, Path, Stage};
+use crate::kubernetes::names::is_dns1123_subdomain;
 use crate::types::{MemcachedSpec, REPLICAS_BOUNDS, STATEFUL_SET, WORKLOADS};
 
 /// Longest name a StatefulSet's pods can be created for: every pod carries

@@ -1,10 +1,13 @@
 //! The memcached command line for an effective (defaulted) spec.
 //!
-//! Order: `-m -c -t -I`, then the memory file of warm restarts (`-e`), then
-//! `-v`/`-vv`, then authentication, then TLS, then `extraArgs`. The TLS and authentication flags are the ones memcached 1.6
+//! Order: `-m -c -t -I` (the spec's fields, rendered by
+//! [`memcached_api::memcached_options`]), then the memory file of warm
+//! restarts (`-e`), then `-v`/`-vv`, then authentication, then TLS, then
+//! `extraArgs`. The TLS and authentication flags are the ones memcached 1.6
 //! really has (the design doc's `--ssl-*` flags do not exist).
 
-use memcached_api::{Defaulted, MemcachedSpec};
+use memcached_api::memcached_options::{Render, spec_args};
+use memcached_api::{Defaulted, MemcachedConfig, MemcachedSpec};
 
 /// Where the authentication Secret is mounted.
 pub const AUTH_DIR: &str = "/etc/memcached/auth";
@@ -28,27 +31,16 @@ pub const MEMORY_FILE: &str = "memory_file";
 
 /// The container args.
 pub fn memcached_args(spec: &Defaulted) -> Vec<String> {
-    let mut args = vec![
-        "-m".to_string(),
-        spec.max_memory_mb().to_string(),
-        "-c".to_string(),
-        spec.max_connections().to_string(),
-        "-t".to_string(),
-        spec.threads().to_string(),
-        "-I".to_string(),
-        spec.max_item_size().to_string(),
-    ];
+    let unset = MemcachedConfig::default();
+    let config = spec.memcached.as_ref().unwrap_or(&unset);
+    let mut args = spec_args(config, Render::Valued);
     if spec.warm_restart_enabled() {
         args.extend([
             "-e".to_string(),
             format!("{WARM_RESTART_DIR}/{MEMORY_FILE}"),
         ]);
     }
-    match spec.verbosity() {
-        1 => args.push("-v".to_string()),
-        v if v >= 2 => args.push("-vv".to_string()),
-        _ => {}
-    }
+    args.extend(spec_args(config, Render::Repeated));
     if spec.sasl_enabled() {
         args.extend(["-Y".to_string(), format!("{AUTH_DIR}/{AUTH_KEY}")]);
     }

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::scheduling::validate_tolerations;
-use super::security::validate_local_descending_path;
+use super::security_context::validate_local_descending_path;
 use crate::field::{ErrorList, FieldError, Path};
 
 /// Marks a mirror pod, which needs `spec.nodeName` (never set here).
