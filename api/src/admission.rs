@@ -8,7 +8,9 @@ use serde_json::{Map, Value};
 
 use crate::defaults::{Addition, Defaulted, apply_defaults};
 use crate::field::{ErrorList, Path, invalid_message};
-use crate::pod_changes::{PodSource, RESTART_TRIGGER_ANNOTATION, pod_creating_change};
+use crate::pod_changes::{
+    PodSource, RESTART_TRIGGER_ANNOTATION, Restart, pod_creating_change, restart,
+};
 use crate::pod_security::{self, Level, Violation};
 use crate::types::{
     AutoscalingSpec, GROUP, HighAvailabilitySpec, KIND, MemcachedConfig, MemcachedSpec,
@@ -232,6 +234,16 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
             };
         }
     };
+    if let Some(old) = &old {
+        // The spec the controller will render: the one admitted.
+        let stored = if settings.mutate {
+            None
+        } else {
+            Some(apply_defaults(original.clone()))
+        };
+        let admitted: &MemcachedSpec = stored.as_deref().unwrap_or(&spec);
+        warnings.extend(cold_restart_warning(&request, old, admitted));
+    }
     if !settings.mutate || *spec == original {
         return Decision::Accept { warnings };
     }
@@ -249,6 +261,28 @@ struct Stored {
     running: Option<i32>,
     /// Its [`RESTART_TRIGGER_ANNOTATION`].
     restart_trigger: Option<String>,
+}
+
+/// The warning of an UPDATE that restarts the pods cold, before it happens:
+/// the field that forces it and the pods that lose their cache
+/// ([`restart`]); none when the pods restart warm, not at all, or none runs.
+fn cold_restart_warning(request: &Request, old: &Stored, spec: &MemcachedSpec) -> Option<String> {
+    let stored = apply_defaults(old.spec.clone());
+    let trigger = restart_trigger(&request.object);
+    let before = PodSource {
+        spec: &stored,
+        restart_trigger: old.restart_trigger.as_deref(),
+        running: old.running,
+    };
+    let after = PodSource {
+        spec,
+        restart_trigger: trigger.as_deref(),
+        running: None,
+    };
+    match restart(&before, &after) {
+        Restart::Cold(cold) => cold.warning(),
+        Restart::None | Restart::Warm => None,
+    }
 }
 
 /// `status.replicas` of an object, when it holds a count.

@@ -18,12 +18,21 @@
 //!
 //! [`template_fields`] destructures every struct of the spec exhaustively:
 //! a field added to one of them does not compile until it is classified.
+//!
+//! [`restart`] says what an update does to the pods that run, for the
+//! warning that tells `kubectl apply` before the cache is lost: nothing,
+//! memcached restarted warm in its own pod (`controller/src/rollout/
+//! in_place.rs`: warm restarts on before and after, and the template changes
+//! only in memcached's image and args with the same memory geometry), or the
+//! pods replaced, cold.
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::extra_args::memory_file;
 use crate::field::Path;
+use crate::memcached_options::{Render, spec_args};
 use crate::types::{
     AutoscalingSpec, GracefulShutdownSpec, HighAvailabilitySpec, MemcachedConfig, MemcachedSpec,
     MonitoringSpec, NetworkPolicySpec, PdbSpec, SaslSpec, SecuritySpec, ServiceMonitorSpec,
@@ -239,6 +248,207 @@ fn added_pods(old: &PodSource<'_>, new: &MemcachedSpec) -> Option<Path> {
     }
 }
 
+/// What an update does to the pods that run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// No running pod restarts. More replicas add new, empty pods: they
+    /// restart nothing.
+    None,
+    /// Applied in place: memcached restarts in its own pod and restores its
+    /// memory file.
+    Warm,
+    /// The pods restart cold.
+    Cold(Cold),
+}
+
+/// An update that restarts the pods cold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cold {
+    /// The field that forces it (`spec.memcached.maxMemoryMB`).
+    pub field: Path,
+    /// Why that field does.
+    pub because: ColdBecause,
+    /// The pods that restart: those running (`status.replicas`), else the
+    /// old spec's, and no more than the new spec keeps.
+    pub pods: i32,
+}
+
+/// Why an update restarts the pods cold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColdBecause {
+    /// memcached's memory geometry changes: a saved memory file restores
+    /// only into the geometry it was saved from.
+    Geometry,
+    /// Warm restarts are turned on: the pods need the memory-backed volume.
+    WarmRestartsOn,
+    /// Warm restarts are turned off.
+    WarmRestartsOff,
+    /// A change of the pods a running pod cannot take; `warm_restarts`:
+    /// they are on before and after (else any change is one).
+    NewPods {
+        /// Warm restarts are on before and after.
+        warm_restarts: bool,
+    },
+}
+
+impl Cold {
+    /// The warning `kubectl apply` shows; `None` when no pod runs.
+    pub fn warning(&self) -> Option<String> {
+        let loss = match self.pods {
+            ..=0 => return None,
+            1 => "1 pod restarts cold and loses the items it holds".to_string(),
+            n => format!("{n} pods restart cold, one at a time, and lose the items they hold"),
+        };
+        let field = &self.field;
+        Some(match self.because {
+            ColdBecause::Geometry => format!(
+                "{field} changes memcached's memory geometry, which a warm restart cannot keep: {loss}"
+            ),
+            ColdBecause::WarmRestartsOn => format!(
+                "{field} turns warm restarts on, which needs new pods (a memory-backed volume for memcached's \
+                 memory file): {loss}; later changes of memcached alone restart it warm"
+            ),
+            ColdBecause::WarmRestartsOff => {
+                format!("{field} turns warm restarts off, which needs new pods: {loss}")
+            }
+            ColdBecause::NewPods {
+                warm_restarts: true,
+            } => format!(
+                "{field} changes the pods beyond memcached's image and arguments, which a warm restart \
+                 cannot take, so they are replaced: {loss}"
+            ),
+            ColdBecause::NewPods {
+                warm_restarts: false,
+            } => format!(
+                "{field} changes the pod template, so the pods are replaced: {loss}; with warm restarts \
+                 (spec.warmRestart.enabled: true) a change of memcached alone (its image, threads, \
+                 maxConnections, verbosity, extraArgs outside the memory geometry) would keep the cache"
+            ),
+        })
+    }
+}
+
+/// What the update from `old` to `new` does to the pods that run: no
+/// restart, a warm restart in place, or a cold restart and the field that
+/// forces it. Warm takes warm restarts on before and after, and changes of
+/// the memcached image, of `spec.memcached` (memcached's args) and of
+/// `enableClientCert` without the exporter (an arg too) alone, with the
+/// memory geometry unchanged; anything else that changes the pod template
+/// replaces the pods.
+pub fn restart(old: &PodSource<'_>, new: &PodSource<'_>) -> Restart {
+    let warm = (
+        old.spec.warm_restart_enabled(),
+        new.spec.warm_restart_enabled(),
+    );
+    let cold = |field: Path, because| {
+        Restart::Cold(Cold {
+            field,
+            because,
+            pods: restarting_pods(old, new.spec),
+        })
+    };
+    let new_pods = ColdBecause::NewPods {
+        warm_restarts: warm == (true, true),
+    };
+    if old.restart_trigger != new.restart_trigger {
+        let trigger = Path::new("metadata.annotations").key(RESTART_TRIGGER_ANNOTATION);
+        return cold(trigger, new_pods);
+    }
+    let before = template_fields(old.spec);
+    let after = template_fields(new.spec);
+    let changed: Vec<&'static str> = (before.iter().zip(&after))
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((field, _), _)| *field)
+        .collect();
+    let spec = |field: &str| Path::new(&format!("spec.{field}"));
+    let Some(first) = changed.first() else {
+        return Restart::None;
+    };
+    match warm {
+        (false, true) => return cold(spec(WARM_RESTART), ColdBecause::WarmRestartsOn),
+        (true, false) => return cold(spec(WARM_RESTART), ColdBecause::WarmRestartsOff),
+        (false, false) => return cold(spec(first), new_pods),
+        (true, true) => {}
+    }
+    let in_place = |field: &&str| {
+        IN_PLACE.contains(field) || (*field == "security.tls" && tls_in_place(old.spec, new.spec))
+    };
+    if let Some(field) = changed.iter().find(|f| !in_place(f)) {
+        return cold(spec(field), new_pods);
+    }
+    if memory_geometry(old.spec) != memory_geometry(new.spec) {
+        // Only `spec.memcached` reaches the geometry.
+        let field = changed.iter().find(|f| f.starts_with("memcached."));
+        return cold(spec(field.unwrap_or(first)), ColdBecause::Geometry);
+    }
+    Restart::Warm
+}
+
+/// `spec.warmRestart.enabled`, under `spec`.
+const WARM_RESTART: &str = "warmRestart.enabled";
+
+/// The fields of [`template_fields`] a running pod takes in place with warm
+/// restarts on: the memcached image, and memcached's args (the geometry
+/// among them is judged apart).
+const IN_PLACE: [&str; 7] = [
+    "image",
+    "memcached.maxMemoryMB",
+    "memcached.maxConnections",
+    "memcached.threads",
+    "memcached.maxItemSize",
+    "memcached.verbosity",
+    "memcached.extraArgs",
+];
+
+/// A change of TLS a running pod takes in place: on before and after with
+/// the same Secret (the volume), so only memcached's args change; the
+/// exporter, when on, would get new args and mounts.
+fn tls_in_place(old: &MemcachedSpec, new: &MemcachedSpec) -> bool {
+    let secret = |s: &MemcachedSpec| {
+        let tls = s.security.as_ref().and_then(|s| s.tls.as_ref());
+        tls.and_then(|t| t.certificate_secret_ref.clone())
+    };
+    old.tls_enabled()
+        && new.tls_enabled()
+        && secret(old) == secret(new)
+        && !old.monitoring_enabled()
+        && !new.monitoring_enabled()
+}
+
+/// The options of memcached's args from `spec.memcached` that decide
+/// whether a saved memory file restores ([`memory_file::geometry`]). The
+/// args the rest of the spec adds (the memory file's path, SASL, TLS) are
+/// the same with warm restarts on before and after, or no geometry.
+fn memory_geometry(spec: &MemcachedSpec) -> Vec<String> {
+    let unset = MemcachedConfig::default();
+    let config = spec.memcached.as_ref().unwrap_or(&unset);
+    let mut args = spec_args(config, Render::Valued);
+    args.extend(spec_args(config, Render::Repeated));
+    args.extend(config.extra_args.iter().flatten().cloned());
+    memory_file::geometry(&args)
+}
+
+/// The pods an update of `old` to `new` restarts: those running
+/// (`status.replicas`) else the replicas of `old`'s spec (the autoscaler's
+/// minimum when it owns them), no more than `new` keeps. Pods added by
+/// scaling up start empty but restart nothing.
+fn restarting_pods(old: &PodSource<'_>, new: &MemcachedSpec) -> i32 {
+    let replicas = |s: &MemcachedSpec| s.replicas.unwrap_or(crate::defaults::REPLICAS);
+    let running = old.running.unwrap_or_else(|| {
+        if old.spec.autoscaling_enabled() {
+            let autoscaling = old.spec.autoscaling.as_ref();
+            autoscaling.and_then(|a| a.min_replicas).unwrap_or(1)
+        } else {
+            replicas(old.spec)
+        }
+    });
+    if new.autoscaling_enabled() {
+        running
+    } else {
+        running.min(replicas(new))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -378,6 +588,298 @@ mod tests {
         assert_eq!(
             pod_creating_change(&source(Some("1")), &source(Some("1"))),
             None
+        );
+    }
+}
+
+/// [`restart`], one named case per kind of change.
+#[cfg(test)]
+mod restarts {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::apply_defaults;
+
+    /// `spec` with warm restarts on.
+    fn warm(mut spec: Value) -> Value {
+        spec["warmRestart"] = json!({"enabled": true});
+        spec
+    }
+
+    /// What the update from `old` to `new` does to the pods: `none`, `warm`
+    /// or `cold <field>: <why>`.
+    fn restarts(old: Value, new: Value) -> String {
+        let defaulted = |spec: Value| apply_defaults(serde_json::from_value(spec).unwrap());
+        let (old, new) = (defaulted(old), defaulted(new));
+        let source = |spec, running| PodSource {
+            spec,
+            restart_trigger: None,
+            running,
+        };
+        match restart(&source(&old, Some(3)), &source(&new, None)) {
+            Restart::None => "none".to_string(),
+            Restart::Warm => "warm".to_string(),
+            Restart::Cold(cold) => format!("cold {}: {:?}", cold.field, cold.because),
+        }
+    }
+
+    /// One named case per change: the spec before, after (`warm(...)`: with
+    /// warm restarts on), and what the update does.
+    macro_rules! restarts {
+        ($($name:ident: $old:expr => $new:expr, $expected:literal;)*) => {$(
+            #[test]
+            fn $name() {
+                assert_eq!(restarts($old, $new), $expected);
+            }
+        )*};
+    }
+
+    restarts! {
+        nothing: warm(json!({})) => warm(json!({})), "none";
+        replicas_up: warm(json!({"replicas": 3})) => warm(json!({"replicas": 5})), "none";
+        replicas_up_without_warm_restarts: json!({"replicas": 3}) => json!({"replicas": 5}), "none";
+        replicas_down: warm(json!({"replicas": 3})) => warm(json!({"replicas": 2})), "none";
+        the_network_policy: warm(json!({})) => warm(json!({"networkPolicy": {"enabled": true}})), "none";
+        image: warm(json!({})) => warm(json!({"image": "memcached:1.6.39"})), "warm";
+        threads: warm(json!({})) => warm(json!({"memcached": {"threads": 2}})), "warm";
+        max_connections: warm(json!({})) => warm(json!({"memcached": {"maxConnections": 4096}})), "warm";
+        verbosity: warm(json!({})) => warm(json!({"memcached": {"verbosity": 2}})), "warm";
+        image_and_threads: warm(json!({})) =>
+            warm(json!({"image": "memcached:1.6.39", "memcached": {"threads": 2}})), "warm";
+        extra_args_outside_the_geometry: warm(json!({})) =>
+            warm(json!({"memcached": {"extraArgs": ["-o", "modern"]}})), "warm";
+        extra_args_lru_crawler: warm(json!({"memcached": {"extraArgs": ["-o", "modern"]}})) =>
+            warm(json!({"memcached": {"extraArgs": ["-o", "modern,lru_crawler"]}})), "warm";
+        extra_args_growth_factor: warm(json!({})) => warm(json!({"memcached": {"extraArgs": ["-f", "1.5"]}})),
+            "cold spec.memcached.extraArgs: Geometry";
+        extra_args_slab_sizes_within_modern: warm(json!({"memcached": {"extraArgs": ["-o", "modern"]}})) =>
+            warm(json!({"memcached": {"extraArgs": ["-o", "modern,no_slab_reassign"]}})),
+            "cold spec.memcached.extraArgs: Geometry";
+        extra_args_cas: warm(json!({})) => warm(json!({"memcached": {"extraArgs": ["-C"]}})),
+            "cold spec.memcached.extraArgs: Geometry";
+        max_memory: warm(json!({})) => warm(json!({"memcached": {"maxMemoryMB": 128}})),
+            "cold spec.memcached.maxMemoryMB: Geometry";
+        max_item_size: warm(json!({})) => warm(json!({"memcached": {"maxItemSize": "2m"}})),
+            "cold spec.memcached.maxItemSize: Geometry";
+        max_memory_with_threads: warm(json!({})) =>
+            warm(json!({"memcached": {"threads": 2, "maxMemoryMB": 128}})),
+            "cold spec.memcached.maxMemoryMB: Geometry";
+        warm_restarts_off: warm(json!({})) => json!({}), "cold spec.warmRestart.enabled: WarmRestartsOff";
+        warm_restarts_off_with_threads: warm(json!({})) => json!({"memcached": {"threads": 2}}),
+            "cold spec.warmRestart.enabled: WarmRestartsOff";
+        warm_restarts_on: json!({}) => warm(json!({})), "cold spec.warmRestart.enabled: WarmRestartsOn";
+        resources: warm(json!({})) => warm(json!({"resources": {"limits": {"memory": "1Gi"}}})),
+            "cold spec.resources: NewPods { warm_restarts: true }";
+        image_and_resources: warm(json!({})) =>
+            warm(json!({"image": "memcached:1.6.39", "resources": {"limits": {"memory": "1Gi"}}})),
+            "cold spec.resources: NewPods { warm_restarts: true }";
+        workload: warm(json!({})) => warm(json!({"workload": "StatefulSet"})),
+            "cold spec.workload: NewPods { warm_restarts: true }";
+        pod_annotations: warm(json!({})) => warm(json!({"podAnnotations": {"a": "b"}})),
+            "cold spec.podAnnotations: NewPods { warm_restarts: true }";
+        graceful_shutdown: warm(json!({"highAvailability": {}})) =>
+            warm(json!({"highAvailability": {"gracefulShutdown": {"enabled": true}}})),
+            "cold spec.highAvailability.gracefulShutdown: NewPods { warm_restarts: true }";
+        exporter: warm(json!({})) => warm(json!({"monitoring": {"enabled": true}})),
+            "cold spec.monitoring: NewPods { warm_restarts: true }";
+        sasl_secret_name: warm(sasl("a")) => warm(sasl("b")),
+            "cold spec.security.sasl: NewPods { warm_restarts: true }";
+        tls_on: warm(json!({})) => warm(tls("t", false, false)),
+            "cold spec.security.tls: NewPods { warm_restarts: true }";
+        tls_secret_name: warm(tls("t", false, false)) => warm(tls("u", false, false)),
+            "cold spec.security.tls: NewPods { warm_restarts: true }";
+        tls_client_certificates: warm(tls("t", false, false)) => warm(tls("t", true, false)), "warm";
+        tls_client_certificates_with_the_exporter: warm(tls("t", false, true)) => warm(tls("t", true, true)),
+            "cold spec.security.tls: NewPods { warm_restarts: true }";
+        threads_without_warm_restarts: json!({}) => json!({"memcached": {"threads": 2}}),
+            "cold spec.memcached.threads: NewPods { warm_restarts: false }";
+        image_without_warm_restarts: json!({}) => json!({"image": "memcached:1.6.39"}),
+            "cold spec.image: NewPods { warm_restarts: false }";
+    }
+
+    fn sasl(secret: &str) -> Value {
+        json!({"security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": secret}}}})
+    }
+
+    fn tls(secret: &str, client_certificates: bool, exporter: bool) -> Value {
+        json!({"monitoring": {"enabled": exporter}, "security": {"tls": {"enabled": true,
+            "certificateSecretRef": {"name": secret}, "enableClientCert": client_certificates}}})
+    }
+
+    #[test]
+    fn the_restart_trigger_restarts_cold_even_with_warm_restarts() {
+        let spec = apply_defaults(serde_json::from_value(warm(json!({"replicas": 3}))).unwrap());
+        let source = |restart_trigger| PodSource {
+            spec: &spec,
+            restart_trigger,
+            running: Some(2),
+        };
+        let Restart::Cold(cold) = restart(&source(None), &source(Some("1"))) else {
+            panic!("a restart is cold")
+        };
+        assert_eq!(
+            cold.field.to_string(),
+            "metadata.annotations[memcached.c5c3.io/restart-trigger]"
+        );
+        assert_eq!(cold.pods, 2);
+    }
+
+    /// The warning of `old` to `new` (3 replicas unless they say), `running`
+    /// pods before.
+    fn warning(old: Value, new: Value, running: Option<i32>) -> Option<String> {
+        let defaulted = |mut spec: Value| {
+            if spec.get("replicas").is_none() && spec.get("autoscaling").is_none() {
+                spec["replicas"] = json!(3);
+            }
+            apply_defaults(serde_json::from_value(spec).unwrap())
+        };
+        let (old, new) = (defaulted(old), defaulted(new));
+        let source = |spec, running| PodSource {
+            spec,
+            restart_trigger: None,
+            running,
+        };
+        match restart(&source(&old, running), &source(&new, None)) {
+            Restart::Cold(cold) => cold.warning(),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_warning_counts_the_pods_that_run_else_the_replicas() {
+        let bigger =
+            |replicas: i32| json!({"replicas": replicas, "memcached": {"maxMemoryMB": 128}});
+        let counted = |old: Value, new: Value, running| {
+            let warning = warning(warm(old), warm(new), running)?;
+            let (_, count) = warning.split_once("cannot keep: ").unwrap();
+            let words: Vec<&str> = count.split(' ').take(2).collect();
+            Some(words.join(" "))
+        };
+        let three = json!({"replicas": 3});
+        assert_eq!(
+            counted(three.clone(), bigger(3), Some(3)).as_deref(),
+            Some("3 pods")
+        );
+        assert_eq!(
+            counted(three.clone(), bigger(3), None).as_deref(),
+            Some("3 pods")
+        );
+        assert_eq!(
+            counted(three.clone(), bigger(3), Some(2)).as_deref(),
+            Some("2 pods")
+        );
+        assert_eq!(
+            counted(three.clone(), bigger(5), Some(3)).as_deref(),
+            Some("3 pods"),
+            "added pods restart nothing"
+        );
+        assert_eq!(
+            counted(three.clone(), bigger(1), Some(3)).as_deref(),
+            Some("1 pod")
+        );
+        assert_eq!(
+            counted(three.clone(), bigger(3), Some(0)),
+            None,
+            "no pod runs"
+        );
+        assert_eq!(
+            counted(json!({"replicas": 0}), bigger(0), None),
+            None,
+            "no pod"
+        );
+        let autoscaled =
+            json!({"autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 9}});
+        let mut autoscaled_bigger = autoscaled.clone();
+        autoscaled_bigger["memcached"] = json!({"maxMemoryMB": 128});
+        assert_eq!(
+            counted(autoscaled.clone(), autoscaled_bigger.clone(), Some(7)).as_deref(),
+            Some("7 pods")
+        );
+        assert_eq!(
+            counted(autoscaled, autoscaled_bigger, None).as_deref(),
+            Some("2 pods")
+        );
+    }
+
+    #[test]
+    fn the_warning_says_why_per_kind_of_field() {
+        let running = Some(3);
+        assert_eq!(
+            warning(
+                warm(json!({})),
+                warm(json!({"memcached": {"maxMemoryMB": 128}})),
+                running
+            )
+            .as_deref(),
+            Some(
+                "spec.memcached.maxMemoryMB changes memcached's memory geometry, which a warm restart cannot \
+                 keep: 3 pods restart cold, one at a time, and lose the items they hold"
+            )
+        );
+        assert_eq!(
+            warning(json!({}), warm(json!({})), Some(1)).as_deref(),
+            Some(
+                "spec.warmRestart.enabled turns warm restarts on, which needs new pods (a memory-backed volume \
+                 for memcached's memory file): 1 pod restarts cold and loses the items it holds; later changes \
+                 of memcached alone restart it warm"
+            )
+        );
+        assert_eq!(
+            warning(warm(json!({})), json!({}), running).as_deref(),
+            Some(
+                "spec.warmRestart.enabled turns warm restarts off, which needs new pods: 3 pods restart cold, \
+                 one at a time, and lose the items they hold"
+            )
+        );
+        assert_eq!(
+            warning(
+                warm(json!({})),
+                warm(json!({"resources": {"limits": {"memory": "1Gi"}}})),
+                running
+            )
+            .as_deref(),
+            Some(
+                "spec.resources changes the pods beyond memcached's image and arguments, which a warm restart \
+                 cannot take, so they are replaced: 3 pods restart cold, one at a time, and lose the items they \
+                 hold"
+            )
+        );
+        assert_eq!(
+            warning(json!({}), json!({"memcached": {"threads": 2}}), running).as_deref(),
+            Some(
+                "spec.memcached.threads changes the pod template, so the pods are replaced: 3 pods restart \
+                 cold, one at a time, and lose the items they hold; with warm restarts \
+                 (spec.warmRestart.enabled: true) a change of memcached alone (its image, threads, \
+                 maxConnections, verbosity, extraArgs outside the memory geometry) would keep the cache"
+            )
+        );
+        for (old, new) in [
+            (warm(json!({})), warm(json!({"memcached": {"threads": 2}}))),
+            (warm(json!({"replicas": 3})), warm(json!({"replicas": 6}))),
+            (json!({"replicas": 3}), json!({"replicas": 6})),
+        ] {
+            assert_eq!(warning(old, new, running), None, "warm or no restart");
+        }
+    }
+
+    #[test]
+    fn an_in_place_change_still_creates_pods_for_pod_security() {
+        let defaulted = |spec: Value| apply_defaults(serde_json::from_value(spec).unwrap());
+        let (old, new) = (
+            defaulted(warm(json!({}))),
+            defaulted(warm(json!({"image": "memcached:1.6.39"}))),
+        );
+        let source = |spec| PodSource {
+            spec,
+            restart_trigger: None,
+            running: Some(3),
+        };
+        assert_eq!(restart(&source(&old), &source(&new)), Restart::Warm);
+        assert_eq!(
+            pod_creating_change(&source(&old), &source(&new))
+                .map(|p| p.to_string())
+                .as_deref(),
+            Some("spec.image")
         );
     }
 }

@@ -530,7 +530,15 @@ fn replicas_are_held_only_when_autoscaling_is_turned_off() {
     let mut old = cr(json!({"replicas": 5}));
     old["status"] = json!({"replicas": 5});
     let (stored, warnings) = disable_autoscaling(None, old);
-    assert_eq!((stored, warnings), (json!(1), vec![]));
+    assert_eq!(stored, json!(1));
+    // The new resources replace the one pod left: warned before it happens.
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            "spec.resources changes the pod template, so the pods are replaced: 1 pod restarts cold"
+        ),
+        "{warnings:?}"
+    );
     // Still on: no replicas.
     let spec = json!({"resources": {"requests": {"cpu": "100m"}},
         "autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 20}});
@@ -658,9 +666,15 @@ fn the_completion_is_not_taken_when_it_alone_would_replace_the_pods() {
         object["spec"]["security"]["podSecurityContext"],
         json!({"runAsUser": 1000, "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}})
     );
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
     assert!(
         warnings[0].starts_with("set for PodSecurity"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].starts_with(
+            "spec.resources changes the pod template, so the pods are replaced: 3 pods restart cold"
+        ),
         "{warnings:?}"
     );
 }
