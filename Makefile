@@ -98,7 +98,8 @@ prereqs:
 	@hack/prereqs.sh "$(KWCTL)" "$(POLICY_SERVER)" "$(KUBEWARDEN_CHARTS)"
 	@if [ -n "$(filter-out $(wildcard $(BUILT_PIECES)),$(BUILT_PIECES))" ]; then \
 		echo "First run: Kubernetes (control plane, kubectl, kubelet, kube-proxy), containerd, CoreDNS, helm, cosign,"; \
-		echo "Kubewarden's controller and CNCF Distribution compile from their Go modules, and the Rust workspace"; \
+		echo "Kubewarden's controller, Prometheus and its operator, and CNCF Distribution compile from their Go modules,"; \
+		echo "and the Rust workspace"; \
 		echo "(the controller, the policy, the test harness) with cargo: about $(FIRST_RUN_MINUTES) minutes on 2 cores, most"; \
 		echo "of it the compilers' output below. Go's and cargo's caches keep it: later runs rebuild only what changed."; \
 	fi
@@ -118,7 +119,8 @@ deps:
 ## demo: the policy judging every seed example, then the whole product on a local control plane with a real
 ## node (Kubewarden 1.35 from its own charts, deploy/policy.yaml active, kubectl apply through its PolicyServer,
 ## which pulls the policy from a local OCI registry; the controller, live status; a Memcached in real containers
-## on the real node; the audit scanner's reports); DEMO_KEEP=1 keeps the cluster.
+## on the real node; the audit scanner's reports; Prometheus as kube-prometheus-stack runs it showing the product's
+## targets up and an alert firing); DEMO_KEEP=1 keeps the cluster.
 demo: prereqs deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(TARGET_DIR)/debug/demo
