@@ -592,7 +592,9 @@ mod tests {
     }
 }
 
-/// [`restart`], one named case per kind of change.
+/// [`restart`]: the restart trigger, the pods counted and the warning's
+/// words. The verdict of each kind of change is checked against the
+/// controller's own in `controller/tests/cold_changes.rs`.
 #[cfg(test)]
 mod restarts {
     use serde_json::{Value, json};
@@ -604,106 +606,6 @@ mod restarts {
     fn warm(mut spec: Value) -> Value {
         spec["warmRestart"] = json!({"enabled": true});
         spec
-    }
-
-    /// What the update from `old` to `new` does to the pods: `none`, `warm`
-    /// or `cold <field>: <why>`.
-    fn restarts(old: Value, new: Value) -> String {
-        let defaulted = |spec: Value| apply_defaults(serde_json::from_value(spec).unwrap());
-        let (old, new) = (defaulted(old), defaulted(new));
-        let source = |spec, running| PodSource {
-            spec,
-            restart_trigger: None,
-            running,
-        };
-        match restart(&source(&old, Some(3)), &source(&new, None)) {
-            Restart::None => "none".to_string(),
-            Restart::Warm => "warm".to_string(),
-            Restart::Cold(cold) => format!("cold {}: {:?}", cold.field, cold.because),
-        }
-    }
-
-    /// One named case per change: the spec before, after (`warm(...)`: with
-    /// warm restarts on), and what the update does.
-    macro_rules! restarts {
-        ($($name:ident: $old:expr => $new:expr, $expected:literal;)*) => {$(
-            #[test]
-            fn $name() {
-                assert_eq!(restarts($old, $new), $expected);
-            }
-        )*};
-    }
-
-    restarts! {
-        nothing: warm(json!({})) => warm(json!({})), "none";
-        replicas_up: warm(json!({"replicas": 3})) => warm(json!({"replicas": 5})), "none";
-        replicas_up_without_warm_restarts: json!({"replicas": 3}) => json!({"replicas": 5}), "none";
-        replicas_down: warm(json!({"replicas": 3})) => warm(json!({"replicas": 2})), "none";
-        the_network_policy: warm(json!({})) => warm(json!({"networkPolicy": {"enabled": true}})), "none";
-        image: warm(json!({})) => warm(json!({"image": "memcached:1.6.39"})), "warm";
-        threads: warm(json!({})) => warm(json!({"memcached": {"threads": 2}})), "warm";
-        max_connections: warm(json!({})) => warm(json!({"memcached": {"maxConnections": 4096}})), "warm";
-        verbosity: warm(json!({})) => warm(json!({"memcached": {"verbosity": 2}})), "warm";
-        image_and_threads: warm(json!({})) =>
-            warm(json!({"image": "memcached:1.6.39", "memcached": {"threads": 2}})), "warm";
-        extra_args_outside_the_geometry: warm(json!({})) =>
-            warm(json!({"memcached": {"extraArgs": ["-o", "modern"]}})), "warm";
-        extra_args_lru_crawler: warm(json!({"memcached": {"extraArgs": ["-o", "modern"]}})) =>
-            warm(json!({"memcached": {"extraArgs": ["-o", "modern,lru_crawler"]}})), "warm";
-        extra_args_growth_factor: warm(json!({})) => warm(json!({"memcached": {"extraArgs": ["-f", "1.5"]}})),
-            "cold spec.memcached.extraArgs: Geometry";
-        extra_args_slab_sizes_within_modern: warm(json!({"memcached": {"extraArgs": ["-o", "modern"]}})) =>
-            warm(json!({"memcached": {"extraArgs": ["-o", "modern,no_slab_reassign"]}})),
-            "cold spec.memcached.extraArgs: Geometry";
-        extra_args_cas: warm(json!({})) => warm(json!({"memcached": {"extraArgs": ["-C"]}})),
-            "cold spec.memcached.extraArgs: Geometry";
-        max_memory: warm(json!({})) => warm(json!({"memcached": {"maxMemoryMB": 128}})),
-            "cold spec.memcached.maxMemoryMB: Geometry";
-        max_item_size: warm(json!({})) => warm(json!({"memcached": {"maxItemSize": "2m"}})),
-            "cold spec.memcached.maxItemSize: Geometry";
-        max_memory_with_threads: warm(json!({})) =>
-            warm(json!({"memcached": {"threads": 2, "maxMemoryMB": 128}})),
-            "cold spec.memcached.maxMemoryMB: Geometry";
-        warm_restarts_off: warm(json!({})) => json!({}), "cold spec.warmRestart.enabled: WarmRestartsOff";
-        warm_restarts_off_with_threads: warm(json!({})) => json!({"memcached": {"threads": 2}}),
-            "cold spec.warmRestart.enabled: WarmRestartsOff";
-        warm_restarts_on: json!({}) => warm(json!({})), "cold spec.warmRestart.enabled: WarmRestartsOn";
-        resources: warm(json!({})) => warm(json!({"resources": {"limits": {"memory": "1Gi"}}})),
-            "cold spec.resources: NewPods { warm_restarts: true }";
-        image_and_resources: warm(json!({})) =>
-            warm(json!({"image": "memcached:1.6.39", "resources": {"limits": {"memory": "1Gi"}}})),
-            "cold spec.resources: NewPods { warm_restarts: true }";
-        workload: warm(json!({})) => warm(json!({"workload": "StatefulSet"})),
-            "cold spec.workload: NewPods { warm_restarts: true }";
-        pod_annotations: warm(json!({})) => warm(json!({"podAnnotations": {"a": "b"}})),
-            "cold spec.podAnnotations: NewPods { warm_restarts: true }";
-        graceful_shutdown: warm(json!({"highAvailability": {}})) =>
-            warm(json!({"highAvailability": {"gracefulShutdown": {"enabled": true}}})),
-            "cold spec.highAvailability.gracefulShutdown: NewPods { warm_restarts: true }";
-        exporter: warm(json!({})) => warm(json!({"monitoring": {"enabled": true}})),
-            "cold spec.monitoring: NewPods { warm_restarts: true }";
-        sasl_secret_name: warm(sasl("a")) => warm(sasl("b")),
-            "cold spec.security.sasl: NewPods { warm_restarts: true }";
-        tls_on: warm(json!({})) => warm(tls("t", false, false)),
-            "cold spec.security.tls: NewPods { warm_restarts: true }";
-        tls_secret_name: warm(tls("t", false, false)) => warm(tls("u", false, false)),
-            "cold spec.security.tls: NewPods { warm_restarts: true }";
-        tls_client_certificates: warm(tls("t", false, false)) => warm(tls("t", true, false)), "warm";
-        tls_client_certificates_with_the_exporter: warm(tls("t", false, true)) => warm(tls("t", true, true)),
-            "cold spec.security.tls: NewPods { warm_restarts: true }";
-        threads_without_warm_restarts: json!({}) => json!({"memcached": {"threads": 2}}),
-            "cold spec.memcached.threads: NewPods { warm_restarts: false }";
-        image_without_warm_restarts: json!({}) => json!({"image": "memcached:1.6.39"}),
-            "cold spec.image: NewPods { warm_restarts: false }";
-    }
-
-    fn sasl(secret: &str) -> Value {
-        json!({"security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": secret}}}})
-    }
-
-    fn tls(secret: &str, client_certificates: bool, exporter: bool) -> Value {
-        json!({"monitoring": {"enabled": exporter}, "security": {"tls": {"enabled": true,
-            "certificateSecretRef": {"name": secret}, "enableClientCert": client_certificates}}})
     }
 
     #[test]

@@ -52,7 +52,7 @@ fn trigger(mc: &Memcached) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// The policy's verdict: `none`, `warm` or `cold <field>`.
+/// The policy's verdict: `none`, `warm` or `cold <field>: <why>`.
 fn policy(old: &Memcached, new: &Memcached) -> String {
     let (before, after) = (
         apply_defaults(old.spec.clone()),
@@ -71,7 +71,7 @@ fn policy(old: &Memcached, new: &Memcached) -> String {
     match restart(&old, &new) {
         Restart::None => "none".into(),
         Restart::Warm => "warm".into(),
-        Restart::Cold(cold) => format!("cold {}", cold.field),
+        Restart::Cold(cold) => format!("cold {}: {:?}", cold.field, cold.because),
     }
 }
 
@@ -177,7 +177,7 @@ fn tls(secret: &str, client_certificates: bool, exporter: bool) -> Value {
 }
 
 /// One named case per update: the spec before and after (3 replicas unless
-/// they say), and the field the policy names when cold.
+/// they say), and the field the policy names when cold, with why.
 macro_rules! cases {
     ($($name:ident: $old:expr => $new:expr, $expected:literal;)*) => {$(
         #[test]
@@ -224,51 +224,51 @@ cases! {
     extra_args_lru_crawler: warm(json!({"memcached": {"extraArgs": ["-o", "modern"]}})) =>
         warm(json!({"memcached": {"extraArgs": ["-o", "modern,lru_crawler"]}})), "warm";
     extra_args_growth_factor: warm(json!({})) => warm(json!({"memcached": {"extraArgs": ["-f", "1.5"]}})),
-        "cold spec.memcached.extraArgs";
+        "cold spec.memcached.extraArgs: Geometry";
     extra_args_slab_reassign: warm(json!({"memcached": {"extraArgs": ["-o", "modern"]}})) =>
         warm(json!({"memcached": {"extraArgs": ["-o", "modern,no_slab_reassign"]}})),
-        "cold spec.memcached.extraArgs";
+        "cold spec.memcached.extraArgs: Geometry";
     extra_args_cas: warm(json!({})) => warm(json!({"memcached": {"extraArgs": ["-C"]}})),
-        "cold spec.memcached.extraArgs";
+        "cold spec.memcached.extraArgs: Geometry";
     max_memory: warm(json!({})) => warm(json!({"memcached": {"maxMemoryMB": 128}})),
-        "cold spec.memcached.maxMemoryMB";
+        "cold spec.memcached.maxMemoryMB: Geometry";
     max_item_size: warm(json!({})) => warm(json!({"memcached": {"maxItemSize": "2m"}})),
-        "cold spec.memcached.maxItemSize";
+        "cold spec.memcached.maxItemSize: Geometry";
     max_memory_with_threads: warm(json!({})) => warm(json!({"memcached": {"threads": 2, "maxMemoryMB": 128}})),
-        "cold spec.memcached.maxMemoryMB";
-    warm_restarts_off: warm(json!({})) => json!({}), "cold spec.warmRestart.enabled";
+        "cold spec.memcached.maxMemoryMB: Geometry";
+    warm_restarts_off: warm(json!({})) => json!({}), "cold spec.warmRestart.enabled: WarmRestartsOff";
     warm_restarts_off_with_threads: warm(json!({})) => json!({"memcached": {"threads": 2}}),
-        "cold spec.warmRestart.enabled";
-    warm_restarts_on: json!({}) => warm(json!({})), "cold spec.warmRestart.enabled";
-    resources: warm(json!({})) => warm(json!({"resources": {"limits": {"memory": "1Gi"}}})), "cold spec.resources";
+        "cold spec.warmRestart.enabled: WarmRestartsOff";
+    warm_restarts_on: json!({}) => warm(json!({})), "cold spec.warmRestart.enabled: WarmRestartsOn";
+    resources: warm(json!({})) => warm(json!({"resources": {"limits": {"memory": "1Gi"}}})), "cold spec.resources: NewPods { warm_restarts: true }";
     image_and_resources: warm(json!({})) =>
         warm(json!({"image": "memcached:1.6.39", "resources": {"limits": {"memory": "1Gi"}}})),
-        "cold spec.resources";
-    workload: warm(json!({})) => warm(json!({"workload": "StatefulSet"})), "cold spec.workload";
+        "cold spec.resources: NewPods { warm_restarts: true }";
+    workload: warm(json!({})) => warm(json!({"workload": "StatefulSet"})), "cold spec.workload: NewPods { warm_restarts: true }";
     image_in_a_stateful_set: warm(json!({"workload": "StatefulSet"})) =>
         warm(json!({"workload": "StatefulSet", "image": "memcached:1.6.39"})), "warm";
-    pod_annotations: warm(json!({})) => warm(json!({"podAnnotations": {"a": "b"}})), "cold spec.podAnnotations";
-    pod_labels: warm(json!({})) => warm(json!({"podLabels": {"team": "a"}})), "cold spec.podLabels";
-    node_selector: warm(json!({})) => warm(json!({"nodeSelector": {"disk": "ssd"}})), "cold spec.nodeSelector";
-    tolerations: warm(json!({})) => warm(json!({"tolerations": [{"operator": "Exists"}]})), "cold spec.tolerations";
+    pod_annotations: warm(json!({})) => warm(json!({"podAnnotations": {"a": "b"}})), "cold spec.podAnnotations: NewPods { warm_restarts: true }";
+    pod_labels: warm(json!({})) => warm(json!({"podLabels": {"team": "a"}})), "cold spec.podLabels: NewPods { warm_restarts: true }";
+    node_selector: warm(json!({})) => warm(json!({"nodeSelector": {"disk": "ssd"}})), "cold spec.nodeSelector: NewPods { warm_restarts: true }";
+    tolerations: warm(json!({})) => warm(json!({"tolerations": [{"operator": "Exists"}]})), "cold spec.tolerations: NewPods { warm_restarts: true }";
     anti_affinity: warm(json!({})) => warm(json!({"highAvailability": {"antiAffinityPreset": "hard"}})),
-        "cold spec.highAvailability.antiAffinityPreset";
+        "cold spec.highAvailability.antiAffinityPreset: NewPods { warm_restarts: true }";
     graceful_shutdown: warm(json!({"highAvailability": {}})) =>
         warm(json!({"highAvailability": {"gracefulShutdown": {"enabled": true}}})),
-        "cold spec.highAvailability.gracefulShutdown";
-    exporter: warm(json!({})) => warm(json!({"monitoring": {"enabled": true}})), "cold spec.monitoring";
+        "cold spec.highAvailability.gracefulShutdown: NewPods { warm_restarts: true }";
+    exporter: warm(json!({})) => warm(json!({"monitoring": {"enabled": true}})), "cold spec.monitoring: NewPods { warm_restarts: true }";
     security_context: warm(json!({})) => warm(json!({"security": {"podSecurityContext": {"runAsUser": 1000}}})),
-        "cold spec.security.podSecurityContext";
-    sasl_on: warm(json!({})) => warm(sasl("a")), "cold spec.security.sasl";
-    sasl_secret_name: warm(sasl("a")) => warm(sasl("b")), "cold spec.security.sasl";
-    tls_on: warm(json!({})) => warm(tls("t", false, false)), "cold spec.security.tls";
-    tls_secret_name: warm(tls("t", false, false)) => warm(tls("u", false, false)), "cold spec.security.tls";
+        "cold spec.security.podSecurityContext: NewPods { warm_restarts: true }";
+    sasl_on: warm(json!({})) => warm(sasl("a")), "cold spec.security.sasl: NewPods { warm_restarts: true }";
+    sasl_secret_name: warm(sasl("a")) => warm(sasl("b")), "cold spec.security.sasl: NewPods { warm_restarts: true }";
+    tls_on: warm(json!({})) => warm(tls("t", false, false)), "cold spec.security.tls: NewPods { warm_restarts: true }";
+    tls_secret_name: warm(tls("t", false, false)) => warm(tls("u", false, false)), "cold spec.security.tls: NewPods { warm_restarts: true }";
     tls_client_certificates: warm(tls("t", false, false)) => warm(tls("t", true, false)), "warm";
     tls_client_certificates_with_the_exporter: warm(tls("t", false, true)) => warm(tls("t", true, true)),
-        "cold spec.security.tls";
+        "cold spec.security.tls: NewPods { warm_restarts: true }";
     threads_without_warm_restarts: json!({}) => json!({"memcached": {"threads": 2}}),
-        "cold spec.memcached.threads";
-    image_without_warm_restarts: json!({}) => json!({"image": "memcached:1.6.39"}), "cold spec.image";
+        "cold spec.memcached.threads: NewPods { warm_restarts: false }";
+    image_without_warm_restarts: json!({}) => json!({"image": "memcached:1.6.39"}), "cold spec.image: NewPods { warm_restarts: false }";
 }
 
 #[test]
@@ -277,6 +277,6 @@ fn the_restart_trigger_restarts_cold_even_with_warm_restarts() {
     check(
         &memcached(&spec, None),
         &memcached(&spec, Some("2026-01-01")),
-        "cold metadata.annotations[memcached.c5c3.io/restart-trigger]",
+        "cold metadata.annotations[memcached.c5c3.io/restart-trigger]: NewPods { warm_restarts: true }",
     );
 }
