@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use common::{loopback_args, make_pki, readable_tempdir, start};
 use memcached_api::{MemcachedSpec, apply_defaults};
 use memcached_controller::cluster::secrets::SecretData;
-use memcached_controller::objects::args::{AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, memcached_args};
+use memcached_controller::objects::args::{
+    AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, confirmed_settings, memcached_args,
+};
 use memcached_controller::objects::warm_start;
 use memcached_controller::stats::setup::stats_client;
 use memcached_controller::stats::tls::server_name;
@@ -519,13 +521,20 @@ fn accepted_extra_args_serve() {
         &["--max-r=30", "-b", "512", "-A", "-F", "-X", "-W"],
     ];
     for args in cases {
-        let config = json!({"extraArgs": args});
+        let config = json!({"extraArgs": args, "verbosity": 1});
         assert_eq!(policy(config.clone()), Vec::<String>::new(), "{args:?}");
-        let outcome = run(&rendered(config));
-        assert!(
-            matches!(outcome, Outcome::Serves(_)),
-            "{args:?}: {outcome:?}"
-        );
+        let outcome = run(&rendered(config.clone()));
+        let Outcome::Serves(running) = outcome else {
+            panic!("{args:?}: {outcome:?}");
+        };
+        // What a change in place confirms is what memcached says it runs
+        // (its verbosity counts the -v of extraArgs too).
+        let spec = apply_defaults(serde_json::from_value(json!({"memcached": config})).unwrap());
+        for (name, wanted) in confirmed_settings(&spec) {
+            if let Some(value) = running.get(name) {
+                assert_eq!(value, &wanted, "{args:?}: {name}");
+            }
+        }
     }
 }
 

@@ -19,6 +19,14 @@ fn rule(c: char) -> ExtraArgs {
     memcached_options::short(c).map_or(ExtraArgs::Allowed, |o| o.extra_args)
 }
 
+/// The verbosity memcached runs with for its whole command line `args`: one
+/// level per `-v` (bundled, `-vv`, or `--verbose`), with no upper bound, as
+/// memcached counts them and reports them in `stats settings`.
+pub fn verbosity(args: &[String]) -> usize {
+    let (parsed, _) = getopt::parse(args);
+    parsed.iter().filter(|o| o.short == 'v').count()
+}
+
 /// Every refused argument of `args`, for a memcached running `threads` workers.
 pub fn validate(args: &[String], threads: i32, path: &Path) -> ErrorList {
     let (parsed, error) = getopt::parse(args);
@@ -274,6 +282,16 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    #[test]
+    fn verbosity_counts_every_v_as_memcached_does() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(verbosity(&args(&["-m", "64"])), 0);
+        assert_eq!(verbosity(&args(&["-vv", "-o", "modern", "-v"])), 3);
+        assert_eq!(verbosity(&args(&["-v", "--verbose"])), 2);
+        // A value of another option is no flag.
+        assert_eq!(verbosity(&args(&["-o", "-v"])), 0);
     }
 
     macro_rules! refused {

@@ -6,6 +6,7 @@
 //! `extraArgs`. The TLS and authentication flags are the ones memcached 1.6
 //! really has (the design doc's `--ssl-*` flags do not exist).
 
+use memcached_api::extra_args::verbosity;
 use memcached_api::memcached_options::{Render, spec_args};
 use memcached_api::{Defaulted, MemcachedConfig, MemcachedSpec};
 
@@ -77,7 +78,8 @@ pub const CONFIRMED_SETTINGS: &[&str] = &[
     "ssl_enabled",
 ];
 
-/// What memcached reports in [`CONFIRMED_SETTINGS`] when it runs `spec`'s args.
+/// What memcached reports in [`CONFIRMED_SETTINGS`] when it runs `spec`'s
+/// args: its verbosity counts the `-v` of `extraArgs` too.
 pub fn confirmed_settings(spec: &Defaulted) -> Vec<(&'static str, String)> {
     let auth = if spec.sasl_enabled() {
         format!("{AUTH_DIR}/{AUTH_KEY}")
@@ -88,7 +90,7 @@ pub fn confirmed_settings(spec: &Defaulted) -> Vec<(&'static str, String)> {
     vec![
         ("maxconns", spec.max_connections().to_string()),
         ("num_threads", spec.threads().to_string()),
-        ("verbosity", spec.verbosity().min(2).to_string()),
+        ("verbosity", verbosity(&memcached_args(spec)).to_string()),
         ("auth_enabled_ascii", auth),
         ("ssl_enabled", yes_no(spec.tls_enabled())),
     ]
