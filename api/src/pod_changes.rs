@@ -283,6 +283,9 @@ pub enum ColdBecause {
     WarmRestartsOn,
     /// Warm restarts are turned off.
     WarmRestartsOff,
+    /// Another kind of workload: all its pods start together, empty, and the
+    /// old workload goes once they are ready.
+    Workload,
     /// A change of the pods a running pod cannot take; `warm_restarts`:
     /// they are on before and after (else any change is one).
     NewPods {
@@ -307,6 +310,15 @@ impl Cold {
             ColdBecause::WarmRestartsOn => format!(
                 "{field} turns warm restarts on, which needs new pods (a memory-backed volume for memcached's \
                  memory file): {loss}; later changes of memcached alone restart it warm"
+            ),
+            ColdBecause::Workload => format!(
+                "{field} moves the cache to another kind of workload: its {} start together, empty, \
+                 and the running ones are deleted once they are ready, so the whole cache starts cold \
+                 at once",
+                match self.pods {
+                    1 => "1 pod".to_string(),
+                    n => format!("{n} pods"),
+                }
             ),
             ColdBecause::WarmRestartsOff => {
                 format!("{field} turns warm restarts off, which needs new pods: {loss}")
@@ -353,6 +365,9 @@ pub fn restart(old: &PodSource<'_>, new: &PodSource<'_>) -> Restart {
     if old.restart_trigger != new.restart_trigger {
         let trigger = Path::new("metadata.annotations").key(RESTART_TRIGGER_ANNOTATION);
         return cold(trigger, new_pods);
+    }
+    if old.spec.stateful_set() != new.spec.stateful_set() {
+        return cold(Path::new("spec.workload"), ColdBecause::Workload);
     }
     let before = template_fields(old.spec);
     let after = template_fields(new.spec);
@@ -443,7 +458,8 @@ fn restarting_pods(old: &PodSource<'_>, new: &MemcachedSpec) -> i32 {
         }
     });
     if new.autoscaling_enabled() {
-        running
+        let most = new.autoscaling.as_ref().and_then(|a| a.max_replicas);
+        most.map_or(running, |most| running.min(most))
     } else {
         running.min(replicas(new))
     }
@@ -698,8 +714,14 @@ mod restarts {
             Some("7 pods")
         );
         assert_eq!(
-            counted(autoscaled, autoscaled_bigger, None).as_deref(),
+            counted(autoscaled.clone(), autoscaled_bigger.clone(), None).as_deref(),
             Some("2 pods")
+        );
+        // A lower maximum: the autoscaler scales down to it.
+        autoscaled_bigger["autoscaling"]["maxReplicas"] = json!(5);
+        assert_eq!(
+            counted(autoscaled, autoscaled_bigger, Some(7)).as_deref(),
+            Some("5 pods")
         );
     }
 
@@ -753,6 +775,14 @@ mod restarts {
                  cold, one at a time, and lose the items they hold; with warm restarts \
                  (spec.warmRestart.enabled: true) a change of memcached alone (its image, threads, \
                  maxConnections, verbosity, extraArgs outside the memory geometry) would keep the cache"
+            )
+        );
+        assert_eq!(
+            warning(json!({}), json!({"workload": "StatefulSet"}), running).as_deref(),
+            Some(
+                "spec.workload moves the cache to another kind of workload: its 3 pods start together, \
+                 empty, and the running ones are deleted once they are ready, so the whole cache starts \
+                 cold at once"
             )
         );
         for (old, new) in [

@@ -244,7 +244,7 @@ cases! {
     image_and_resources: warm(json!({})) =>
         warm(json!({"image": "memcached:1.6.39", "resources": {"limits": {"memory": "1Gi"}}})),
         "cold spec.resources: NewPods { warm_restarts: true }";
-    workload: warm(json!({})) => warm(json!({"workload": "StatefulSet"})), "cold spec.workload: NewPods { warm_restarts: true }";
+    workload: warm(json!({})) => warm(json!({"workload": "StatefulSet"})), "cold spec.workload: Workload";
     image_in_a_stateful_set: warm(json!({"workload": "StatefulSet"})) =>
         warm(json!({"workload": "StatefulSet", "image": "memcached:1.6.39"})), "warm";
     pod_annotations: warm(json!({})) => warm(json!({"podAnnotations": {"a": "b"}})), "cold spec.podAnnotations: NewPods { warm_restarts: true }";
