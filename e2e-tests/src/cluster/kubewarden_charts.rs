@@ -8,6 +8,7 @@
 //! registers each policy's webhook, and its audit scanner writes reports.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,37 @@ pub const IMAGES: [(&str, &str); 3] = [
 /// The PolicyServer `kubewarden-defaults` creates, and its Deployment.
 pub const POLICY_SERVER: &str = "default";
 const POLICY_SERVER_DEPLOYMENT: &str = "policy-server-default";
+
+/// kubewarden-controller's webhook Service, which `kubewarden-defaults`'
+/// PolicyServer is admitted through.
+const CONTROLLER_WEBHOOK_SERVICE: &str = "kubewarden-controller-webhook-service";
+
+/// Wait until kubewarden-controller's webhook Service takes connections, as
+/// kube-apiserver (in this network namespace) reaches it: `helm --wait`
+/// returns once the pod is Ready, but kube-proxy rejects the Service's
+/// address ("no route to host") until it has synced the pod's endpoint, and
+/// a `kubewarden-defaults` install meanwhile fails on its webhook.
+fn webhook_answers(kubectl: &Kubectl) -> Result<(), String> {
+    wait_for(
+        "kubewarden-controller's webhook Service answers",
+        Duration::from_secs(60),
+        || {
+            let service = kubectl.get(&[
+                "service",
+                CONTROLLER_WEBHOOK_SERVICE,
+                "-n",
+                KUBEWARDEN_NAMESPACE,
+            ])?;
+            let ip: IpAddr = (service["spec"]["clusterIP"].as_str())
+                .and_then(|ip| ip.parse().ok())
+                .ok_or_else(|| format!("no cluster IP: {}", service["spec"]))?;
+            let port = service["spec"]["ports"][0]["port"].as_u64().unwrap_or(443) as u16;
+            TcpStream::connect_timeout(&SocketAddr::new(ip, port), Duration::from_secs(2))
+                .map(drop)
+                .map_err(|e| format!("{ip}:{port}: {e}"))
+        },
+    )
+}
 
 /// The charts' directory.
 pub fn charts() -> PathBuf {
@@ -74,6 +106,9 @@ pub fn install(helm: &Helm, kubectl: &Kubectl, insecure_source: &str) -> Result<
         ),
     ] {
         helm.install_chart(&charts().join(chart), chart, KUBEWARDEN_NAMESPACE, &extra)?;
+        if chart == "kubewarden-controller" {
+            webhook_answers(kubectl)?;
+        }
     }
     wait_for(
         "the default PolicyServer's pods Ready",
