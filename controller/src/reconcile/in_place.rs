@@ -4,6 +4,9 @@
 //! without pods or ReplicaSets, an admission webhook) reported and rolled
 //! out with new pods instead; a pod that cannot run its change reported.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::discovery::ApiResource;
@@ -18,6 +21,33 @@ use crate::reconcile::events::{self, Target, warn};
 use crate::reconcile::running::{live_workload, pod_stats};
 use crate::rollout::pod_change::Seen;
 use crate::rollout::{in_place, stateful_in_place};
+use crate::stats::client::PodStats;
+
+/// What a change in place judges its pods by, owned: the last stats of the
+/// Memcached's pods, the settings its args give, its key for the waits.
+struct Observed {
+    stats: BTreeMap<SocketAddr, PodStats>,
+    settings: Vec<(&'static str, String)>,
+    key: String,
+}
+
+impl Observed {
+    fn of(ctx: &Context, mc: &Memcached, spec: &Defaulted) -> Self {
+        Observed {
+            stats: pod_stats(ctx, mc),
+            settings: args::confirmed_settings(spec),
+            key: key(mc),
+        }
+    }
+
+    fn seen<'a>(&'a self, ctx: &'a Context) -> Seen<'a> {
+        Seen {
+            stats: &self.stats,
+            settings: &self.settings,
+            waits: (&ctx.waits, &self.key),
+        }
+    }
+}
 
 /// [`in_place::converge`] of the Deployment `desired`; refused (403), the
 /// change is reported and rolled out by the Deployment with new pods.
@@ -31,13 +61,8 @@ pub(super) async fn converge_in_place(
     let live = live_workload(ctx, &ctx.cache.deployments, mc).await?;
     let selector = crate::objects::labels::selector_string(mc);
     let original = desired.clone();
-    let (stats, settings) = (pod_stats(ctx, mc), args::confirmed_settings(spec));
-    let key = key(mc);
-    let seen = Seen {
-        stats: &stats,
-        settings: &settings,
-        waits: (&ctx.waits, &key),
-    };
+    let observed = Observed::of(ctx, mc, spec);
+    let seen = observed.seen(ctx);
     let converged =
         in_place::converge(&ctx.client, uid, &selector, live.as_ref(), desired, &seen).await;
     let failed = match converged {
@@ -76,13 +101,8 @@ pub(super) async fn converge_stateful_in_place(
     let live = live_workload(ctx, &ctx.cache.stateful_sets, mc).await?;
     let selector = crate::objects::labels::selector_string(mc);
     let original = desired.clone();
-    let (stats, settings) = (pod_stats(ctx, mc), args::confirmed_settings(spec));
-    let key = key(mc);
-    let seen = Seen {
-        stats: &stats,
-        settings: &settings,
-        waits: (&ctx.waits, &key),
-    };
+    let observed = Observed::of(ctx, mc, spec);
+    let seen = observed.seen(ctx);
     let converged =
         stateful_in_place::converge(&ctx.client, uid, &selector, live.as_ref(), desired, &seen)
             .await;
