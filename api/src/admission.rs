@@ -6,8 +6,9 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::defaults::{Addition, Defaulted, apply_defaults};
+use crate::defaults::{Addition, Defaulted, IMAGE, apply_defaults};
 use crate::field::{ErrorList, Path, invalid_message};
+use crate::kubernetes::image::repository_name;
 use crate::pod_changes::{
     PodSource, RESTART_TRIGGER_ANNOTATION, Restart, pod_creating_change, restart,
 };
@@ -188,7 +189,11 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
     if let Some(old) = &old {
         warnings.extend(replicas_across_autoscaling(&mut spec, old));
     }
-    let replicas = spec.replicas;
+    if settings.mutate {
+        let created = request.operation == "CREATE";
+        warnings.extend(default_warm_restart(&mut spec, created, old.as_ref()));
+    }
+    let (replicas, warm_restart) = (spec.replicas, spec.warm_restart.clone());
 
     let metadata = |key: &str| {
         request
@@ -217,6 +222,7 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
         plain: || {
             apply_defaults(MemcachedSpec {
                 replicas,
+                warm_restart: warm_restart.clone(),
                 ..original.clone()
             })
         },
@@ -612,6 +618,41 @@ fn json_type(value: &Value) -> &'static str {
         Value::Array(_) => "array",
         Value::Object(_) => "object",
     }
+}
+
+/// Warm restarts are on by default for the Memcacheds created from now on,
+/// and for no Memcached that exists: at CREATE an absent
+/// `warmRestart.enabled` becomes true; at UPDATE it keeps the stored value,
+/// so a manifest applied again without the field changes nothing, and a
+/// Memcached created before this default (stored without it) runs on as it
+/// does. The warning: the default set for an image this policy does not know
+/// to carry `sh`, which the warm-restart supervisor needs.
+fn default_warm_restart(
+    spec: &mut MemcachedSpec,
+    created: bool,
+    old: Option<&Stored>,
+) -> Option<String> {
+    if spec
+        .warm_restart
+        .as_ref()
+        .is_some_and(|w| w.enabled.is_some())
+    {
+        return None;
+    }
+    let enabled = if created {
+        true
+    } else {
+        old?.spec.warm_restart.as_ref()?.enabled?
+    };
+    spec.warm_restart.get_or_insert_default().enabled = Some(enabled);
+    let image = spec.image.as_deref().unwrap_or(IMAGE);
+    (created && repository_name(image) != "memcached").then(|| {
+        format!(
+            "spec.warmRestart.enabled defaulted to true: warm restarts run memcached under sh, which \
+             spec.image {image:?} is not known to carry (the memcached images do); its pods fail to \
+             start without it: set spec.warmRestart.enabled: false for an image without sh"
+        )
+    })
 }
 
 /// `spec.replicas` on an UPDATE that turns autoscaling on or off.

@@ -207,9 +207,10 @@ pub struct MemcachedSpec {
     pub high_availability: Option<HighAvailabilitySpec>,
     /// Warm restarts: memcached keeps its cache in a memory-backed volume of
     /// the pod and saves it when its container stops, so a restarted
-    /// container (a liveness failure, an image changed in the running pod)
-    /// starts with the cache it had; default disabled. A new pod still
-    /// starts cold.
+    /// container (a liveness failure, a new image or memcached setting
+    /// applied in the running pod) starts with the cache it had. On for a
+    /// Memcached created with the admission policy's defaulting; a new pod
+    /// still starts cold.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warm_restart: Option<WarmRestartSpec>,
     /// Horizontal pod autoscaling of the Deployment; default disabled.
@@ -354,7 +355,10 @@ pub struct GracefulShutdownSpec {
 #[serde(rename_all = "camelCase")]
 pub struct WarmRestartSpec {
     /// Run memcached with its memory file (`-e`) on a memory-backed
-    /// `emptyDir` and save the cache when the container stops; default false.
+    /// `emptyDir` and save the cache when the container stops. Defaulted to
+    /// true when the Memcached is created, and kept as stored on an update
+    /// that leaves it out (absent, as on a Memcached created before this
+    /// default, means false). The image needs `sh`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
 }

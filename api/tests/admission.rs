@@ -678,3 +678,86 @@ fn the_completion_is_not_taken_when_it_alone_would_replace_the_pods() {
         "{warnings:?}"
     );
 }
+
+/// `spec.warmRestart` stored for a request, and its warnings.
+fn warm_restart_stored(decision: Decision) -> (Value, Vec<String>) {
+    match decision {
+        Decision::Mutate { object, warnings } => (object["spec"]["warmRestart"].clone(), warnings),
+        Decision::Accept { warnings } => (Value::Null, warnings),
+        other => panic!("expected an admission, got {other:?}"),
+    }
+}
+
+/// Warm restarts on by default for a new Memcached only, named: the operation
+/// with the spec sent and (UPDATE) the one stored => `spec.warmRestart` stored.
+macro_rules! warm_restart_default {
+    ($($name:ident: $operation:expr, $spec:expr, $stored:expr => $expected:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let old = if $operation == "UPDATE" { cr($stored) } else { Value::Null };
+            let decision = review(request($operation, cr($spec), old), &Settings::default());
+            let (stored, warnings) = warm_restart_stored(decision);
+            assert_eq!(stored, $expected);
+            assert!(warnings.is_empty(), "{warnings:?}");
+        }
+    )*};
+}
+
+warm_restart_default! {
+    a_new_memcached_gets_warm_restarts: "CREATE", json!({}), Value::Null
+        => json!({"enabled": true});
+    a_new_memcached_with_an_empty_section_gets_them_too: "CREATE", json!({"warmRestart": {}}), Value::Null
+        => json!({"enabled": true});
+    a_new_memcached_may_opt_out: "CREATE", json!({"warmRestart": {"enabled": false}}), Value::Null
+        => json!({"enabled": false});
+    one_stored_before_the_default_stays_without: "UPDATE", json!({"replicas": 2}), json!({"replicas": 1})
+        => Value::Null;
+    one_stored_before_the_default_keeps_its_empty_section: "UPDATE", json!({"warmRestart": {}}), json!({})
+        => json!({});
+    an_update_without_the_field_keeps_it_on: "UPDATE", json!({"replicas": 2}),
+        json!({"replicas": 1, "warmRestart": {"enabled": true}}) => json!({"enabled": true});
+    an_update_without_the_field_keeps_it_off: "UPDATE", json!({"replicas": 2}),
+        json!({"replicas": 1, "warmRestart": {"enabled": false}}) => json!({"enabled": false});
+    a_new_memcached_may_ask_for_them: "CREATE", json!({"warmRestart": {"enabled": true}}), Value::Null
+        => json!({"enabled": true});
+}
+
+#[test]
+fn without_mutation_nothing_is_defaulted() {
+    let settings = Settings {
+        mutate: false,
+        ..Settings::default()
+    };
+    let decision = review(request("CREATE", cr(json!({})), Value::Null), &settings);
+    assert!(
+        matches!(&decision, Decision::Accept { warnings } if warnings.is_empty()),
+        "{decision:?}"
+    );
+}
+
+/// An image the policy does not know to carry `sh` is warned about when the
+/// default turned warm restarts on, not when the user chose them.
+#[test]
+fn an_image_not_known_to_carry_sh_is_warned_about_when_defaulted() {
+    for image in [
+        "memcached:1.6-alpine",
+        "registry.example.com/team/memcached@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+    ] {
+        let (_, warnings) = warm_restart_stored(create(json!({"image": image})));
+        assert!(warnings.is_empty(), "{image}: {warnings:?}");
+    }
+    let (stored, warnings) =
+        warm_restart_stored(create(json!({"image": "example.com/distroless-cache:1"})));
+    assert_eq!(stored, json!({"enabled": true}));
+    assert_eq!(
+        warnings,
+        [
+            "spec.warmRestart.enabled defaulted to true: warm restarts run memcached under sh, which spec.image \
+          \"example.com/distroless-cache:1\" is not known to carry (the memcached images do); its pods fail to \
+          start without it: set spec.warmRestart.enabled: false for an image without sh"
+        ]
+    );
+    let chosen =
+        json!({"image": "example.com/distroless-cache:1", "warmRestart": {"enabled": true}});
+    assert!(warm_restart_stored(create(chosen)).1.is_empty());
+}

@@ -34,6 +34,15 @@ pub fn validate_image(image: &str, path: &Path) -> ErrorList {
     }
 }
 
+/// The last component of an image's repository path, without tag or
+/// digest: `memcached` for `registry.example.com:5000/team/memcached:1.6`.
+pub fn repository_name(image: &str) -> &str {
+    let name = image.split_once('@').map_or(image, |(name, _)| name);
+    let last = &name[name.rfind('/').map_or(0, |i| i + 1)..];
+    last.split_once(':')
+        .map_or(last, |(repository, _)| repository)
+}
+
 fn is_reference(image: &str) -> bool {
     let (rest, digest) = match image.split_once('@') {
         Some((rest, digest)) => (rest, Some(digest)),
@@ -196,5 +205,18 @@ mod tests {
             validate_image("memcached ", &Path::new("spec.image"))[0].to_string(),
             r#"spec.image: Invalid value: "memcached ": must not have leading or trailing whitespace"#
         );
+    }
+
+    #[test]
+    fn repository_name_is_the_last_path_component() {
+        for (image, name) in [
+            ("memcached", "memcached"),
+            ("memcached:1.6", "memcached"),
+            ("registry.example.com:5000/team/memcached:1.6", "memcached"),
+            ("localhost/bitnami/memcached@sha256:0", "memcached"),
+            ("[::1]:5000/cache:2@sha256:0", "cache"),
+        ] {
+            assert_eq!(repository_name(image), name, "{image}");
+        }
     }
 }

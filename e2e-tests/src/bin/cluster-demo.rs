@@ -263,12 +263,19 @@ fn real_node(env: &Env) -> Result<(), String> {
     spec["replicas"] = json!(3);
     // -vv: memcached logs its listener and every command (the controller's stats reads).
     spec["memcached"] = json!({"verbosity": 2});
-    println!("\n== node-cache: 3 replicas on the real node");
+    println!(
+        "\n== node-cache: 3 replicas on the real node, with warm restarts as the policy defaults them"
+    );
     print!(
         "{}",
-        kubectl.apply(&scenario::memcached(NAMESPACE, "node-cache", spec))?
+        kubectl.apply(&scenario::memcached_as_written(
+            NAMESPACE,
+            "node-cache",
+            spec
+        ))?
     );
     scenario::wait_ready(env, NAMESPACE, "node-cache", 3)?;
+    show_field(kubectl, "node-cache", ".spec.warmRestart")?;
     let selector = "app.kubernetes.io/instance=node-cache";
     show(
         kubectl,

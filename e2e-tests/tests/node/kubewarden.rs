@@ -134,7 +134,7 @@ pub(crate) fn verify_signatures(
 /// judged by the PolicyServer pod; Memcacheds created meanwhile, judged by
 /// nothing, are what the audit scanner must report.
 pub(crate) fn kubewarden_from_its_charts(env: &mut Env) -> Result<(), String> {
-    let audited = "audited";
+    let audited = AUDITED;
     let protect = env.protect.clone();
     env.unregister(&protect)?;
     env.wait_for_no_protection()?;
@@ -148,8 +148,13 @@ pub(crate) fn kubewarden_from_its_charts(env: &mut Env) -> Result<(), String> {
         env.kubectl
             .apply(&memcached(audited, name, json!({"image": image})))?;
     }
-    env.kubectl
-        .apply(&memcached(audited, "valid", json!({"replicas": 1})))?;
+    // Stored as every Memcached created before warm restarts were defaulted:
+    // without the field (scenario "warm restarts by default" judges it again).
+    env.kubectl.apply(&memcached_as_written(
+        audited,
+        "valid",
+        json!({"replicas": 1}),
+    ))?;
 
     let took = kubewarden_charts::take_over(env).inspect_err(|_| {
         // The later scenarios need a policy judging their Memcacheds.
@@ -174,7 +179,8 @@ pub(crate) fn kubewarden_from_its_charts(env: &mut Env) -> Result<(), String> {
     let defaulted: Value =
         serde_json::from_str(&created.stdout).map_err(|e| format!("{e}: {}", created.stderr))?;
     check(
-        defaulted["spec"]["image"] == "memcached:1.6",
+        defaulted["spec"]["image"] == "memcached:1.6"
+            && defaulted["spec"]["warmRestart"]["enabled"] == true,
         format!(
             "not defaulted through the PolicyServer: {}",
             defaulted["spec"]

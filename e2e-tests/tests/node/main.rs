@@ -26,7 +26,8 @@ use e2e_tests::cluster::pki;
 use e2e_tests::cluster::pods::pod_name;
 use e2e_tests::cluster::runner::{Scenario, exit_with, run_each};
 use e2e_tests::cluster::scenario::{
-    SETTLE, check, ensure_namespace, instance_objects, memcached, ready_endpoints, wait_ready,
+    SETTLE, check, ensure_namespace, instance_objects, memcached, memcached_as_written,
+    ready_endpoints, wait_ready,
 };
 use e2e_tests::cluster::signing;
 use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
@@ -54,6 +55,8 @@ use warm::*;
 const NAMESPACE: &str = "real-node";
 
 const NAME: &str = "cache";
+/// The namespace of the Memcacheds created before Kubewarden judged any.
+const AUDITED: &str = "audited";
 
 /// The scenario that installs Kubewarden on the node.
 const KUBEWARDEN: &str = "Kubewarden from its own charts on the node: deploy/policy.yaml turns \
@@ -106,6 +109,13 @@ const SCENARIOS: &[Scenario] = &[
          is refused after, every key kept",
         warm_rotation,
     ),
+    Scenario::new(
+        "warm restarts by default: a Memcached created through the PolicyServer without a word of \
+         them gets them and keeps every key through a config change; one stored before the default \
+         keeps its pod and stays without, applied again",
+        warm_by_default,
+    )
+    .needs(&[KUBEWARDEN]),
     Scenario::new(
         "the exporter sidecar serves memcached's numbers on the pod IP",
         exporter_scraped,

@@ -73,12 +73,15 @@ pub(crate) fn serving(pods: Vec<Value>) -> Vec<Value> {
         .collect()
 }
 
+/// Without warm restarts.
 pub(crate) fn paced_deployment_rollout(env: &mut Env) -> Result<(), String> {
-    paced_rollout(env, "paced-d", "Deployment", false)
+    paced_rollout(env, "paced-d", "Deployment", false, memcached)
 }
 
+/// With warm restarts, as the policy defaults them: a geometry change is
+/// still cold, said at apply time, and paced.
 pub(crate) fn paced_stateful_rollout(env: &mut Env) -> Result<(), String> {
-    paced_rollout(env, "paced-s", "StatefulSet", false)
+    paced_rollout(env, "paced-s", "StatefulSet", false, memcached_as_written)
 }
 
 /// As [`paced_stateful_rollout`] under read traffic: a new pod is judged by
@@ -86,7 +89,7 @@ pub(crate) fn paced_stateful_rollout(env: &mut Env) -> Result<(), String> {
 /// yet replaced; one that holds as many items as they do but still makes
 /// clients miss holds the next.
 pub(crate) fn hit_ratio_paced_rollout(env: &mut Env) -> Result<(), String> {
-    paced_rollout(env, "paced-hits", "StatefulSet", true)
+    paced_rollout(env, "paced-hits", "StatefulSet", true, memcached)
 }
 
 /// A rollout paced by the cache: 3 pods of [`PACED_KEYS`] keys each, then
@@ -95,11 +98,14 @@ pub(crate) fn hit_ratio_paced_rollout(env: &mut Env) -> Result<(), String> {
 /// paused; a StatefulSet holds its partition) and the Rollout column names
 /// it warming; once clients refill it (here the test) to half its peers'
 /// items, the next follows. A StatefulSet's pods keep their names.
+/// `kubectl apply` of the change warns that the 3 pods restart cold.
+/// `manifest` writes the Memcached's (warm restarts off, or as defaulted).
 pub(crate) fn paced_rollout(
     env: &mut Env,
     name: &str,
     workload: &str,
     traffic: bool,
+    manifest: fn(&str, &str, Value) -> String,
 ) -> Result<(), String> {
     const PACED_KEYS: usize = 400;
     /// How long the rollout must hold while the new pod is empty.
@@ -109,7 +115,7 @@ pub(crate) fn paced_rollout(
     spec["replicas"] = json!(3);
     spec["workload"] = json!(workload);
     env.kubectl
-        .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+        .apply(&manifest(NAMESPACE, name, spec.clone()))?;
     wait_ready(env, NAMESPACE, name, 3)?;
     let original = pods_of(env, name)?;
     for pod in &original {
@@ -136,7 +142,20 @@ pub(crate) fn paced_rollout(
     // the pods are replaced, cold (warm restarts on or off).
     spec["memcached"] = json!({"maxMemoryMB": 80});
     let changed = Instant::now();
-    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    let applied = (env.kubectl).run(
+        &["apply", "-f", "-"],
+        Some(&manifest(NAMESPACE, name, spec)),
+    );
+    check(
+        applied.success
+            && applied
+                .stderr
+                .contains("Warning: spec.memcached.maxMemoryMB changes ")
+            && applied
+                .stderr
+                .contains(": 3 pods restart cold, one at a time"),
+        format!("kubectl apply said: {}{}", applied.stdout, applied.stderr),
+    )?;
     let mut steps = Vec::new();
     for step in 1..=3 {
         let (newest, left) = wait_for(&format!("new pod {step} Ready"), SETTLE, || {

@@ -170,12 +170,18 @@ pub(crate) fn workload_settled(env: &Env, kind: &str, name: &str) -> Result<bool
 /// file; memcached itself (`stats settings`) runs the new settings; the same
 /// pods, every key kept.
 pub(crate) fn warm_config_change(env: &mut Env) -> Result<(), String> {
-    changed_in_place(env, "warm-config", "Deployment", Warm::Config)
+    changed_in_place(env, "warm-config", "Deployment", Warm::Config, Asked::Yes)
 }
 
 /// As [`warm_config_change`] in StatefulSet mode.
 pub(crate) fn warm_config_change_stateful(env: &mut Env) -> Result<(), String> {
-    changed_in_place(env, "warm-config-sts", "StatefulSet", Warm::Config)
+    changed_in_place(
+        env,
+        "warm-config-sts",
+        "StatefulSet",
+        Warm::Config,
+        Asked::Yes,
+    )
 }
 
 /// A rotated password (the auth Secret's content) with warm restarts: every
@@ -184,7 +190,48 @@ pub(crate) fn warm_config_change_stateful(env: &mut Env) -> Result<(), String> {
 /// pod accepts the new password and refuses the old one, the same pods, every
 /// key kept.
 pub(crate) fn warm_rotation(env: &mut Env) -> Result<(), String> {
-    changed_in_place(env, "warm-rotation", "StatefulSet", Warm::Rotation)
+    changed_in_place(
+        env,
+        "warm-rotation",
+        "StatefulSet",
+        Warm::Rotation,
+        Asked::Yes,
+    )
+}
+
+/// Warm restarts by default (needs [`KUBEWARDEN`]). A Memcached created
+/// through Kubewarden's PolicyServer without a word of them gets them, and
+/// takes a config change in place, every key kept (as
+/// [`warm_config_change`]). `audited/valid`, stored while no policy judged
+/// anything (as every Memcached created before this default is stored:
+/// without the field), keeps its pod and stays without warm restarts when
+/// its manifest, scaled to 2, is applied through the policy, with no warning.
+pub(crate) fn warm_by_default(env: &mut Env) -> Result<(), String> {
+    let (namespace, existing) = (AUDITED, "valid");
+    let pods = |env: &Env| instance_objects(env, "pods", namespace, existing);
+    let before = summary(&pods(env)?);
+    let scaled = memcached_as_written(namespace, existing, json!({"replicas": 2}));
+    let applied = env.kubectl.run(&["apply", "-f", "-"], Some(&scaled));
+    check(
+        applied.success && !applied.stderr.contains("Warning"),
+        format!("kubectl apply: {}{}", applied.stdout, applied.stderr),
+    )?;
+    let stored = env.kubectl.get(&["memcached", existing, "-n", namespace])?;
+    check(
+        stored["spec"]["image"] == "memcached:1.6" && stored["spec"].get("warmRestart").is_none(),
+        format!(
+            "defaulted by the policy, warm restarts left off: {}",
+            stored["spec"]
+        ),
+    )?;
+    let after = wait_for("2 pods, the first kept", SETTLE, || {
+        let after = summary(&pods(env)?);
+        (after.len() == 2 && before.iter().all(|pod| after.contains(pod)))
+            .then(|| after.clone())
+            .ok_or_else(|| format!("pods before {before:?}, now {after:?}"))
+    })?;
+    println!("     {namespace}/{existing}, stored before the default: its pod kept, {after:?}");
+    changed_in_place(env, "warm-default", "Deployment", Warm::Config, Asked::No)
 }
 
 /// What [`changed_in_place`] changes.
@@ -196,6 +243,15 @@ pub(crate) enum Warm {
     Rotation,
 }
 
+/// Whether [`changed_in_place`]'s Memcached asks for warm restarts.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Asked {
+    /// `warmRestart.enabled: true` in its manifest.
+    Yes,
+    /// Its manifest leaves `warmRestart` out: the policy's default.
+    No,
+}
+
 /// A Memcached `name` of 3 warm-restart replicas run by `workload`, each pod
 /// holding `KEYS` keys, then `change`; watched until every pod runs it: the
 /// pods whose memcached does not answer at once (at most one), the pods kept,
@@ -205,6 +261,7 @@ pub(crate) fn changed_in_place(
     name: &str,
     workload: &str,
     change: Warm,
+    asked: Asked,
 ) -> Result<(), String> {
     const KEYS: usize = 2_000;
     const REPLICAS: usize = 3;
@@ -214,15 +271,25 @@ pub(crate) fn changed_in_place(
     let mut spec = node::scheduling();
     spec["replicas"] = json!(REPLICAS);
     spec["workload"] = json!(workload);
-    spec["warmRestart"] = json!({"enabled": true});
+    let manifest = |spec: &Value| match asked {
+        Asked::Yes => memcached(NAMESPACE, name, spec.clone()),
+        Asked::No => memcached_as_written(NAMESPACE, name, spec.clone()),
+    };
+    if asked == Asked::Yes {
+        spec["warmRestart"] = json!({"enabled": true});
+    }
     if change == Warm::Rotation {
         env.kubectl.apply(&auth("first"))?;
         spec["security"] =
             json!({"sasl": {"enabled": true, "credentialsSecretRef": {"name": secret}}});
     }
-    env.kubectl
-        .apply(&memcached(NAMESPACE, name, spec.clone()))?;
+    env.kubectl.apply(&manifest(&spec))?;
     wait_ready(env, NAMESPACE, name, REPLICAS as i64)?;
+    let stored = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+    check(
+        stored["spec"]["warmRestart"]["enabled"] == true,
+        format!("stored without warm restarts: {}", stored["spec"]),
+    )?;
     let session = |ip: &str, password: &str| match change {
         Warm::Rotation => Memcache::login(ip, "op", password),
         Warm::Config => Memcache::connect(ip),
@@ -242,7 +309,7 @@ pub(crate) fn changed_in_place(
     match change {
         Warm::Config => {
             spec["memcached"] = json!({"threads": 2, "maxConnections": 512});
-            env.kubectl.apply(&memcached(NAMESPACE, name, spec))?
+            env.kubectl.apply(&manifest(&spec))?
         }
         Warm::Rotation => env.kubectl.apply(&auth("second"))?,
     };
