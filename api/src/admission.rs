@@ -189,10 +189,11 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
     if let Some(old) = &old {
         warnings.extend(replicas_across_autoscaling(&mut spec, old));
     }
-    if settings.mutate {
-        let created = request.operation == "CREATE";
-        warnings.extend(default_warm_restart(&mut spec, created, old.as_ref()));
-    }
+    // Its warning only for a spec admitted.
+    let warm_restart_warning = settings
+        .mutate
+        .then(|| default_warm_restart(&mut spec, request.operation == "CREATE", old.as_ref()))
+        .flatten();
     let (replicas, warm_restart) = (spec.replicas, spec.warm_restart.clone());
 
     let metadata = |key: &str| {
@@ -240,6 +241,7 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
             };
         }
     };
+    warnings.extend(warm_restart_warning);
     if let Some(old) = &old {
         // The spec the controller will render: the one admitted.
         let stored = if settings.mutate {

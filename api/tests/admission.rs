@@ -757,6 +757,12 @@ fn an_image_not_known_to_carry_sh_is_warned_about_when_defaulted() {
           start without it: set spec.warmRestart.enabled: false for an image without sh"
         ]
     );
+    // Nothing is stored for a spec refused: nothing to warn about.
+    let refused = create(json!({"image": "example.com/distroless-cache:1", "replicas": -1}));
+    assert!(
+        matches!(&refused, Decision::Reject { warnings, .. } if warnings.is_empty()),
+        "{refused:?}"
+    );
     let chosen =
         json!({"image": "example.com/distroless-cache:1", "warmRestart": {"enabled": true}});
     assert!(warm_restart_stored(create(chosen)).1.is_empty());

@@ -174,7 +174,7 @@ pub(crate) fn kubewarden_from_its_charts(env: &mut Env) -> Result<(), String> {
     )?;
     let created = env.kubectl.run(
         &["create", "--dry-run=server", "-o", "json", "-f", "-"],
-        Some(&memcached(audited, "defaulted", json!({}))),
+        Some(&memcached_as_written(audited, "defaulted", json!({}))),
     );
     let defaulted: Value =
         serde_json::from_str(&created.stdout).map_err(|e| format!("{e}: {}", created.stderr))?;
