@@ -767,3 +767,16 @@ fn an_image_not_known_to_carry_sh_is_warned_about_when_defaulted() {
         json!({"image": "example.com/distroless-cache:1", "warmRestart": {"enabled": true}});
     assert!(warm_restart_stored(create(chosen)).1.is_empty());
 }
+
+/// The pod template's annotations are limited as a whole: `podAnnotations`
+/// must leave room for the ones the operator adds (warm restarts: the args).
+#[test]
+fn pod_annotations_leave_room_for_the_operators() {
+    let big = |warm: bool| json!({"podAnnotations": {"big": "a".repeat(256 * 1024 - 3)}, "warmRestart": {"enabled": warm}});
+    let (message, _) = rejection(create(big(true)));
+    assert!(
+        message.ends_with("spec.podAnnotations: Too long: may not be more than 261098 bytes"),
+        "{message}"
+    );
+    assert!(matches!(create(big(false)), Decision::Mutate { .. }));
+}

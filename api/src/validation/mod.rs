@@ -236,7 +236,8 @@ fn validate_spec(spec: &Defaulted, options: &Options) -> ErrorList {
     listing.add(
         Part::PodAnnotations,
         field(spec.pod_annotations.as_ref(), |a| {
-            validate_pod_annotations(a, &pod_shape(spec, &path), &path.child("podAnnotations"))
+            let shape = pod_shape(spec, &path);
+            validate_pod_annotations(a, &shape, spec, &path.child("podAnnotations"))
         }),
     );
     listing.add(
