@@ -257,17 +257,17 @@ prometheus-test:
 	cp deploy/prometheus/memcached-operator-rules.test.yaml "$(TMPDIR_OR_TMP)/prometheus-test/"
 	cd "$(TMPDIR_OR_TMP)/prometheus-test" && promtool test rules memcached-operator-rules.test.yaml
 
-## test: lint, then every test from one build of the workspace (`cargo test --workspace --features $(FEATURES)`): unit
-## tests, the policy through wasmtime, the controller against real memcached, the end-to-end suites on a real
-## control plane (each enters its own network namespace; admission through policy-server) and on its real node,
-## then `make toolchain` against the rustup states users have, the policy on kwctl, the Helm chart with helm and
-## the alerts with promtool. No incremental state for the one big build (CARGO_INCREMENTAL=1 to keep it): it
-## only costs disk on a cold run.
+## test: lint, then every test from one build of the workspace (`cargo test --workspace --features $(FEATURES)`):
+## unit tests, the policy through wasmtime, the controller against real memcached, the end-to-end suites on a real
+## control plane (each enters its own network namespace; admission through policy-server) and on its real node, then
+## the prerequisites check and `make toolchain` against the machines and rustup states users have, the policy on
+## kwctl, the Helm chart with helm and the alerts with promtool. No incremental state for the one big build
+## (CARGO_INCREMENTAL=1 to keep it): it only costs disk on a cold run.
 test: prereqs deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(COSIGN) $(NODE_PIECES)
 	$(MAKE) --no-print-directory lint
 	CARGO_INCREMENTAL=$(or $(CARGO_INCREMENTAL),0) $(CARGO) test --locked --workspace --features $(FEATURES)
 	python3 e2e-tests/check_metadata.py
-	bats e2e-tests/toolchain.bats e2e-tests/e2e.bats e2e-tests/signing.bats e2e-tests/image.bats
+	bats e2e-tests/prereqs.bats e2e-tests/toolchain.bats e2e-tests/e2e.bats e2e-tests/signing.bats e2e-tests/image.bats
 	$(MAKE) --no-print-directory helm-test prometheus-test
 
 ## unit-tests: the tests that need no control plane (policy.wasm and memcached are still used; a plain

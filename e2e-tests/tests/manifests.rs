@@ -104,7 +104,7 @@ const FOREIGN_KINDS: [(&str, &str, &str, &str); 3] = [
 ];
 
 /// Namespaces the examples (`production`), the chart's values (`monitoring`: its
-/// ServiceMonitor's) and scenarios 4 and 5 use.
+/// ServiceMonitor's) and the kubectl and built-in roles scenarios use.
 const NAMESPACES: [&str; 7] = [
     "production",
     "ops",
