@@ -102,6 +102,20 @@ impl Memcache {
         Ok(hits)
     }
 
+    /// How many of the keys `key-0` .. `key-<count - 1>` memcached serves
+    /// (read in gets of 100 keys; nothing is set).
+    pub fn held(&mut self, count: usize) -> Result<usize, String> {
+        let mut held = 0;
+        for first in (0..count).step_by(100) {
+            let keys: Vec<String> = (first..count.min(first + 100))
+                .map(|i| format!("key-{i}"))
+                .collect();
+            let lines = self.command(&format!("get {}\r\n", keys.join(" ")), "END")?;
+            held += lines.iter().filter(|l| l.starts_with("VALUE ")).count();
+        }
+        Ok(held)
+    }
+
     /// Set `count` keys (noreply, then one `mn` to wait for them).
     pub fn fill(&mut self, count: usize) -> Result<(), String> {
         let mut text = String::new();

@@ -19,6 +19,19 @@ pub(crate) fn summary(pods: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Container restarts across `pods`, every container counted.
+pub(crate) fn container_restarts(pods: &[Value]) -> u64 {
+    (pods.iter())
+        .flat_map(|p| {
+            p["status"]["containerStatuses"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c["restartCount"].as_u64())
+        .sum()
+}
+
 /// Set `count` keys at `ip`:11211 (noreply, then one `mn` to wait for them).
 pub(crate) fn fill(ip: &str, count: usize) -> Result<(), String> {
     Memcache::connect(ip)?.fill(count)

@@ -313,8 +313,19 @@ pub(crate) fn changed_in_place(
         }
         Warm::Rotation => env.kubectl.apply(&auth("second"))?,
     };
-    // Until every pod runs the change: how many memcacheds did not answer at once.
+    // Until every pod runs the change: how many memcacheds did not answer at
+    // once, and the fewest keys the pods served together at one moment.
+    let passwords: &[&str] = match change {
+        Warm::Rotation => &["second", "first"],
+        Warm::Config => &["first"],
+    };
+    let served = |pod: &Value| {
+        let ip = pod_ip(pod).ok()?;
+        (passwords.iter())
+            .find_map(|password| session(&ip, password).and_then(|mut m| m.held(KEYS)).ok())
+    };
     let mut most_down = 0;
+    let mut fewest_served = KEYS * REPLICAS;
     let after = wait_for(
         "every pod restarted in place, the rollout complete",
         SETTLE * 2,
@@ -324,6 +335,7 @@ pub(crate) fn changed_in_place(
                 .filter(|p| pod_ip(p).is_ok_and(|ip| Memcache::connect(&ip).is_err()))
                 .count();
             most_down = most_down.max(down);
+            fewest_served = fewest_served.min(pods.iter().filter_map(served).sum());
             let restarted = (pods.iter()).all(|p| {
                 let was = pids.get(pod_name(p));
                 let password = if change == Warm::Rotation {
@@ -391,8 +403,11 @@ pub(crate) fn changed_in_place(
     }
     println!(
         "     {workload}: every pod took the change in place, {:.1}s after the apply; keys kept per pod \
-         {kept:?} of {KEYS}; at most {most_down} memcached not answering at once",
-        took.as_secs_f64()
+         {kept:?} of {KEYS}; at most {most_down} memcached not answering at once; {fewest_served} of \
+         {} keys served at the worst moment; pods replaced 0, container restarts {}",
+        took.as_secs_f64(),
+        KEYS * REPLICAS,
+        container_restarts(&after)
     );
     check(
         kept.iter().all(|k| *k == KEYS.to_string()),
@@ -401,6 +416,10 @@ pub(crate) fn changed_in_place(
     check(
         most_down <= 1,
         format!("{most_down} memcacheds restarting at once"),
+    )?;
+    check(
+        fewest_served >= KEYS * (REPLICAS - 1),
+        format!("{fewest_served} keys served at one moment"),
     )?;
     env.kubectl
         .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
