@@ -9,13 +9,14 @@ use serde_json::{Map, Value};
 use crate::defaults::{Addition, Defaulted, IMAGE, apply_defaults};
 use crate::field::{ErrorList, Path, invalid_message};
 use crate::kubernetes::image::repository_name;
+use crate::memcached_options::SPEC_FIELDS;
 use crate::pod_changes::{
     PodSource, RESTART_TRIGGER_ANNOTATION, Restart, pod_creating_change, restart,
 };
 use crate::pod_security::{self, Level, Violation};
 use crate::types::{
-    AutoscalingSpec, GROUP, HighAvailabilitySpec, KIND, MemcachedConfig, MemcachedSpec,
-    MonitoringSpec, REPLICAS_BOUNDS, SECTIONS, SecuritySpec, VERSIONS,
+    AutoscalingSpec, GROUP, HighAvailabilitySpec, KIND, MemcachedSpec, MonitoringSpec,
+    REPLICAS_BOUNDS, SECTIONS, SecuritySpec, VERSIONS,
 };
 use crate::validation::{self, ObjectName, Options};
 
@@ -815,9 +816,15 @@ fn changed_fields(
             }
         };
     }
-    within!(memcached: MemcachedConfig {
-        max_memory_mb, max_connections, threads, max_item_size, verbosity, extra_args
-    });
+    if let (Some(before), Some(after)) = (&before.memcached, &mut after.memcached) {
+        // One field per row of the option table, and extraArgs.
+        for field in SPEC_FIELDS.iter().filter_map(|option| option.field) {
+            field.unset_if_same(before, after);
+        }
+        if before.extra_args == after.extra_args {
+            after.extra_args = None;
+        }
+    }
     within!(high_availability: HighAvailabilitySpec {
         anti_affinity_preset, topology_spread_constraints, pod_disruption_budget, graceful_shutdown
     });

@@ -15,6 +15,8 @@
 use std::fmt;
 use std::ops::RangeInclusive;
 
+use serde::Serialize;
+
 use crate::types::{
     ITEM_SIZE_PATTERN, MAX_CONNECTIONS_BOUNDS, MAX_MEMORY_MB_BOUNDS, MemcachedConfig,
     THREADS_BOUNDS, VERBOSITY_BOUNDS,
@@ -27,8 +29,9 @@ pub const SLAB_CHUNK_MAX: u64 = 512 * 1024;
 /// memcached refuses items larger than a gigabyte (`-I`).
 pub const MAX_ITEM_SIZE_BYTES: u64 = 1024 * 1024 * 1024;
 
-/// The value of a memcached parameter of the spec.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The value of a memcached parameter of the spec (in JSON as written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 pub enum Setting<'a> {
     /// A number (`maxMemoryMB`).
     Int(i32),
@@ -69,6 +72,8 @@ pub enum Render {
 pub struct SpecField {
     /// Its name under `spec.memcached`.
     pub name: &'static str,
+    /// Its path under `spec`: `memcached.<name>`.
+    pub key: &'static str,
     /// Its default, filled in when absent.
     pub default: Setting<'static>,
     /// The schema's bound.
@@ -106,6 +111,17 @@ impl SpecField {
         }
     }
 
+    /// Unset the field in `after` when `before` holds the same value.
+    pub fn unset_if_same(&self, before: &MemcachedConfig, after: &mut MemcachedConfig) {
+        if self.get(before) != self.get(after) {
+            return;
+        }
+        match (self.slot)(after) {
+            Slot::Int(value) => *value = None,
+            Slot::Text(value) => *value = None,
+        }
+    }
+
     /// The field's value in `config`, or its default.
     pub fn value<'a>(&self, config: &'a MemcachedConfig) -> Setting<'a> {
         self.get(config).unwrap_or(self.default)
@@ -113,7 +129,7 @@ impl SpecField {
 
     /// `spec.memcached.<name>`.
     pub fn path(&self) -> String {
-        format!("spec.memcached.{}", self.name)
+        format!("spec.{}", self.key)
     }
 }
 
@@ -144,6 +160,7 @@ macro_rules! field {
     ($field:ident: $kind:ident = $default:expr, $name:literal, $schema:expr, $render:ident) => {
         Some(SpecField {
             name: $name,
+            key: concat!("memcached.", $name),
             default: Setting::$kind($default),
             schema: $schema,
             render: Render::$render,

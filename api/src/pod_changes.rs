@@ -32,7 +32,7 @@ use serde_json::Value;
 
 use crate::extra_args::memory_file;
 use crate::field::Path;
-use crate::memcached_options::{Render, spec_args};
+use crate::memcached_options::{Render, SPEC_FIELDS, spec_args};
 use crate::types::{
     AutoscalingSpec, GracefulShutdownSpec, HighAvailabilitySpec, MemcachedConfig, MemcachedSpec,
     MonitoringSpec, NetworkPolicySpec, PdbSpec, SaslSpec, SecuritySpec, ServiceMonitorSpec,
@@ -97,15 +97,9 @@ fn template_fields(spec: &MemcachedSpec) -> Vec<(&'static str, Value)> {
         tolerations,
         image_pull_secrets,
     } = spec;
-    // Every field is an argument; maxMemoryMB also sizes the warm restart volume.
-    let MemcachedConfig {
-        max_memory_mb,
-        max_connections,
-        threads,
-        max_item_size,
-        verbosity,
-        extra_args,
-    } = memcached.clone().unwrap_or_default();
+    // Every field is an argument (one per row of the option table, and
+    // extraArgs); maxMemoryMB also sizes the warm restart volume.
+    let config = memcached.clone().unwrap_or_default();
     let high_availability = high_availability.clone();
     let present = high_availability.is_some();
     let HighAvailabilitySpec {
@@ -173,16 +167,17 @@ fn template_fields(spec: &MemcachedSpec) -> Vec<(&'static str, Value)> {
         on(shutdown_enabled).then_some((pre_stop_delay_seconds, termination_grace_period_seconds));
     let sasl = on(sasl_enabled).then_some(credentials_secret_ref);
     let tls = on(tls_enabled).then_some((certificate_secret_ref, enable_client_cert));
-    vec![
+    let options = (SPEC_FIELDS.iter())
+        .filter_map(|option| option.field)
+        .map(|field| (field.key, json(&field.get(&config))));
+    let mut fields = vec![
         ("workload", json(workload)),
         ("image", json(image)),
         ("resources", json(resources)),
-        ("memcached.maxMemoryMB", json(&max_memory_mb)),
-        ("memcached.maxConnections", json(&max_connections)),
-        ("memcached.threads", json(&threads)),
-        ("memcached.maxItemSize", json(&max_item_size)),
-        ("memcached.verbosity", json(&verbosity)),
-        ("memcached.extraArgs", json(&extra_args)),
+    ];
+    fields.extend(options);
+    fields.extend([
+        ("memcached.extraArgs", json(&config.extra_args)),
         (
             "highAvailability.antiAffinityPreset",
             json(&present.then_some(anti_affinity_preset)),
@@ -206,7 +201,8 @@ fn template_fields(spec: &MemcachedSpec) -> Vec<(&'static str, Value)> {
         ("nodeSelector", json(node_selector)),
         ("tolerations", json(tolerations)),
         ("imagePullSecrets", json(image_pull_secrets)),
-    ]
+    ]);
+    fields
 }
 
 fn json(value: &impl Serialize) -> Value {
@@ -386,7 +382,7 @@ pub fn restart(old: &PodSource<'_>, new: &PodSource<'_>) -> Restart {
         (true, true) => {}
     }
     let in_place = |field: &&str| {
-        IN_PLACE.contains(field) || (*field == "security.tls" && tls_in_place(old.spec, new.spec))
+        taken_in_place(field) || (*field == "security.tls" && tls_in_place(old.spec, new.spec))
     };
     if let Some(field) = changed.iter().find(|f| !in_place(f)) {
         return cold(spec(field), new_pods);
@@ -402,18 +398,12 @@ pub fn restart(old: &PodSource<'_>, new: &PodSource<'_>) -> Restart {
 /// `spec.warmRestart.enabled`, under `spec`.
 const WARM_RESTART: &str = "warmRestart.enabled";
 
-/// The fields of [`template_fields`] a running pod takes in place with warm
-/// restarts on: the memcached image, and memcached's args (the geometry
-/// among them is judged apart).
-const IN_PLACE: [&str; 7] = [
-    "image",
-    "memcached.maxMemoryMB",
-    "memcached.maxConnections",
-    "memcached.threads",
-    "memcached.maxItemSize",
-    "memcached.verbosity",
-    "memcached.extraArgs",
-];
+/// A field of [`template_fields`] a running pod takes in place with warm
+/// restarts on: the memcached image, and memcached's args, every field of
+/// `spec.memcached` (the geometry among them is judged apart).
+fn taken_in_place(field: &str) -> bool {
+    field == "image" || field.starts_with("memcached.")
+}
 
 /// A change of TLS a running pod takes in place: on before and after with
 /// the same Secret (the volume), so only memcached's args change; the
