@@ -11,6 +11,7 @@
 //! `e2e-tests/netns.sh` (a network namespace with that range routed to lo).
 
 pub mod api_requests;
+mod checks;
 pub mod hash_client;
 pub mod helm;
 pub mod http;
@@ -25,6 +26,7 @@ mod operator;
 pub mod pki;
 pub mod pods;
 pub mod policy_server;
+mod process;
 pub mod prometheus;
 pub mod registry;
 pub mod runner;
@@ -40,18 +42,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub use checks::{check, condition, condition_status, wait_for};
 pub use kubectl::{Kubectl, Outcome};
-pub use operator::{Operator, metrics_reader_token, reconciles_at_secure, scrape};
+pub use operator::{
+    OPERATOR_NAMESPACE, Operator, metrics_reader_token, reconciles_at_secure, scrape,
+};
+use process::terminate;
 
 use crate::workspace_root;
 use helm::Helm;
 use kubewarden::{ClusterAdmissionPolicy, KUBEWARDEN_NAMESPACE};
 use policy_server::PolicyServer;
 use registry::Registry;
-use scenario::check;
-
-/// Namespace of the controller, its ServiceAccount and its Lease (`deploy/rbac.yaml`).
-pub const OPERATOR_NAMESPACE: &str = "memcached-operator-system";
 
 /// Where the programs under test are.
 #[derive(Clone, Debug)]
@@ -162,41 +164,6 @@ fn kubewarden_tool(var: &str, name: &str, shared: &Path) -> Option<PathBuf> {
         .chain([shared.to_path_buf()])
         .map(|dir| dir.join(name))
         .find(|path| path.is_file())
-}
-
-/// Poll `check` every 200 ms until it succeeds or `timeout` passes; the
-/// error names what was awaited and the last reason it was not there yet.
-pub fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut check: impl FnMut() -> Result<T, String>,
-) -> Result<T, String> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match check() {
-            Ok(value) => return Ok(value),
-            Err(reason) if Instant::now() >= deadline => {
-                return Err(format!(
-                    "timed out after {}s waiting for {what}: {reason}",
-                    timeout.as_secs()
-                ));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
-}
-
-/// The condition of type `kind` in an object's status.
-pub fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
-    object["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
-}
-
-/// The status ("True", "False", "Unknown") of an object's `kind` condition.
-pub fn condition_status<'a>(object: &'a Value, kind: &str) -> Option<&'a str> {
-    condition(object, kind)?["status"].as_str()
 }
 
 /// The running control plane process.
@@ -340,25 +307,6 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         terminate(&mut self.child);
     }
-}
-
-/// SIGTERM, then SIGKILL if the process is still there after 20 s.
-pub(crate) fn terminate(child: &mut Child) {
-    if let Ok(Some(_)) = child.try_wait() {
-        return;
-    }
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// Everything the scenarios need, running.

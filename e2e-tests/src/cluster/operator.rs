@@ -5,8 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
+use super::checks::wait_for;
 use super::http::{self, free_address};
-use super::{Kubectl, OPERATOR_NAMESPACE, terminate};
+use super::kubectl::Kubectl;
+use super::process::terminate;
+
+/// Namespace of the controller, its ServiceAccount and its Lease (`deploy/rbac.yaml`).
+pub const OPERATOR_NAMESPACE: &str = "memcached-operator-system";
 
 /// A running controller.
 pub struct Operator {
@@ -108,7 +113,7 @@ impl Operator {
 
     /// Wait (at most `within`) until /readyz answers 200.
     pub fn wait_ready(&self, within: Duration) -> Result<(), String> {
-        super::wait_for(&format!("{} ready", self.name), within, || {
+        wait_for(&format!("{} ready", self.name), within, || {
             self.ready()
                 .then_some(())
                 .ok_or_else(|| "not ready".to_string())

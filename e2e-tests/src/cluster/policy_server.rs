@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::checks::wait_for;
 use super::http::{self, free_address};
-use super::{terminate, wait_for};
+use super::process::terminate;
 
 /// The running policy-server.
 pub struct PolicyServer {

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::checks::wait_for;
 use super::http::{self, free_address};
-use super::{terminate, wait_for};
+use super::process::terminate;
 
 /// The running registry.
 pub struct Registry {

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Env, OPERATOR_NAMESPACE, condition, wait_for};
+pub use super::checks::check;
+use super::checks::{condition, wait_for};
+use super::{Env, OPERATOR_NAMESPACE};
 
 /// How long objects get to converge.
 pub const SETTLE: Duration = Duration::from_secs(90);
@@ -19,15 +21,6 @@ pub fn start(workdir: &Path) -> Option<Env> {
             eprintln!("cannot start the end-to-end environment: {e}");
             std::process::exit(1);
         }
-    }
-}
-
-/// `Ok` when `condition` holds, else the `message` as the error.
-pub fn check(condition: bool, message: impl Into<String>) -> Result<(), String> {
-    if condition {
-        Ok(())
-    } else {
-        Err(message.into())
     }
 }
 
