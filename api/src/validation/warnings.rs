@@ -13,7 +13,8 @@ pub fn warnings(spec: &Defaulted) -> Vec<String> {
     if spec.monitoring_enabled() && spec.sasl_enabled() {
         warnings.push(
             "spec.monitoring.enabled with spec.security.sasl.enabled: the memcached exporter cannot authenticate, \
-             so its scrapes will fail"
+             so it reports memcached_up 0 and none of memcached's numbers (the controller's memcached_operator_pod_* \
+             metrics, which the alerts read, still cover this cache)"
                 .to_string(),
         );
     }

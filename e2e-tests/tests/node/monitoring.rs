@@ -199,8 +199,11 @@ fn install_releases(env: &Env, helm: &Helm) -> Result<(), String> {
 
 /// Every target of the product up in Prometheus's targets API: both
 /// controller replicas over HTTPS (the chart's ServiceMonitor sends
-/// Prometheus's token; the controller checked it and the metrics-reader
-/// role), each pod's exporter; the second release's replica down with the
+/// Prometheus's token; the controller reviews it and asks whether it may
+/// `get` /metrics, which both Prometheus's own ClusterRole, as
+/// kube-prometheus-stack ships it, and the chart's metrics-reader binding
+/// allow: the controller suite's secure /metrics scenario shows the role
+/// alone suffices and that without either the answer is 403), each pod's exporter; the second release's replica down with the
 /// TLS error. The product's targets.
 fn targets_up(prom: &Prometheus) -> Result<Vec<Value>, String> {
     let started = Instant::now();
