@@ -364,63 +364,16 @@ impl Env {
         let Some(binaries) = Binaries::from_env()? else {
             return Ok(None);
         };
-        let (registry, args) = if real_node {
-            let registry = node::start_registry(&binaries, workdir)?;
-            let args = node::cluster_args(&binaries, &registry);
-            (Some(registry), args)
-        } else {
-            (None, Vec::new())
-        };
-        let cluster = Cluster::start(&binaries, workdir, &args)?;
+        let (cluster, registry) = start_control_plane(&binaries, workdir, real_node)?;
         let kubectl = Kubectl::new(&binaries.kubectl, &cluster.kubeconfig);
-        let root = workspace_root();
-        kubectl.ok(&[
-            "apply",
-            "-f",
-            &root.join("deploy/crd.yaml").to_string_lossy(),
-        ])?;
-        kubectl.wait_established("memcacheds.memcached.c5c3.io")?;
-
-        let registry = match registry {
-            Some(registry) => registry,
-            None => Registry::start(&binaries.registry, &cluster.workdir)?,
-        };
-        let repository = format!("policies/memcached:v{}", policy_version()?);
-        let reference = registry.url(&repository);
-        let annotated = root.join("annotated-policy.wasm");
-        if !annotated.is_file() {
-            return Err(format!(
-                "{} is missing; build it with `make annotated-policy.wasm`",
-                annotated.display()
-            ));
-        }
-        let digest = registry::push_and_pull(
-            &binaries.kwctl,
-            &registry,
-            &annotated,
-            &reference,
-            &cluster.workdir.join("pulled-policy.wasm"),
-        )?;
-        let protect = ClusterAdmissionPolicy::load(&root.join("deploy/policy.yaml"))?;
-        let audit = ClusterAdmissionPolicy::load(&root.join("deploy/policy-audit.yaml"))?;
-        let namespaced = protect.variant(
-            "memcached-namespaced",
-            &json!({"podSecurityLevel": "baseline"}),
-        );
-        let mut policies = serde_json::Map::new();
-        for policy in [&protect, &audit, &namespaced] {
-            // The local registry stands in for the one the manifest names.
-            if !policy.module().ends_with(&format!("/{repository}")) {
-                return Err(format!(
-                    "ClusterAdmissionPolicy {} loads {}, but the artifact metadata.yml describes is {repository}",
-                    policy.name,
-                    policy.module()
-                ));
-            }
-            policies.insert(policy.id(), policy.policies_entry(&reference));
-        }
+        let (artifact, repository) = push_policy(&binaries, &cluster, &registry)?;
+        let [protect, audit, namespaced] = load_policies(&repository)?;
         let policy_server_kubeconfig = cluster.workdir.join("policy-server.kubeconfig");
         install_policy_server_rbac(&kubectl, &cluster, &policy_server_kubeconfig)?;
+        let policies = [&protect, &audit, &namespaced]
+            .into_iter()
+            .map(|policy| (policy.id(), policy.policies_entry(&artifact.reference)))
+            .collect();
         let policy_server = PolicyServer::start(
             &binaries.policy_server,
             &cluster.workdir,
@@ -428,7 +381,6 @@ impl Env {
             &registry.sources,
             &policy_server_kubeconfig,
         )?;
-
         let mut env = Env {
             binaries,
             kubectl,
@@ -438,30 +390,37 @@ impl Env {
             audit,
             namespaced,
             policy_server,
-            artifact: Artifact { reference, digest },
+            artifact,
             registry,
             cluster,
         };
         env.register(&env.protect)?;
         env.wait_for_protection()?;
-        env.kubectl
+        env.install_operator_rbac()?;
+        env.operator = Some(env.start_operator("operator-a")?);
+        Ok(Some(env))
+    }
+
+    /// The controller's namespace, its RBAC (with the writes guard) and the
+    /// user roles; a kubeconfig of its ServiceAccount.
+    fn install_operator_rbac(&self) -> Result<(), String> {
+        let root = workspace_root();
+        self.kubectl
             .ok(&["create", "namespace", OPERATOR_NAMESPACE])?;
         for manifest in [
             "deploy/rbac.yaml",
             "deploy/rbac-writes-guard.yaml",
             "deploy/rbac-user-roles.yaml",
         ] {
-            env.kubectl
+            self.kubectl
                 .ok(&["apply", "-f", &root.join(manifest).to_string_lossy()])?;
         }
         write_service_account_kubeconfig(
-            &env.kubectl,
+            &self.kubectl,
             OPERATOR_NAMESPACE,
             "memcached-operator",
-            &env.operator_kubeconfig,
-        )?;
-        env.operator = Some(env.start_operator("operator-a")?);
-        Ok(Some(env))
+            &self.operator_kubeconfig,
+        )
     }
 
     /// Create the webhook configuration kubewarden-controller would create for `policy`.
@@ -593,6 +552,81 @@ pub fn invalid_memcached(namespace: &str, name: &str) -> String {
 }
 
 /// `io.kubewarden.policy.version` from metadata.yml: the artifact's tag is `v<version>`.
+/// The control plane with the CRD established, and the local registry
+/// (with a real node, started first: it holds the node's images).
+fn start_control_plane(
+    binaries: &Binaries,
+    workdir: &Path,
+    real_node: bool,
+) -> Result<(Cluster, Registry), String> {
+    let (registry, args) = if real_node {
+        let registry = node::start_registry(binaries, workdir)?;
+        let args = node::cluster_args(binaries, &registry);
+        (Some(registry), args)
+    } else {
+        (None, Vec::new())
+    };
+    let cluster = Cluster::start(binaries, workdir, &args)?;
+    let kubectl = Kubectl::new(&binaries.kubectl, &cluster.kubeconfig);
+    let crd = workspace_root().join("deploy/crd.yaml");
+    kubectl.ok(&["apply", "-f", &crd.to_string_lossy()])?;
+    kubectl.wait_established("memcacheds.memcached.c5c3.io")?;
+    let registry = match registry {
+        Some(registry) => registry,
+        None => Registry::start(&binaries.registry, &cluster.workdir)?,
+    };
+    Ok((cluster, registry))
+}
+
+/// Push the annotated policy to the local registry and pull it back: the
+/// artifact, and its repository (`policies/memcached:v<version>`).
+fn push_policy(
+    binaries: &Binaries,
+    cluster: &Cluster,
+    registry: &Registry,
+) -> Result<(Artifact, String), String> {
+    let repository = format!("policies/memcached:v{}", policy_version()?);
+    let reference = registry.url(&repository);
+    let annotated = workspace_root().join("annotated-policy.wasm");
+    if !annotated.is_file() {
+        return Err(format!(
+            "{} is missing; build it with `make annotated-policy.wasm`",
+            annotated.display()
+        ));
+    }
+    let digest = registry::push_and_pull(
+        &binaries.kwctl,
+        registry,
+        &annotated,
+        &reference,
+        &cluster.workdir.join("pulled-policy.wasm"),
+    )?;
+    Ok((Artifact { reference, digest }, repository))
+}
+
+/// deploy/policy.yaml, deploy/policy-audit.yaml and a namespaced variant at
+/// `baseline`, each checked to load `repository` (the artifact metadata.yml
+/// describes; the local registry stands in for the one the manifest names).
+fn load_policies(repository: &str) -> Result<[ClusterAdmissionPolicy; 3], String> {
+    let root = workspace_root();
+    let protect = ClusterAdmissionPolicy::load(&root.join("deploy/policy.yaml"))?;
+    let audit = ClusterAdmissionPolicy::load(&root.join("deploy/policy-audit.yaml"))?;
+    let namespaced = protect.variant(
+        "memcached-namespaced",
+        &json!({"podSecurityLevel": "baseline"}),
+    );
+    for policy in [&protect, &audit, &namespaced] {
+        if !policy.module().ends_with(&format!("/{repository}")) {
+            return Err(format!(
+                "ClusterAdmissionPolicy {} loads {}, but the artifact metadata.yml describes is {repository}",
+                policy.name,
+                policy.module()
+            ));
+        }
+    }
+    Ok([protect, audit, namespaced])
+}
+
 fn policy_version() -> Result<String, String> {
     let path = workspace_root().join("metadata.yml");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
