@@ -190,11 +190,14 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
     if let Some(old) = &old {
         warnings.extend(replicas_across_autoscaling(&mut spec, old));
     }
-    // Its warning only for a spec admitted.
+    // Their warnings only for a spec admitted.
     let warm_restart_warning = settings
         .mutate
         .then(|| default_warm_restart(&mut spec, request.operation == "CREATE", old.as_ref()))
         .flatten();
+    let warm_image_warning = old
+        .as_ref()
+        .and_then(|old| warm_image_change(&spec, &old.spec));
     let (replicas, warm_restart) = (spec.replicas, spec.warm_restart.clone());
 
     let metadata = |key: &str| {
@@ -243,6 +246,7 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
         }
     };
     warnings.extend(warm_restart_warning);
+    warnings.extend(warm_image_warning);
     if let Some(old) = &old {
         // The spec the controller will render: the one admitted.
         let stored = if settings.mutate {
@@ -654,6 +658,23 @@ fn default_warm_restart(
             "spec.warmRestart.enabled defaulted to true: warm restarts run memcached under sh, which \
              spec.image {image:?} is not known to carry (the memcached images do); its pods fail to \
              start without it: set spec.warmRestart.enabled: false for an image without sh"
+        )
+    })
+}
+
+/// An UPDATE after which warm restarts run an image this policy does not
+/// know to carry `sh`, which the warm-restart supervisor needs: a new such
+/// image, or warm restarts turned on under one. The warning says what its
+/// pods will do.
+fn warm_image_change(spec: &MemcachedSpec, old: &MemcachedSpec) -> Option<String> {
+    let image = spec.image.as_deref().unwrap_or(IMAGE);
+    let old_image = old.image.as_deref().unwrap_or(IMAGE);
+    let new = image != old_image || !old.warm_restart_enabled();
+    (spec.warm_restart_enabled() && new && repository_name(image) != "memcached").then(|| {
+        format!(
+            "spec.image {image:?} is not known to carry sh, under which warm restarts run memcached (the \
+             memcached images do): a pod that takes this change without it fails to start and holds the rest \
+             of the change; set spec.warmRestart.enabled: false first for an image without sh"
         )
     })
 }

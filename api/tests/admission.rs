@@ -768,6 +768,63 @@ fn an_image_not_known_to_carry_sh_is_warned_about_when_defaulted() {
     assert!(warm_restart_stored(create(chosen)).1.is_empty());
 }
 
+/// An UPDATE after which warm restarts run an image not known to carry `sh`
+/// (a new such image, or warm restarts turned on under one) is warned about;
+/// the same image applied again, a memcached image, or warm restarts off
+/// are not.
+#[test]
+fn an_update_to_an_image_not_known_to_carry_sh_under_warm_restarts_is_warned_about() {
+    let distroless = "example.com/distroless-cache:1";
+    let spec = |image: Option<&str>, warm: bool| {
+        let mut spec = json!({"warmRestart": {"enabled": warm}});
+        if let Some(image) = image {
+            spec["image"] = json!(image);
+        }
+        spec
+    };
+    let warning = format!(
+        "spec.image {distroless:?} is not known to carry sh, under which warm restarts run memcached (the \
+         memcached images do): a pod that takes this change without it fails to start and holds the rest \
+         of the change; set spec.warmRestart.enabled: false first for an image without sh"
+    );
+    let cases = [
+        (
+            "new image",
+            spec(Some(distroless), true),
+            spec(None, true),
+            true,
+        ),
+        (
+            "turned on under it",
+            spec(Some(distroless), true),
+            spec(Some(distroless), false),
+            true,
+        ),
+        (
+            "applied again",
+            spec(Some(distroless), true),
+            spec(Some(distroless), true),
+            false,
+        ),
+        (
+            "a memcached image",
+            spec(Some("memcached:1.6.39"), true),
+            spec(None, true),
+            false,
+        ),
+        (
+            "warm restarts off",
+            spec(Some(distroless), false),
+            spec(None, false),
+            false,
+        ),
+    ];
+    for (case, new, old, warned) in cases {
+        let warnings = warnings_of(update(new, old));
+        assert_eq!(warnings.contains(&warning), warned, "{case}: {warnings:?}");
+    }
+}
+
 /// The pod template's annotations are limited as a whole: `podAnnotations`
 /// must leave room for the ones the operator adds (warm restarts: the args).
 #[test]
