@@ -190,3 +190,25 @@ fn carries_bounds_but_no_defaults() {
         Some(1.0)
     );
 }
+
+/// Every field of `spec.memcached` is `extraArgs` or has its row in the
+/// option table, which defaulting, validation, the args, the restart
+/// classification and the UPDATE pruning read: a field without a row would
+/// be none of those.
+#[test]
+fn every_memcached_field_but_extra_args_has_its_row() {
+    let memcached = &schema()["properties"]["spec"]["properties"]["memcached"]["properties"];
+    let mut fields: Vec<&str> = memcached
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    let mut rows: Vec<&str> = (memcached_api::memcached_options::SPEC_FIELDS.iter())
+        .filter_map(|option| option.field.map(|field| field.name))
+        .chain(["extraArgs"])
+        .collect();
+    rows.sort_unstable();
+    assert_eq!(fields, rows);
+}
