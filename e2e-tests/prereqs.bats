@@ -1,12 +1,13 @@
 #!/usr/bin/env bats
 # `hack/prereqs.sh`, the first step of `make demo` and `make test`: what the build cannot install
 # itself, each missing piece named in one line that says what to install. Stand-ins first on PATH
-# play Go, kwctl and policy-server at the versions a user may have.
+# play Go, kwctl and policy-server at the versions a user may have, and cargo, make and root
+# (`id -u`) as present, so the answers do not depend on this machine.
 
 bats_require_minimum_version 1.5.0
 
 ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
-NEED_GO="$(sed -n 's/^go \([0-9.]*\)$/\1/p' $(git -C "$ROOT" ls-files --full-name '*go.mod' | sed "s#^#$ROOT/#") | sort -V | tail -1)"
+NEED_GO="$(cd "$ROOT" && sed -n 's/^go \([0-9.]*\)$/\1/p' $(git ls-files '*go.mod' 2>/dev/null || find . -name go.mod -not -path './target/*') | sort -V | tail -1)"
 
 setup() {
   BIN="$BATS_TEST_TMPDIR/bin"
@@ -17,9 +18,12 @@ setup() {
   done
   # go answers `env GOVERSION` with go$GO_VERSION; kwctl and policy-server `--version` with theirs.
   printf '#!/bin/sh\necho "go$GO_VERSION"\n' >"$BIN/go"
+  printf '#!/bin/sh\necho 0\n' >"$BIN/id"
+  printf '#!/bin/sh\n' >"$BIN/cargo"
+  printf '#!/bin/sh\n' >"$BIN/make"
   engine kwctl 1.35.0
   engine policy-server 1.35.0
-  chmod +x "$BIN/go"
+  chmod +x "$BIN/go" "$BIN/id" "$BIN/cargo" "$BIN/make"
   export GO_VERSION="$NEED_GO"
 }
 

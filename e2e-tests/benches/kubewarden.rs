@@ -50,7 +50,7 @@ fn bench() -> Result<(), String> {
     );
 
     env.unregister(&env.protect)?;
-    let took = kubewarden_charts::take_over(&env)?;
+    let took = env.kubewarden_takes_over()?;
     println!(
         "Kubewarden {}: charts installed and the PolicyServer Ready in {:.1} s; \
          deploy/policy.yaml and deploy/policy-audit.yaml active {:.1} s after kubectl apply",

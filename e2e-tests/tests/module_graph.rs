@@ -1,9 +1,11 @@
-//! No crate of the workspace has an import circle: each crate's modules read
-//! from its sources (`use` trees and inline `crate::`/`super::`/`self::`
-//! paths, tests left out), every module one node, a module's own child one
+//! No crate of the workspace has an import circle in its sources (`src/`):
+//! each crate's modules read from their code (`use` trees, inline
+//! `crate::`/`super::`/`self::` paths, and plain paths into a child module;
+//! unit tests left out), every module one node, a module's own child one
 //! too; then the same with every module folded into its top-level module.
 //! (The controller's rooms have their own, stricter rules:
-//! `controller/tests/rooms.rs`.)
+//! `controller/tests/rooms.rs`. The test suites' modules share their
+//! `main.rs`'s imports by design and are not read.)
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,8 +14,9 @@ use e2e_tests::workspace_root;
 /// The workspace's crates, by folder.
 const CRATES: [&str; 4] = ["api", "controller", "policy-wasm", "e2e-tests"];
 
-/// Module (`a::b`, `""` for the crate root) of `krate` -> its source without
-/// comments and tests. Binaries (`src/bin`) are crates of their own.
+/// Module (`a::b`, `""` for the library's root) of `krate` -> its source
+/// without unit tests. Binaries (`src/main.rs`, `src/bin`) are crates of
+/// their own.
 fn sources(krate: &str) -> BTreeMap<String, String> {
     let mut modules = BTreeMap::new();
     let root = workspace_root().join(krate).join("src");
@@ -25,6 +28,9 @@ fn sources(krate: &str) -> BTreeMap<String, String> {
                 if path != root.join("bin") {
                     dirs.push(path);
                 }
+                continue;
+            }
+            if path == root.join("main.rs") {
                 continue;
             }
             let relative = path.strip_prefix(&root).unwrap().with_extension("");
@@ -40,12 +46,7 @@ fn sources(krate: &str) -> BTreeMap<String, String> {
                 .split("#[cfg(test)]\nmod tests")
                 .next()
                 .unwrap_or_default();
-            let code: String = code
-                .lines()
-                .map(|l| l.split("//").next().unwrap_or_default())
-                .collect::<Vec<_>>()
-                .join("\n");
-            modules.insert(parts.join("::"), code);
+            modules.insert(parts.join("::"), code.to_string());
         }
     }
     modules
@@ -78,35 +79,75 @@ fn paths(code: &str) -> Vec<Vec<String>> {
     found
 }
 
-/// Identifiers, `::`, braces, commas and semicolons of `code`.
+/// Identifiers, `::`, braces, commas and semicolons of `code`; comments,
+/// string and character literals skipped (their text is no path).
 fn tokens(code: &str) -> Vec<String> {
+    let chars: Vec<char> = code.chars().collect();
+    let at = |i: usize| chars.get(i).copied().unwrap_or_default();
     let mut tokens = Vec::new();
-    let mut chars = code.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_alphanumeric() || c == '_' {
-            let mut ident = c.to_string();
-            while let Some(&n) = chars.peek().filter(|n| n.is_alphanumeric() || **n == '_') {
-                ident.push(n);
-                chars.next();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '/' && at(i + 1) == '/' {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
             }
-            tokens.push(ident);
-        } else if c == ':' && chars.peek() == Some(&':') {
-            chars.next();
+        } else if c == '/' && at(i + 1) == '*' {
+            i += 2;
+            while i < chars.len() && !(chars[i] == '*' && at(i + 1) == '/') {
+                i += 1;
+            }
+            i += 2;
+        } else if is_ident_char(c) {
+            let start = i;
+            while i < chars.len() && is_ident_char(chars[i]) {
+                i += 1;
+            }
+            let ident: String = chars[start..i].iter().collect();
+            let hashes = chars[i..].iter().take_while(|c| **c == '#').count();
+            if matches!(ident.as_str(), "r" | "br") && at(i + hashes) == '"' {
+                // A raw string: r"...", r#"..."#.
+                i += hashes + 1;
+                while i < chars.len()
+                    && !(chars[i] == '"' && (1..=hashes).all(|h| at(i + h) == '#'))
+                {
+                    i += 1;
+                }
+                i += 1 + hashes;
+            } else {
+                tokens.push(ident);
+            }
+        } else if c == ':' && at(i + 1) == ':' {
             tokens.push("::".into());
+            i += 2;
         } else if "{},;*".contains(c) {
             tokens.push(c.to_string());
+            i += 1;
         } else if c == '"' {
-            // Skip string literals: their text is no path.
-            while let Some(n) = chars.next() {
-                if n == '\\' {
-                    chars.next();
-                } else if n == '"' {
-                    break;
-                }
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
             }
+            i += 1;
+        } else if c == '\'' && at(i + 1) == '\\' {
+            // '\n', '\'', '\u{..}'.
+            i += 2;
+            while i < chars.len() && chars[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+        } else if c == '\'' && at(i + 2) == '\'' {
+            i += 3;
+        } else {
+            // A lifetime's quote, an operator, white space.
+            i += 1;
         }
     }
     tokens
+}
+
+fn is_ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
 }
 
 fn is_ident(token: &str) -> bool {
@@ -180,6 +221,21 @@ fn resolve(path: &[String], module: &str, modules: &BTreeMap<String, String>) ->
         .find(|m| modules.contains_key(m))
 }
 
+/// The child modules of `module` that `code` names by a plain path
+/// (`node::start_registry(..)`).
+fn child_paths(code: &str, module: &str, modules: &BTreeMap<String, String>) -> Vec<String> {
+    let tokens = tokens(code);
+    (0..tokens.len().saturating_sub(1))
+        .filter(|&i| tokens[i + 1] == "::" && is_ident(&tokens[i]))
+        .filter(|&i| i == 0 || tokens[i - 1] != "::")
+        .map(|i| match module {
+            "" => tokens[i].clone(),
+            _ => format!("{module}::{}", tokens[i]),
+        })
+        .filter(|child| modules.contains_key(child))
+        .collect()
+}
+
 fn edges(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
     let modules = sources(krate);
     let mut edges = BTreeMap::new();
@@ -187,6 +243,7 @@ fn edges(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
         let targets: BTreeSet<String> = paths(code)
             .iter()
             .filter_map(|p| resolve(p, module, &modules))
+            .chain(child_paths(code, module, &modules))
             .filter(|m| m != module)
             .collect();
         edges.insert(module.clone(), targets);
@@ -229,7 +286,13 @@ fn the_reader_reads() {
     let api = edges("api");
     assert!(api["validation"].contains("defaults"));
     assert!(api["extra_args::memory_file"].contains("memcached_options"));
-    assert!(edges("e2e-tests")["cluster::operator"].contains("cluster::checks"));
+    let e2e = edges("e2e-tests");
+    assert!(e2e["cluster::operator"].contains("cluster::checks"));
+    assert!(e2e["cluster"].contains("cluster::node"), "a plain path");
+    assert_eq!(
+        tokens("r#\"a::b\"# 'x' '\\'' // c::d\n/* e::f */ g::h"),
+        ["g", "::", "h"]
+    );
 }
 
 #[test]

@@ -221,7 +221,7 @@ fn kubewarden(env: &Env) -> Result<(), String> {
          deploy/policy-audit.yaml",
         kubewarden_charts::VERSION
     );
-    let took = kubewarden_charts::take_over(env)?;
+    let took = env.kubewarden_takes_over()?;
     println!(
         "   installed in {:.1}s; both policies active {:.1}s after kubectl apply",
         took.installed.as_secs_f64(),

@@ -9,16 +9,16 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::checks::{condition_status, wait_for};
 use super::helm::Helm;
 use super::kubectl::Kubectl;
 use super::kubewarden::KUBEWARDEN_NAMESPACE;
-use super::registry::push_and_pull;
-use super::{Env, condition_status, wait_for};
+use super::programs::kubewarden_charts;
 use crate::workspace_root;
 
 /// The release the charts, the images and `../shared/bin` are of.
@@ -71,26 +71,16 @@ fn webhook_answers(kubectl: &Kubectl) -> Result<(), String> {
     )
 }
 
-/// The charts' directory.
-pub fn charts() -> PathBuf {
-    std::env::var_os("KUBEWARDEN_CHARTS")
-        .filter(|dir| !dir.is_empty())
-        .map_or_else(
-            || workspace_root().join("../shared/kubewarden"),
-            PathBuf::from,
-        )
-}
-
 /// `helm install` of the three charts in their order, with
 /// `e2e-tests/kubewarden-values.yaml`; the default PolicyServer fetches
 /// policies from `insecure_source` over plain HTTP. Waits until its
 /// Deployment's pods are Ready.
 pub fn install(helm: &Helm, kubectl: &Kubectl, insecure_source: &str) -> Result<(), String> {
-    let chart = read_yaml(&charts().join("kubewarden-controller/Chart.yaml"))?;
+    let chart = read_yaml(&kubewarden_charts().join("kubewarden-controller/Chart.yaml"))?;
     if chart["appVersion"] != VERSION {
         return Err(format!(
             "the charts in {} are of Kubewarden {}, the images built here of {VERSION}",
-            charts().display(),
+            kubewarden_charts().display(),
             chart["appVersion"]
         ));
     }
@@ -105,7 +95,12 @@ pub fn install(helm: &Helm, kubectl: &Kubectl, insecure_source: &str) -> Result<
             vec!["--values", &values, "--set", &insecure],
         ),
     ] {
-        helm.install_chart(&charts().join(chart), chart, KUBEWARDEN_NAMESPACE, &extra)?;
+        helm.install_chart(
+            &kubewarden_charts().join(chart),
+            chart,
+            KUBEWARDEN_NAMESPACE,
+            &extra,
+        )?;
         if chart == "kubewarden-controller" {
             webhook_answers(kubectl)?;
         }
@@ -140,40 +135,6 @@ pub struct TakeOver {
     pub installed: Duration,
     /// From `kubectl apply` of the policies to both `active`.
     pub active: Duration,
-}
-
-/// Kubewarden takes over from the suite's policy-server (whose webhook the
-/// caller unregistered): its charts installed ([`install`]), the artifact
-/// pushed where `deploy/policy.yaml`'s module names it (in the registry the
-/// node's pods reach for that host), then `kubectl apply -f` of
-/// `deploy/policy.yaml` and `deploy/policy-audit.yaml` as they are, until
-/// both are `active` and kube-apiserver calls the protect policy's webhook.
-pub fn take_over(env: &Env) -> Result<TakeOver, String> {
-    env.remove_policy_server_rbac()?;
-    let helm = Helm::new(&env.cluster.kubeconfig, &env.cluster.workdir);
-    let started = Instant::now();
-    let module = env.protect.module();
-    let host = module_host(module)?;
-    install(&helm, &env.kubectl, host)?;
-    let installed = started.elapsed();
-    push_and_pull(
-        &env.binaries.kwctl,
-        &env.registry,
-        &workspace_root().join("annotated-policy.wasm"),
-        &env.registry.url(module_repository(module)?),
-        &env.cluster.workdir.join("mirrored-policy.wasm"),
-    )?;
-    let applied = Instant::now();
-    for manifest in ["deploy/policy.yaml", "deploy/policy-audit.yaml"] {
-        let path = workspace_root().join(manifest);
-        env.kubectl.ok(&["apply", "-f", &path.to_string_lossy()])?;
-    }
-    for policy in [&env.protect.name, &env.audit.name] {
-        wait_active(&env.kubectl, policy, Duration::from_secs(180))?;
-    }
-    let active = applied.elapsed();
-    env.wait_for_protection()?;
-    Ok(TakeOver { installed, active })
 }
 
 /// Wait until ClusterAdmissionPolicy `name` is `active`; how long it took.

@@ -27,6 +27,7 @@ pub mod pki;
 pub mod pods;
 pub mod policy_server;
 mod process;
+mod programs;
 pub mod prometheus;
 pub mod registry;
 pub mod runner;
@@ -48,87 +49,14 @@ pub use operator::{
     OPERATOR_NAMESPACE, Operator, metrics_reader_token, reconciles_at_secure, scrape,
 };
 use process::terminate;
+pub use programs::{Binaries, kubewarden_charts};
 
 use crate::workspace_root;
 use helm::Helm;
 use kubewarden::{ClusterAdmissionPolicy, KUBEWARDEN_NAMESPACE};
+use kubewarden_charts::TakeOver;
 use policy_server::PolicyServer;
 use registry::Registry;
-
-/// Where the programs under test are.
-#[derive(Clone, Debug)]
-pub struct Binaries {
-    /// The Go control plane (`$E2E_CLUSTER`, default `target/e2e/cluster`).
-    pub cluster: PathBuf,
-    /// kubectl built from the same release (`$E2E_KUBECTL`, default `target/e2e/kubectl`).
-    pub kubectl: PathBuf,
-    /// CNCF Distribution's registry (`$E2E_REGISTRY`, default `target/e2e/registry`).
-    pub registry: PathBuf,
-    /// The controller (`$MEMCACHED_CONTROLLER`, default `target/debug/memcached-controller`).
-    pub controller: PathBuf,
-    /// memcached (`$MEMCACHED`, default `memcached` on PATH).
-    pub memcached: PathBuf,
-    /// Kubewarden's kwctl (`$KWCTL`, on PATH, or `../shared/bin/kwctl`).
-    pub kwctl: PathBuf,
-    /// Kubewarden's policy-server (`$POLICY_SERVER`, on PATH, or `../shared/bin/policy-server`).
-    pub policy_server: PathBuf,
-    /// The real node's kubelet, containerd, CoreDNS and images (`$E2E_NODE_BIN`, default `target/e2e`).
-    pub node: PathBuf,
-}
-
-impl Binaries {
-    /// From the environment, with the defaults `make e2e` builds. `Ok(None)`
-    /// when Kubewarden's engines are not installed and `../shared/bin` (where
-    /// CI keeps them) does not exist either: the caller skips; an error when
-    /// `../shared/bin` exists but lacks them.
-    pub fn from_env() -> Result<Option<Self>, String> {
-        let target = workspace_root().join("target");
-        let pick =
-            |var: &str, default: PathBuf| std::env::var_os(var).map_or(default, PathBuf::from);
-        let shared = workspace_root().join("../shared/bin");
-        let (Some(kwctl), Some(policy_server)) = (
-            kubewarden_tool("KWCTL", "kwctl", &shared),
-            kubewarden_tool("POLICY_SERVER", "policy-server", &shared),
-        ) else {
-            let missing = "Kubewarden's kwctl and policy-server are needed (set KWCTL and \
-                POLICY_SERVER, put them on PATH, or in ../shared/bin)";
-            return if shared.is_dir() {
-                Err(format!(
-                    "{missing}; {} exists but lacks them",
-                    shared.display()
-                ))
-            } else {
-                eprintln!("skipped: {missing}");
-                Ok(None)
-            };
-        };
-        Ok(Some(Binaries {
-            cluster: pick("E2E_CLUSTER", target.join("e2e/cluster")),
-            kubectl: pick("E2E_KUBECTL", target.join("e2e/kubectl")),
-            registry: pick("E2E_REGISTRY", target.join("e2e/registry")),
-            controller: pick(
-                "MEMCACHED_CONTROLLER",
-                cargo_build_dir().join("memcached-controller"),
-            ),
-            memcached: pick("MEMCACHED", PathBuf::from("memcached")),
-            kwctl,
-            policy_server,
-            node: pick("E2E_NODE_BIN", target.join("e2e")),
-        }))
-    }
-}
-
-/// The Cargo build directory this program was built into (`target/debug`):
-/// the controller built by the same `cargo test` or `cargo build` is there.
-fn cargo_build_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    if dir.ends_with("deps") {
-        dir.parent().unwrap_or(dir).to_path_buf()
-    } else {
-        dir.to_path_buf()
-    }
-}
 
 /// Run this program again inside `e2e-tests/netns.sh` (a private network
 /// namespace where the pod range is local) unless it already runs there, so
@@ -151,19 +79,6 @@ pub fn enter_network_namespace() {
         script.display()
     );
     std::process::exit(1);
-}
-
-/// `$var` when set and not empty, else `name` on PATH, else `shared/name`.
-fn kubewarden_tool(var: &str, name: &str, shared: &Path) -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(path));
-    }
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .chain([shared.to_path_buf()])
-        .map(|dir| dir.join(name))
-        .find(|path| path.is_file())
 }
 
 /// The running control plane process.
@@ -423,6 +338,42 @@ impl Env {
         )
     }
 
+    /// Kubewarden takes over from the suite's policy-server (whose webhook the
+    /// caller unregistered): its charts installed ([`kubewarden_charts::install`]), the artifact
+    /// pushed where `deploy/policy.yaml`'s module names it (in the registry the
+    /// node's pods reach for that host), then `kubectl apply -f` of
+    /// `deploy/policy.yaml` and `deploy/policy-audit.yaml` as they are, until
+    /// both are `active` and kube-apiserver calls the protect policy's webhook.
+    pub fn kubewarden_takes_over(&self) -> Result<TakeOver, String> {
+        self.remove_policy_server_rbac()?;
+        let helm = Helm::new(&self.cluster.kubeconfig, &self.cluster.workdir);
+        let started = Instant::now();
+        let module = self.protect.module();
+        let host = kubewarden_charts::module_host(module)?;
+        kubewarden_charts::install(&helm, &self.kubectl, host)?;
+        let installed = started.elapsed();
+        registry::push_and_pull(
+            &self.binaries.kwctl,
+            &self.registry,
+            &workspace_root().join("annotated-policy.wasm"),
+            &self
+                .registry
+                .url(kubewarden_charts::module_repository(module)?),
+            &self.cluster.workdir.join("mirrored-policy.wasm"),
+        )?;
+        let applied = Instant::now();
+        for manifest in ["deploy/policy.yaml", "deploy/policy-audit.yaml"] {
+            let path = workspace_root().join(manifest);
+            self.kubectl.ok(&["apply", "-f", &path.to_string_lossy()])?;
+        }
+        for policy in [&self.protect.name, &self.audit.name] {
+            kubewarden_charts::wait_active(&self.kubectl, policy, Duration::from_secs(180))?;
+        }
+        let active = applied.elapsed();
+        self.wait_for_protection()?;
+        Ok(TakeOver { installed, active })
+    }
+
     /// Create the webhook configuration kubewarden-controller would create for `policy`.
     pub fn register(&self, policy: &ClusterAdmissionPolicy) -> Result<(), String> {
         let config =
@@ -551,7 +502,6 @@ pub fn invalid_memcached(namespace: &str, name: &str) -> String {
     .to_string()
 }
 
-/// `io.kubewarden.policy.version` from metadata.yml: the artifact's tag is `v<version>`.
 /// The control plane with the CRD established, and the local registry
 /// (with a real node, started first: it holds the node's images).
 fn start_control_plane(
@@ -627,6 +577,7 @@ fn load_policies(repository: &str) -> Result<[ClusterAdmissionPolicy; 3], String
     Ok([protect, audit, namespaced])
 }
 
+/// `io.kubewarden.policy.version` from metadata.yml: the artifact's tag is `v<version>`.
 fn policy_version() -> Result<String, String> {
     let path = workspace_root().join("metadata.yml");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -657,7 +608,7 @@ fn install_policy_server_rbac(
 /// `kubewarden-defaults`' `policy-server-rbac.yaml`, rendered.
 fn policy_server_rbac(cluster: &Cluster) -> Result<String, String> {
     Helm::new(&cluster.kubeconfig, &cluster.workdir).template_chart(
-        &kubewarden_charts::charts().join("kubewarden-defaults"),
+        &kubewarden_charts().join("kubewarden-defaults"),
         "kubewarden-defaults",
         KUBEWARDEN_NAMESPACE,
         &["--show-only", "templates/policy-server-rbac.yaml"],

@@ -12,8 +12,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::Binaries;
 use super::kubewarden_charts;
+use super::programs::Binaries;
 use super::registry::Registry;
 use crate::workspace_root;
 

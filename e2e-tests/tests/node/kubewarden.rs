@@ -156,7 +156,7 @@ pub(crate) fn kubewarden_from_its_charts(env: &mut Env) -> Result<(), String> {
         json!({"replicas": 1}),
     ))?;
 
-    let took = kubewarden_charts::take_over(env).inspect_err(|_| {
+    let took = env.kubewarden_takes_over().inspect_err(|_| {
         // The later scenarios need a policy judging their Memcacheds.
         if let Err(e) = env.register(&protect) {
             eprintln!("re-registering the suite's policy-server webhook: {e}");

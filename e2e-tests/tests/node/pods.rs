@@ -19,6 +19,25 @@ pub(crate) fn summary(pods: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// How many of the keys `key-0` .. `key-<keys - 1>` the memcached of `pod`
+/// serves, logged in as `op` with the first of `passwords` it accepts (none:
+/// no authentication); tried twice, so that one lost connection is not taken
+/// for missing keys. `None` when it does not answer.
+pub(crate) fn keys_served(pod: &Value, passwords: &[&str], keys: usize) -> Option<usize> {
+    let ip = pod_ip(pod).ok()?;
+    let read = |password: Option<&str>| {
+        let session = match password {
+            Some(password) => Memcache::login(&ip, "op", password),
+            None => Memcache::connect(&ip),
+        };
+        session.and_then(|mut m| m.held(keys)).ok()
+    };
+    (0..2).find_map(|_| match passwords {
+        [] => read(None),
+        _ => passwords.iter().find_map(|password| read(Some(password))),
+    })
+}
+
 /// Container restarts across `pods`, every container counted.
 pub(crate) fn container_restarts(pods: &[Value]) -> u64 {
     (pods.iter())

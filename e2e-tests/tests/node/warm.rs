@@ -317,13 +317,9 @@ pub(crate) fn changed_in_place(
     // once, and the fewest keys the pods served together at one moment.
     let passwords: &[&str] = match change {
         Warm::Rotation => &["second", "first"],
-        Warm::Config => &["first"],
+        Warm::Config => &[],
     };
-    let served = |pod: &Value| {
-        let ip = pod_ip(pod).ok()?;
-        (passwords.iter())
-            .find_map(|password| session(&ip, password).and_then(|mut m| m.held(KEYS)).ok())
-    };
+    let served = |pod: &Value| keys_served(pod, passwords, KEYS);
     let mut most_down = 0;
     let mut fewest_served = KEYS * REPLICAS;
     let after = wait_for(
