@@ -3,10 +3,14 @@
 //! numbered by their place in the suite; `E2E_ONLY` picks some (with what
 //! they need), by number, by name, or by whole words of the name.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::Env;
 use super::api_requests::request_counts;
+use super::checks::wait_for;
+
+/// How long a scenario may wait for the namespaces earlier ones deleted.
+const DELETED_NAMESPACES_GONE: Duration = Duration::from_secs(600);
 
 /// An end-to-end scenario.
 #[derive(Clone, Copy)]
@@ -106,6 +110,19 @@ pub fn run_each(env: &mut Env, scenarios: &[Scenario]) -> Tally {
             println!("FAIL {name}\n     not run: it needs \"{need}\", which failed");
             continue;
         }
+        match deleted_namespaces_gone(env) {
+            Ok(waited) if waited >= Duration::from_secs(1) => println!(
+                "     waited {:.1}s for the namespaces earlier scenarios deleted",
+                waited.as_secs_f64()
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                tally.failed += 1;
+                failed_names.push(scenario.name);
+                println!("FAIL {name}\n     not run: {e}");
+                continue;
+            }
+        }
         let began = Instant::now();
         let requests = (api_requests(env), controller_requests(env));
         let outcome = (scenario.run)(env);
@@ -121,6 +138,31 @@ pub fn run_each(env: &mut Env, scenarios: &[Scenario]) -> Tally {
         }
     }
     tally
+}
+
+/// Wait until no namespace is being deleted, and say how long that took:
+/// each scenario starts on a cluster that has finished cleaning up after the
+/// ones before it (a namespace being emptied keeps pods on the nodes and the
+/// controllers busy; 1,000 Memcacheds take minutes on a loaded machine),
+/// however fast this machine did it.
+fn deleted_namespaces_gone(env: &Env) -> Result<Duration, String> {
+    let started = Instant::now();
+    wait_for(
+        "the namespaces earlier scenarios deleted to be gone",
+        DELETED_NAMESPACES_GONE,
+        || {
+            let listed = env.kubectl.get(&["namespaces"])?;
+            let terminating: Vec<&str> = (listed["items"].as_array().into_iter().flatten())
+                .filter(|n| !n["metadata"]["deletionTimestamp"].is_null())
+                .filter_map(|n| n["metadata"]["name"].as_str())
+                .collect();
+            match terminating.len() {
+                0 => Ok(()),
+                n => Err(format!("{n} still terminating: {}", terminating.join(", "))),
+            }
+        },
+    )?;
+    Ok(started.elapsed())
 }
 
 /// Which `scenarios` `only` picks (every one when it is empty): a
