@@ -25,6 +25,25 @@ CLUSTER_PIECES := $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
 NODE_PIECES := $(E2E_BIN)/kubelet $(E2E_BIN)/kube-proxy $(E2E_BIN)/containerd $(E2E_BIN)/coredns \
 	$(E2E_BIN)/images/index.json $(E2E_BIN)/kubewarden/images/index.json $(E2E_BIN)/prometheus/images/index.json
 CHART := deploy/helm/memcached-operator
+# When this make began (seconds since the epoch): `make demo`'s progress lines count from it.
+MAKE_STARTED := $(shell date +%s)
+# The pieces `make demo` builds after the policy's verdicts, in order, each `target|what it is (cold cost)`:
+# hack/build-pieces.sh prints one line each, the compilers' output in $(DEMO_LOGS). Cold costs as last measured
+# on a fresh 2-core machine (docs/numbers.md, "The first run").
+DEMO_LOGS := $(TARGET_DIR)/demo-logs
+DEMO_PIECES := \
+	'$(E2E_BIN)/cluster|the control plane and kubectl (Go: Kubernetes, about 9 min cold)' \
+	'$(E2E_BIN)/registry|CNCF Distribution, the local OCI registry (Go, about 1 min cold)' \
+	'$(HELM)|helm (Go, about 1 min cold)' \
+	'$(E2E_BIN)/kubelet|the kubelet (Go, about 2 min cold)' \
+	'$(E2E_BIN)/kube-proxy|kube-proxy (Go, under 1 min cold)' \
+	'$(E2E_BIN)/containerd|containerd and its runc shim (Go, about 2 min cold)' \
+	'$(E2E_BIN)/coredns|CoreDNS (Go, about 1 min cold)' \
+	'$(E2E_BIN)/memcached_exporter|memcached_exporter (Go, under 1 min cold)' \
+	'$(E2E_BIN)/images/index.json|the node images: memcached, pause, the exporter (under 1 min)' \
+	'$(E2E_BIN)/kubewarden/images/index.json|Kubewarden 1.35 images: controller, audit scanner, policy-server (Go, about 2 min cold)' \
+	'$(E2E_BIN)/prometheus/images/index.json|Prometheus and Prometheus Operator images (Go, about 3 min cold)' \
+	'bins|the controller and the demo driver (Rust, about 6 min cold)'
 
 # The one feature set every build uses: the end-to-end suites and the tests that need memcached or policy.wasm
 # (plain `cargo test` runs only the tests that need no external tool).
@@ -42,7 +61,7 @@ DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iprou
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
 	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip openssl:openssl
 
-.PHONY: all help prereqs toolchain deps demo test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-guest bench-rollout bench-kubewarden push push-chart image push-image lint fmt fixtures crd clean
+.PHONY: all help prereqs toolchain deps demo bins test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-guest bench-rollout bench-kubewarden push push-chart image push-image lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -97,11 +116,11 @@ BUILT_PIECES := $(CLUSTER_PIECES) $(NODE_PIECES) $(TARGET_DIR)/debug/cluster-dem
 prereqs:
 	@hack/prereqs.sh "$(KWCTL)" "$(POLICY_SERVER)" "$(KUBEWARDEN_CHARTS)"
 	@if [ -n "$(filter-out $(wildcard $(BUILT_PIECES)),$(BUILT_PIECES))" ]; then \
-		echo "First run: Kubernetes (control plane, kubectl, kubelet, kube-proxy), containerd, CoreDNS, helm, cosign,"; \
-		echo "Kubewarden's controller, Prometheus and its operator, and CNCF Distribution compile from their Go modules,"; \
-		echo "and the Rust workspace"; \
-		echo "(the controller, the policy, the test harness) with cargo: about $(FIRST_RUN_MINUTES) minutes on 2 cores, most"; \
-		echo "of it the compilers' output below. Go's and cargo's caches keep it: later runs rebuild only what changed."; \
+		echo "First run: the policy compiles in a few minutes; then Kubernetes (control plane, kubectl, kubelet,"; \
+		echo "kube-proxy), containerd, CoreDNS, helm, cosign, Kubewarden's controller, Prometheus and its operator, and"; \
+		echo "CNCF Distribution compile from their Go modules, and the Rust workspace (the controller, the test harness)"; \
+		echo "with cargo: about $(FIRST_RUN_MINUTES) minutes on 2 cores in all. Go's and cargo's caches keep it: later runs"; \
+		echo "rebuild only what changed."; \
 	fi
 
 ## deps: the Debian packages the tests need (installed when root, else the apt-get line to run), PyYAML, and
@@ -121,10 +140,17 @@ deps:
 ## which pulls the policy from a local OCI registry; the controller, live status; a Memcached in real containers
 ## on the real node; the audit scanner's reports; Prometheus as kube-prometheus-stack runs it showing the product's
 ## targets up and an alert firing); DEMO_KEEP=1 keeps the cluster.
-demo: prereqs deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECES)
-	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
-	$(TARGET_DIR)/debug/demo
+demo: prereqs deps annotated-policy.wasm
+	@echo; echo "== The policy judging every example of the design documents (kwctl run, as policy-server runs it)"
+	@hack/demo-verdicts.sh "$(KWCTL)" annotated-policy.wasm e2e-tests/fixtures
+	@echo; echo "== The local cluster's pieces, each from its sources (the compilers' output in $(DEMO_LOGS))"
+	@STARTED=$(MAKE_STARTED) MAKE="$(MAKE)" hack/build-pieces.sh $(DEMO_LOGS) $(DEMO_PIECES)
+	@echo; echo "== The product on the local cluster"
 	$(NETNS) $(TARGET_DIR)/debug/cluster-demo
+
+## bins: the workspace's programs (the controller, the demo's driver) in one debug build with the test features.
+bins: | toolchain
+	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 
 ## target/e2e/cluster: the Go control plane (and target/e2e/kubectl), from upstream Kubernetes modules (Go caches the build).
 ## Kubernetes components report the release they are built from (`kubectl version`, the API server's
