@@ -360,11 +360,10 @@ def check_releases_share_nothing(helm):
 
 
 def check_kube_versions(helm):
-    """Chart.yaml states the Kubernetes versions it runs on; the writes guard is rendered in the
-    admissionregistration.k8s.io/v1 (GA since 1.30, below the floor) when served: from the served
-    kinds when Helm knows them (a cluster), else from the group/versions.
-    The floor is the Kubernetes API the controller is compiled against (k8s-openapi's feature in
-    Cargo.toml); only 1.36 is tested."""
+    """Chart.yaml's kubeVersion floor is the Kubernetes API the controller is compiled against
+    (k8s-openapi's feature in Cargo.toml; only 1.36 is tested). The writes guard is rendered as
+    admissionregistration.k8s.io/v1 (GA since 1.30, below the floor) where that is served: as the
+    served kinds say when Helm knows them (a cluster), else as the group/versions say."""
     feature = re.search(r'k8s-openapi = \{[^}]*"v1_(\d+)"', (DEPLOY.parent / "Cargo.toml").read_text()).group(1)
     assert yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"] == f">=1.{feature}.0-0"
     assert f"incompatible with Kubernetes v1.{int(feature) - 1}.0" in render(
