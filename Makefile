@@ -262,6 +262,17 @@ push-image: image
 	@test -n "$(IMAGE)" || { echo "usage: make push-image IMAGE=<registry>/<name> (e.g. ghcr.io/c5c3/memcached-operator)"; exit 1; }
 	skopeo copy oci:$(IMAGE_LAYOUT):v$(CONTROLLER_VERSION) docker://$(IMAGE):v$(CONTROLLER_VERSION)
 
+## release: every asset of the GitHub release v<version> in target/release-assets/ (deploy/release.sh): policy.wasm,
+## annotated-policy.wasm, the chart archive (helm package), crd.yaml, cosign.pub and SHA256SUMS, the files the docs and
+## artifacthub-pkg.yml link (`make release COSIGN_KEY=cosign.key`: cosign.pub is its public half, the password in
+## COSIGN_PASSWORD; or COSIGN_PUB=cosign.pub). Without either it refuses. Uploading them is manual (docs/development/release.md).
+COSIGN_PUB ?=
+RELEASE_ASSETS := target/release-assets
+.PHONY: release
+release: policy.wasm annotated-policy.wasm $(HELM) $(if $(COSIGN_KEY),$(COSIGN))
+	HELM="$(abspath $(HELM))" COSIGN="$(abspath $(COSIGN))" COSIGN_KEY="$(COSIGN_KEY)" COSIGN_PUB="$(COSIGN_PUB)" \
+		deploy/release.sh $(RELEASE_ASSETS)
+
 ## target/tools/helm: helm from its Go module, version pinned by e2e-tests/tools/go.mod (Go caches the build).
 $(HELM): e2e-tests/tools/go.mod e2e-tests/tools/go.sum
 	cd e2e-tests/tools && go build -trimpath -o ../../$@ \

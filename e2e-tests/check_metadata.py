@@ -41,6 +41,9 @@ checks = {
         and metadata.get("contextAwareResources") == [{"apiVersion": "v1", "kind": "Namespace"}]
         and metadata.get("hostCapabilities") == ["kubernetes/get_resource"],
     # kwctl and policy-server parse it as semver and refuse the policy on an older release.
+    # At the workspace root Artifact Hub would show the root README (the project's); the package
+    # carries the policy's own page instead (hack/artifacthub-pkg.py writes it in).
+    "artifacthub readme is policy-wasm/README.md": artifacthub.get("readme") == (ROOT / "policy-wasm/README.md").read_text(),
     "minimum Kubewarden version is a release": re.fullmatch(r"\d+\.\d+\.\d+", str(metadata.get("minimumKubewardenVersion"))) is not None,
     "rules cover the object and its scale subresource, never status": sorted(r for rule in metadata["rules"] for r in rule["resources"])
         == ["memcacheds", "memcacheds/scale"],

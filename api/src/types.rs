@@ -444,7 +444,14 @@ pub struct SecuritySpec {
     /// escalation, read-only root filesystem, all capabilities dropped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container_security_context: Option<SecurityContext>,
-    /// SASL authentication; default off.
+    /// Client authentication; default off. Despite the name, not SASL: memcached's
+    /// ASCII-protocol authentication (`-Y <file>`, memcached 1.5.15+), under which memcached
+    /// serves only the text protocol. A client authenticates each connection by first sending
+    /// `set <any key> 0 0 <bytes>` with `<user> <password>` as the value. Clients that speak
+    /// binary-protocol SASL (libmemcached and pylibmc, spymemcached, Bitnami's `auth.*`
+    /// settings) cannot connect. Clients with that text login built in are few (Java's folsom
+    /// has one); pymemcache and gomemcache have no login option, so the application must send
+    /// that `set` on every new connection itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sasl: Option<SaslSpec>,
     /// TLS encryption; default off.
@@ -452,12 +459,12 @@ pub struct SecuritySpec {
     pub tls: Option<TlsSpec>,
 }
 
-/// SASL authentication settings.
+/// Client authentication settings: memcached's ASCII-protocol authentication (`-Y`), not SASL.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SaslSpec {
-    /// Require clients to authenticate; default false.
+    /// Require clients to authenticate (memcached `-Y`, text protocol only); default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     /// Secret holding the credentials (key `auth`, `user:password` lines);
@@ -491,8 +498,10 @@ pub struct NetworkPolicySpec {
     /// Create the NetworkPolicy; default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Peers allowed to reach memcached (and the exporter port); default
-    /// absent, which allows every source on those ports (the policy warns).
+    /// Peers allowed to reach memcached's port 11211, besides the operator's own pods (which
+    /// read `stats`); default absent, which allows every source on that port (the policy
+    /// warns). They do not reach the exporter's port 9150: with monitoring on, only the
+    /// namespaces of the controller's `--metrics-namespaces` (`monitoring` unless set) do.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = MAX_ALLOWED_SOURCES)))]
     pub allowed_sources: Option<Vec<NetworkPolicyPeer>>,

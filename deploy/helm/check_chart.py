@@ -360,30 +360,30 @@ def check_releases_share_nothing(helm):
 
 
 def check_kube_versions(helm):
-    """Chart.yaml states the Kubernetes versions it runs on; the writes guard is rendered in the
-    admissionregistration.k8s.io version the target serves (v1 from 1.30, v1beta1 on 1.28-1.29),
-    from the served kinds when Helm knows them (a cluster), else from --kube-version."""
-    assert yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"] == ">=1.28.0-0"
-    assert "incompatible with Kubernetes v1.27.0" in render(helm, "--kube-version", "1.27.0", fail=True)
+    """Chart.yaml's kubeVersion floor is the Kubernetes API the controller is compiled against
+    (k8s-openapi's feature in Cargo.toml; only 1.36 is tested). The writes guard is rendered as
+    admissionregistration.k8s.io/v1 (GA since 1.30, below the floor) where that is served: as the
+    served kinds say when Helm knows them (a cluster), else as the group/versions say."""
+    feature = re.search(r'k8s-openapi = \{[^}]*"v1_(\d+)"', (DEPLOY.parent / "Cargo.toml").read_text()).group(1)
+    assert yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"] == f">=1.{feature}.0-0"
+    assert f"incompatible with Kubernetes v1.{int(feature) - 1}.0" in render(
+        helm, "--kube-version", f"1.{int(feature) - 1}.0", fail=True)
 
     def guard(*args):
         return [(o["apiVersion"], o["kind"]) for o in render(helm, *args)
                 if o["kind"].startswith("ValidatingAdmissionPolicy")]
 
     v1 = "admissionregistration.k8s.io/v1"
-    beta = "admissionregistration.k8s.io/v1beta1"
     kinds_ = ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
-    assert guard("--kube-version", "1.30.0") == [(v1, k) for k in kinds_]
-    assert guard("--kube-version", "1.29.0") == [(beta, k) for k in kinds_], "v1 does not exist before 1.30"
-    assert guard("--kube-version", "1.28.0") == [(beta, k) for k in kinds_]
+    floor, tested = f"1.{feature}.0", "1.36.0"
+    assert guard("--kube-version", floor) == [(v1, k) for k in kinds_]
+    assert guard("--kube-version", tested) == [(v1, k) for k in kinds_]
     # As against a cluster: the served kinds decide.
     served = ["--api-versions", "v1/Pod"]
-    assert guard("--kube-version", "1.29.0", *served) == [], "neither API served: no guard"
-    assert guard("--kube-version", "1.29.0", *served, "--api-versions",
-                 f"{beta}/ValidatingAdmissionPolicy") == [(beta, k) for k in kinds_]
-    assert guard("--kube-version", "1.31.0", *served, "--api-versions",
+    assert guard("--kube-version", tested, *served) == [], "the API not served: no guard"
+    assert guard("--kube-version", tested, *served, "--api-versions",
                  f"{v1}/ValidatingAdmissionPolicy") == [(v1, k) for k in kinds_]
-    assert guard("--kube-version", "1.29.0", "--set", "rbac.writesGuard=false") == []
+    assert guard("--kube-version", tested, "--set", "rbac.writesGuard=false") == []
 
 
 def check_crds(helm):

@@ -126,25 +126,19 @@ The release's hash-key Secret (--hash-key-secret): one per release, so one relea
 
 {{/*
 The ValidatingAdmissionPolicy API the target cluster serves for rbac.writesGuard:
-admissionregistration.k8s.io/v1 (Kubernetes 1.30+), else v1beta1 (1.28 and 1.29 with that beta API
-enabled), else empty (the guard is left out; NOTES.txt says so). Against a cluster (helm install,
-upgrade; Argo CD passes the cluster's --api-versions) Helm knows the kinds it serves. `helm
-template` without them knows only group/versions, so there the Kubernetes version decides
-(--kube-version).
+admissionregistration.k8s.io/v1 (GA since Kubernetes 1.30, so on every version the chart accepts,
+1.34+), else empty where a cluster has that API turned off (the guard is left out; NOTES.txt says
+so). Against a cluster (helm install, upgrade; Argo CD passes the cluster's --api-versions) Helm
+knows the kinds it serves. `helm template` without them knows only group/versions.
 */}}
 {{- define "memcached-operator.admissionPolicyApi" -}}
 {{- $apis := .Capabilities.APIVersions }}
-{{- $kube := .Capabilities.KubeVersion.Version }}
 {{- if $apis.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" }}
 {{- "admissionregistration.k8s.io/v1" }}
-{{- else if $apis.Has "admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy" }}
-{{- "admissionregistration.k8s.io/v1beta1" }}
 {{- else if $apis.Has "v1/Pod" }}
-{{- /* The served kinds are known, and neither is among them. */}}
-{{- else if and ($apis.Has "admissionregistration.k8s.io/v1") (semverCompare ">=1.30.0-0" $kube) }}
+{{- /* The served kinds are known, and it is not among them. */}}
+{{- else if $apis.Has "admissionregistration.k8s.io/v1" }}
 {{- "admissionregistration.k8s.io/v1" }}
-{{- else if and ($apis.Has "admissionregistration.k8s.io/v1beta1") (semverCompare ">=1.28.0-0" $kube) }}
-{{- "admissionregistration.k8s.io/v1beta1" }}
 {{- end }}
 {{- end }}
 
