@@ -505,9 +505,55 @@ def check_metrics_modes(helm):
     assert monitor["spec"]["endpoints"][0]["tlsConfig"] == {"insecureSkipVerify": True}, "self-signed by default"
 
 
+def check_policy(helm):
+    """The ClusterAdmissionPolicy is deploy/policy.yaml's, judging with the release's policy artifact and the
+    chart's memoryOverhead (the controller's), only where Kubewarden's CRDs are served; the audit twin is
+    deploy/policy-audit.yaml's, off by default; a mirror, a PolicyServer and watched namespaces land."""
+    kubewarden = ("--api-versions", "policies.kubewarden.io/v1/ClusterAdmissionPolicy")
+    assert not kinds(render(helm), "ClusterAdmissionPolicy"), "a policy rendered where Kubewarden is not served"
+    assert not kinds(render(helm, *kubewarden, "--set", "policy.enabled=false"), "ClusterAdmissionPolicy")
+    version = yaml.safe_load((DEPLOY.parent / "metadata.yml").read_text())["annotations"][
+        "io.kubewarden.policy.version"]
+    objects = render(helm, *kubewarden)
+    policy = one(objects, "ClusterAdmissionPolicy")
+    assert policy["metadata"]["name"] == "rel-memcached-operator", policy["metadata"]["name"]
+    expected = copy.deepcopy(one(load("policy.yaml"), "ClusterAdmissionPolicy")["spec"])
+    expected["module"] = f"registry://ghcr.io/c5c3/policies/memcached:v{version}"
+    expected["policyServer"] = "default"
+    assert policy["spec"] == expected, f"the chart's policy drifted from deploy/policy.yaml: {policy['spec']}"
+    assert [o["kind"] for o in kinds(objects, "ClusterAdmissionPolicy")] == ["ClusterAdmissionPolicy"], \
+        "the audit twin is off by default"
+
+    objects = render(helm, *kubewarden, "--set", "policy.audit.enabled=true,memoryOverhead=48Mi,"
+                     "policy.registry=mirror.example/ghcr.io,policy.policyServer=caches,"
+                     "policy.settings.podSecurityLevel=baseline", "--set-json", 'watchNamespaces=["a","b"]')
+    policy = one(objects, "ClusterAdmissionPolicy", "rel-memcached-operator")
+    audit = one(objects, "ClusterAdmissionPolicy", "rel-memcached-operator-audit")
+    deployment = one(objects, "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert policy["spec"]["settings"]["memoryOverhead"] == env["MEMORY_OVERHEAD"] == "48Mi", \
+        "the policy and the controller check memory limits with one memoryOverhead"
+    assert policy["spec"]["settings"]["podSecurityLevel"] == "baseline"
+    for p in (policy, audit):
+        assert p["spec"]["module"] == f"registry://mirror.example/ghcr.io/c5c3/policies/memcached:v{version}"
+        assert p["spec"]["policyServer"] == "caches"
+        assert p["spec"]["namespaceSelector"] == {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a", "b"]}]}
+    expected = copy.deepcopy(one(load("policy-audit.yaml"), "ClusterAdmissionPolicy")["spec"])
+    got = copy.deepcopy(audit["spec"])
+    del got["module"], got["policyServer"], got["namespaceSelector"], expected["module"]
+    assert got["settings"] == {"memoryOverhead": "48Mi", "mutate": False, "podSecurityLevel": "baseline"}, got
+    del got["settings"], expected["settings"]
+    assert got == expected, f"the chart's audit twin drifted from deploy/policy-audit.yaml: {got}"
+    module = "registry://registry.example/policies/memcached:v9"
+    policy = one(render(helm, *kubewarden, "--set", f"policy.module={module}"), "ClusterAdmissionPolicy")
+    assert policy["spec"]["module"] == module
+
+
 def main(helm):
     for check in (check_defaults, check_all_values, check_switches, check_umbrella, check_releases_share_nothing,
-                  check_kube_versions, check_crds, check_tests, check_readme_values, check_metrics_modes):
+                  check_kube_versions, check_crds, check_tests, check_readme_values, check_metrics_modes,
+                  check_policy):
         check(helm)
         print(f"ok {check.__name__}")
 

@@ -218,3 +218,20 @@ subjects:
   name: {{ include "memcached-operator.serviceAccountName" . }}
   namespace: {{ .Release.Namespace }}
 {{- end }}
+
+{{/* The release's ClusterAdmissionPolicy: cluster-scoped, so named after the release, never shared. */}}
+{{- define "memcached-operator.policyName" -}}
+{{ include "memcached-operator.fullname" . }}
+{{- end }}
+
+{{/* The requests the policy judges (deploy/policy.yaml's rules), and with watchNamespaces only theirs. */}}
+{{- define "memcached-operator.policyRules" -}}
+- apiGroups: ["memcached.c5c3.io"]
+  apiVersions: ["v1alpha1", "v1beta1"]
+  resources: ["memcacheds"]
+  operations: ["CREATE", "UPDATE"]
+- apiGroups: ["memcached.c5c3.io"]
+  apiVersions: ["v1alpha1", "v1beta1"]
+  resources: ["memcacheds/scale"]
+  operations: ["UPDATE"]
+{{- end }}
