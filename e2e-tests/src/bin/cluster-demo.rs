@@ -363,7 +363,7 @@ fn monitoring(env: &mut Env) -> Result<(), String> {
         println!("{}", describe_target(target));
     }
     println!(
-        "\n== broken-cache: an image that does not exist; MemcachedDown fires (the chart's rule, on the \
+        "\n== broken-cache: an image that does not exist; MemcachedUnavailable fires (the chart's rule, on the \
          controller's own numbers)"
     );
     spec["image"] = json!("memcached:no-such-tag");
@@ -372,12 +372,12 @@ fn monitoring(env: &mut Env) -> Result<(), String> {
         kubectl.apply(&scenario::memcached(NAMESPACE, "broken-cache", spec))?
     );
     let applied = std::time::Instant::now();
-    let alert = wait_for("MemcachedDown firing", Duration::from_secs(120), || {
+    let alert = wait_for("MemcachedUnavailable firing", Duration::from_secs(120), || {
         (prom.alerts()?.into_iter())
             .find(|a| {
                 prometheus::firing(
                     a,
-                    "MemcachedDown",
+                    "MemcachedUnavailable",
                     &[("namespace", NAMESPACE), ("name", "broken-cache")],
                 )
             })

@@ -166,7 +166,7 @@ pub fn chart_values() -> Value {
             "interval": INTERVAL,
             "alerts": {
                 "MemcachedNotReady": timing,
-                "MemcachedDown": timing,
+                "MemcachedUnavailable": timing,
                 "MemcachedDegraded": timing,
                 "MemcachedInstanceNotAnswering": timing,
                 "MemcachedExporterDown": timing,

@@ -40,7 +40,7 @@ const HELD: usize = 470;
 /// The alerts that judge Memcacheds: the first release raises them, the second not again.
 const INSTANCE_ALERTS: [&str; 8] = [
     "MemcachedNotReady",
-    "MemcachedDown",
+    "MemcachedUnavailable",
     "MemcachedDegraded",
     "MemcachedInstanceNotAnswering",
     "MemcachedExporterDown",
@@ -593,7 +593,7 @@ fn alerts_fire_and_resolve(env: &Env, helm: &Helm, prom: &Prometheus) -> Result<
             "MemcachedNotReady",
             &[("namespace", CACHES), ("name", "down")],
         ),
-        Alert::new("MemcachedDown", &[("namespace", CACHES), ("name", "down")]),
+        Alert::new("MemcachedUnavailable", &[("namespace", CACHES), ("name", "down")]),
         Alert::new(
             "MemcachedDegraded",
             &[
