@@ -141,8 +141,9 @@ struct RunArgs {
     /// Labels on the ServiceMonitor of every Memcached with monitoring,
     /// `key=value,...` (e.g. `release=kube-prometheus-stack`, what its
     /// Prometheus selects by); a Memcached's own `additionalLabels` win.
-    #[arg(long, env = "SERVICE_MONITOR_LABELS", value_delimiter = ',', action = ArgAction::Set, value_parser = parse_label)]
-    service_monitor_labels: Vec<(String, String)>,
+    /// Empty: none.
+    #[arg(long, env = "SERVICE_MONITOR_LABELS", value_delimiter = ',', action = ArgAction::Set, value_parser = parse_optional_label)]
+    service_monitor_labels: Vec<Option<(String, String)>>,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", default_value = "json", value_parser = ["json", "text"])]
     log_format: String,
@@ -197,7 +198,11 @@ fn command(command: Command) -> anyhow::Result<()> {
                             .filter(|n| !n.is_empty())
                             .collect(),
                     },
-                    service_monitor_labels: args.service_monitor_labels.into_iter().collect(),
+                    service_monitor_labels: args
+                        .service_monitor_labels
+                        .into_iter()
+                        .flatten()
+                        .collect(),
                 },
             };
             tokio::runtime::Builder::new_multi_thread()
@@ -244,6 +249,11 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .ok_or_else(|| format!("{text:?} is not key=value"))
+}
+
+/// `key=value`, or nothing (an empty list).
+fn parse_optional_label(text: &str) -> Result<Option<(String, String)>, String> {
+    (!text.is_empty()).then(|| parse_label(text)).transpose()
 }
 
 /// The kernel's host name (in a pod: the pod name).
@@ -533,9 +543,18 @@ mod tests {
         assert_eq!(
             args.service_monitor_labels,
             [
-                ("release".into(), "kube-prometheus-stack".into()),
-                ("team".into(), "ops".into())
+                Some(("release".into(), "kube-prometheus-stack".into())),
+                Some(("team".into(), "ops".into()))
             ]
+        );
+        // An empty value (SERVICE_MONITOR_LABELS="") is no label, not an error.
+        let args = run_args(&["--service-monitor-labels="]);
+        assert!(
+            args.service_monitor_labels
+                .iter()
+                .flatten()
+                .next()
+                .is_none()
         );
         let cli = Cli::try_parse_from([
             "memcached-controller",
