@@ -287,7 +287,8 @@ helm-test: $(HELM)
 	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/all-values.yaml 2> >(grep -v 'found symbolic link' >&2)
 	python3 deploy/helm/check_chart.py $(HELM) 2> >(grep -v 'found symbolic link' >&2)
 
-## prometheus-test: promtool checks the alerts and the Grafana dashboard's queries, and unit-tests the alerts.
+## prometheus-test: promtool checks the alerts and the Grafana dashboard's queries, and unit-tests the alerts; every
+## alert links its section of docs/operating/alerts.md (runbook_url) and none is named as a memcached mixin alert.
 prometheus-test:
 	@rm -rf "$(TMPDIR_OR_TMP)/prometheus-test"
 	python3 deploy/prometheus/promtool_inputs.py "$(TMPDIR_OR_TMP)/prometheus-test"

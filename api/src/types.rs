@@ -418,7 +418,10 @@ pub struct MonitoringSpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceMonitorSpec {
-    /// Extra labels on the ServiceMonitor (e.g. `release: prometheus`); default none.
+    /// Extra labels on the ServiceMonitor, e.g. `release: kube-prometheus-stack`
+    /// (the label kube-prometheus-stack's Prometheus selects ServiceMonitors by),
+    /// added to the labels the controller's installation sets for every
+    /// Memcached (the chart's `prometheusLabels`) and winning over them; default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = MAX_LABELS)))]
     pub additional_labels: Option<BTreeMap<String, String>>,

@@ -11,6 +11,7 @@ use memcached_api::quantity::Quantity;
 use memcached_api::validation::{DEFAULT_MEMORY_OVERHEAD, Options};
 use memcached_controller::cluster::hash_key;
 use memcached_controller::commands::{crd, render};
+use memcached_controller::objects::desired::Installation;
 use memcached_controller::objects::network_policy::Access;
 use memcached_controller::run;
 use memcached_controller::serve::address::ListenAddress;
@@ -137,6 +138,12 @@ struct RunArgs {
         default_value = "monitoring"
     )]
     metrics_namespaces: Vec<String>,
+    /// Labels on the ServiceMonitor of every Memcached with monitoring,
+    /// `key=value,...` (e.g. `release=kube-prometheus-stack`, what its
+    /// Prometheus selects by); a Memcached's own `additionalLabels` win.
+    /// Empty: none.
+    #[arg(long, env = "SERVICE_MONITOR_LABELS", value_delimiter = ',', action = ArgAction::Set, value_parser = parse_optional_label)]
+    service_monitor_labels: Vec<Option<(String, String)>>,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", default_value = "json", value_parser = ["json", "text"])]
     log_format: String,
@@ -181,13 +188,20 @@ fn command(command: Command) -> anyhow::Result<()> {
                 hash_key_secret: args.hash_key_secret,
                 identity,
                 validation: args.memory_overhead,
-                access: Access {
-                    operator_namespace: args.lease_namespace.clone(),
-                    operator_labels: args.operator_pod_labels.into_iter().collect(),
-                    metrics_namespaces: args
-                        .metrics_namespaces
+                installation: Installation {
+                    access: Access {
+                        operator_namespace: args.lease_namespace.clone(),
+                        operator_labels: args.operator_pod_labels.into_iter().collect(),
+                        metrics_namespaces: args
+                            .metrics_namespaces
+                            .into_iter()
+                            .filter(|n| !n.is_empty())
+                            .collect(),
+                    },
+                    service_monitor_labels: args
+                        .service_monitor_labels
                         .into_iter()
-                        .filter(|n| !n.is_empty())
+                        .flatten()
                         .collect(),
                 },
             };
@@ -235,6 +249,11 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .ok_or_else(|| format!("{text:?} is not key=value"))
+}
+
+/// `key=value`, or nothing (an empty list).
+fn parse_optional_label(text: &str) -> Result<Option<(String, String)>, String> {
+    (!text.is_empty()).then(|| parse_label(text)).transpose()
 }
 
 /// The kernel's host name (in a pod: the pod name).
@@ -515,6 +534,34 @@ mod tests {
         assert_eq!(args.timeout, 60);
         let missing = Cli::try_parse_from(["memcached-controller", "check", "--namespace=ops"]);
         assert!(missing.is_err(), "--pod-labels is required");
+    }
+
+    #[test]
+    fn service_monitor_labels_are_key_value_pairs() {
+        assert!(run_args(&[]).service_monitor_labels.is_empty());
+        let args = run_args(&["--service-monitor-labels=release=kube-prometheus-stack,team=ops"]);
+        assert_eq!(
+            args.service_monitor_labels,
+            [
+                Some(("release".into(), "kube-prometheus-stack".into())),
+                Some(("team".into(), "ops".into()))
+            ]
+        );
+        // An empty value (SERVICE_MONITOR_LABELS="") is no label, not an error.
+        let args = run_args(&["--service-monitor-labels="]);
+        assert!(
+            args.service_monitor_labels
+                .iter()
+                .flatten()
+                .next()
+                .is_none()
+        );
+        let cli = Cli::try_parse_from([
+            "memcached-controller",
+            "run",
+            "--service-monitor-labels=release",
+        ]);
+        assert!(cli.is_err(), "a label without a value was accepted");
     }
 
     #[test]

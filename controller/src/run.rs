@@ -33,8 +33,8 @@ use crate::cluster::secrets;
 use crate::cluster::stored::Stored;
 use crate::metrics::api_requests::CountRequests;
 use crate::metrics::registry::Metrics;
+use crate::objects::desired::Installation;
 use crate::objects::labels::MANAGER;
-use crate::objects::network_policy::Access;
 use crate::reconcile::context::{self, Context, Error};
 use crate::reconcile::{error_policy, reconcile_stored};
 use crate::serve::endpoints::HttpSettings;
@@ -59,8 +59,9 @@ pub struct Settings {
     pub identity: String,
     /// Validation options (the policy's `memoryOverhead`).
     pub validation: Options,
-    /// Who a Memcached NetworkPolicy admits besides its allowed sources.
-    pub access: Access,
+    /// What the installation sets for every Memcached: who its NetworkPolicy
+    /// admits besides its allowed sources, its ServiceMonitor's labels.
+    pub installation: Installation,
 }
 
 /// Run until SIGTERM/SIGINT (or until leadership is lost).
@@ -116,7 +117,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                     metrics: metrics.clone(),
                     validation: settings.validation.clone(),
                     hash_key: hash_key.clone(),
-                    access: settings.access.clone(),
+                    installation: settings.installation.clone(),
                     cache,
                     applied: Default::default(),
                     secret_data: Default::default(),

@@ -91,6 +91,7 @@ def check_defaults(helm):
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["MEMORY_OVERHEAD"]["value"] == "32Mi"
     assert env["METRICS_NAMESPACES"]["value"] == "monitoring"
+    assert "SERVICE_MONITOR_LABELS" not in env, "no prometheusLabels: the Memcacheds' ServiceMonitors get none"
     check_operator_pod_labels(deployment, "app.kubernetes.io/instance=rel,app.kubernetes.io/name=memcached-operator")
     assert "--leader-election" in container["args"]
     assert "--lease-name=rel-memcached-operator" in container["args"], "the Lease is the release's"
@@ -244,8 +245,14 @@ def check_all_values(helm):
     assert template_meta["annotations"] == values["podAnnotations"]
     assert template_meta["labels"]["tier"] == "control" and template_meta["labels"]["team"] == "platform"
     assert one(objects, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    # prometheusLabels: on every Memcached's ServiceMonitor (the controller's SERVICE_MONITOR_LABELS)
+    # and on the chart's ServiceMonitor and PrometheusRule, each one's additionalLabels on top.
+    assert values["prometheusLabels"] == {"release": "kube-prometheus-stack", "tier": "monitoring"}
+    assert env["SERVICE_MONITOR_LABELS"]["value"] == "release=kube-prometheus-stack,tier=monitoring"
     monitor = one(objects, "ServiceMonitor")
-    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert values["metrics"]["serviceMonitor"]["additionalLabels"] == {"scrape": "controller"}
+    assert {k: monitor["metadata"]["labels"].get(k) for k in ("release", "tier", "scrape")} == \
+        {"release": "kube-prometheus-stack", "tier": "monitoring", "scrape": "controller"}
     assert monitor["spec"]["endpoints"][0]["interval"] == "15s"
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
     settings = values["metrics"]["serviceMonitor"]
@@ -270,7 +277,9 @@ def check_all_values(helm):
                 r["expr"] = r["expr"].replace("> 0.9", "> 0.95")
     assert rule["spec"] == expected, json.dumps(rule["spec"], indent=1)
     promtool_check(rule["spec"])
-    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert values["metrics"]["prometheusRule"]["additionalLabels"] == {"tier": "alerts"}
+    assert {k: rule["metadata"]["labels"].get(k) for k in ("release", "tier")} == \
+        {"release": "kube-prometheus-stack", "tier": "alerts"}, "additionalLabels win over prometheusLabels"
     dashboard = one(objects, "ConfigMap")
     assert json.loads(dashboard["data"]["memcached.json"]) == json.loads((DEPLOY / "grafana/memcached.json").read_text())
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
@@ -495,6 +504,21 @@ def check_readme_values(helm):
     assert not missing, f"values missing from the README's table: {missing}"
 
 
+def check_prometheus_labels(helm):
+    """One value, prometheusLabels, labels all three objects Prometheus selects; without it, none."""
+    monitored = "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true"
+    objects = render(helm, "--set", f"{monitored},prometheusLabels.release=kube-prometheus-stack")
+    env = {e["name"]: e for e in one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SERVICE_MONITOR_LABELS"]["value"] == "release=kube-prometheus-stack"
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        assert one(objects, kind)["metadata"]["labels"]["release"] == "kube-prometheus-stack", kind
+    plain = render(helm, "--set", monitored)
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        assert "release" not in one(plain, kind)["metadata"]["labels"], kind
+    bad = render(helm, "--set-json", 'prometheusLabels={"release": "a,b"}', fail=True)
+    assert "prometheusLabels" in bad, bad
+
+
 def check_metrics_modes(helm):
     """Plain /metrics for local use; the ServiceMonitor follows the mode."""
     plain = render(helm, "--set", "metrics.secure=false,metrics.serviceMonitor.enabled=true")
@@ -553,7 +577,7 @@ def check_policy(helm):
 def main(helm):
     for check in (check_defaults, check_all_values, check_switches, check_umbrella, check_releases_share_nothing,
                   check_kube_versions, check_crds, check_tests, check_readme_values, check_metrics_modes,
-                  check_policy):
+                  check_policy, check_prometheus_labels):
         check(helm)
         print(f"ok {check.__name__}")
 

@@ -8,7 +8,14 @@ Every metric the alerts and the dashboard name must exist: the controller's are
 read from controller/src/metrics/registry.rs (its registry) and
 controller/src/metrics/memcacheds.rs (each Memcached's conditions and per-pod numbers,
 full names), the exporter's are those of prom/memcached-exporter v0.15
-(pkg/exporter/exporter.go) that they use."""
+(pkg/exporter/exporter.go) that they use.
+
+Every alert links its runbook: a `runbook_url` annotation of the project's
+docs/operating/alerts.md on GitHub (the chart's `home`) with the anchor GitHub
+gives one of its headings, and each heading there is an alert's. No alert is
+named as one of the memcached mixin's (prometheus/memcached_exporter's, also in
+grafana/jsonnet-libs), which mean something else: both sets are often loaded
+into one Prometheus, and routes and silences go by name."""
 
 import json
 import pathlib
@@ -25,6 +32,11 @@ EXPORTER_METRICS = {
     "memcached_limit_bytes", "memcached_current_items", "memcached_items_evicted_total",
     "memcached_read_bytes_total", "memcached_written_bytes_total",
 }
+ALERTS_DOC = DEPLOY.parent / "docs/operating/alerts.md"
+# The memcached mixin's alerts: MemcachedDown is `memcached_up == 0` (the exporter's scrape of
+# memcached), MemcachedConnectionLimitApproaching (warning and critical) and
+# MemcachedOutOfMemoryErrors read the exporter's numbers.
+MIXIN_ALERTS = {"MemcachedDown", "MemcachedConnectionLimitApproaching", "MemcachedOutOfMemoryErrors"}
 # OpenMetrics suffixes prometheus-client adds to a registered name.
 SUFFIXES = ("_total", "_bucket", "_sum", "_count", "")
 
@@ -70,11 +82,52 @@ def check_metric_names(groups):
     assert not unknown, f"metrics no exporter or controller serves: {unknown}"
 
 
+def github_slug(heading):
+    """GitHub's anchor for a heading (as hack/check-docs.sh computes it): lower case, punctuation
+    dropped, spaces as hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+def runbook_base():
+    chart = yaml.safe_load((DEPLOY / "helm/memcached-operator/Chart.yaml").read_text())
+    return f"{chart['home']}/blob/main/docs/operating/alerts.md"
+
+
+def check_runbooks(groups):
+    """Every alert's runbook_url is its section of docs/operating/alerts.md, and every section of
+    it is an alert's."""
+    headings, fenced = [], False
+    for line in ALERTS_DOC.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("## "):
+            headings.append(line[3:].strip())
+    anchors = {github_slug(h): h for h in headings}
+    base = runbook_base()
+    alerts = [rule["alert"] for group in groups for rule in group["rules"] if "alert" in rule]
+    for group in groups:
+        for rule in group["rules"]:
+            if "alert" not in rule:
+                continue
+            url = rule.get("annotations", {}).get("runbook_url")
+            assert url, f"{rule['alert']} has no runbook_url"
+            page, _, anchor = url.partition("#")
+            assert page == base, f"{rule['alert']}: runbook_url {url} is not on {base}"
+            assert anchors.get(anchor) == rule["alert"], \
+                f"{rule['alert']}: #{anchor} is no section of {ALERTS_DOC.name} named after it ({sorted(anchors)})"
+    assert sorted(headings) == sorted(alerts), \
+        f"{ALERTS_DOC.name}'s sections are not one per alert: {sorted(set(headings) ^ set(alerts))}"
+    clashes = sorted(MIXIN_ALERTS & set(alerts))
+    assert not clashes, f"alerts named as the memcached mixin's, which mean something else: {clashes}"
+
+
 def main(out):
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rules, dashboard = rule_groups(), dashboard_queries()
     check_metric_names(rules["groups"] + dashboard["groups"])
+    check_runbooks(rules["groups"])
     (out / "memcached-operator.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
     (out / "dashboard.rules.yaml").write_text(yaml.safe_dump(dashboard, sort_keys=False))
 

@@ -1,4 +1,7 @@
-//! Every object one Memcached should have, built purely from the CR.
+//! Every object one Memcached should have, built purely from the CR and
+//! what the installation sets for every Memcached ([`Installation`]).
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -34,6 +37,17 @@ impl Workload {
     }
 }
 
+/// What the installation (the controller's flags) sets for every Memcached.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Installation {
+    /// Who reaches the pods besides a NetworkPolicy's allowed sources.
+    pub access: network_policy::Access,
+    /// Labels on every ServiceMonitor (`--service-monitor-labels`, e.g. the
+    /// `release` a kube-prometheus-stack Prometheus selects by); a Memcached's
+    /// own `additionalLabels` win.
+    pub service_monitor_labels: BTreeMap<String, String>,
+}
+
 /// The desired objects; `None` where a feature is off. The server-list
 /// ConfigMap depends on the replicas the workload runs: see
 /// [`crate::objects::server_list::config_map`].
@@ -54,13 +68,13 @@ pub struct Desired {
 }
 
 impl Desired {
-    /// Build everything for `mc` from its effective (defaulted) `spec`;
-    /// `access` names who else reaches the pods when a NetworkPolicy is on.
+    /// Build everything for `mc` from its effective (defaulted) `spec` and
+    /// what `installation` sets for every Memcached.
     pub fn new(
         mc: &Memcached,
         spec: &Defaulted,
         secret_hash: Option<&str>,
-        access: &network_policy::Access,
+        installation: &Installation,
     ) -> Self {
         let workload = if spec.stateful_set() {
             Workload::StatefulSet(stateful_set::build(mc, spec, secret_hash))
@@ -72,8 +86,8 @@ impl Desired {
             service: service::build(mc, spec),
             pdb: pdb::build(mc, spec),
             hpa: hpa::build(mc, spec),
-            network_policy: network_policy::build(mc, spec, access),
-            service_monitor: service_monitor::build(mc, spec),
+            network_policy: network_policy::build(mc, spec, &installation.access),
+            service_monitor: service_monitor::build(mc, spec, &installation.service_monitor_labels),
         }
     }
 }

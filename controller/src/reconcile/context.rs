@@ -13,7 +13,7 @@ use crate::cluster::apply::LastApplied;
 use crate::cluster::cache::Cache;
 use crate::cluster::secrets::SecretCache;
 use crate::metrics::registry::Metrics;
-use crate::objects::network_policy::Access;
+use crate::objects::desired::Installation;
 use crate::reconcile::streaks::Streaks;
 use crate::rollout::pacing;
 use crate::stats::live::LiveStats;
@@ -35,8 +35,9 @@ pub struct Context {
     pub validation: Options,
     /// Key of the pod-template Secret hash (see [`crate::cluster::hash_key`]).
     pub hash_key: hmac::Key,
-    /// Who reaches the pods besides a NetworkPolicy's allowed sources.
-    pub access: Access,
+    /// What the installation sets for every Memcached: who reaches the pods
+    /// besides a NetworkPolicy's allowed sources, the ServiceMonitors' labels.
+    pub installation: Installation,
     /// The managed objects and Secrets as the watches see them.
     pub cache: Cache,
     /// What was last applied to each managed object.

@@ -100,7 +100,7 @@ async fn converge_children(
     mc.namespace().ok_or(Error::Incomplete("namespace"))?;
     let uid = mc.uid().ok_or(Error::Incomplete("uid"))?;
     let hash = secrets.stamp.as_ref().map(|s| s.hash.as_str());
-    let mut desired = Desired::new(mc, spec, hash, &ctx.access);
+    let mut desired = Desired::new(mc, spec, hash, &ctx.installation);
     if let Some(stamp) = secrets.stamp.clone() {
         desired.workload.stamp(stamp);
     }

@@ -341,7 +341,7 @@ pub fn context_with_key(
         metrics: Default::default(),
         validation: Default::default(),
         hash_key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, hash_key),
-        access: Default::default(),
+        installation: Default::default(),
         cache,
         applied: Default::default(),
         secret_data: Default::default(),

@@ -303,7 +303,8 @@ fn real_node(env: &Env) -> Result<(), String> {
 
 /// Prometheus Operator and Prometheus as kube-prometheus-stack runs them; the
 /// controller handed over to the Helm chart with its ServiceMonitor and
-/// PrometheusRule labelled for that Prometheus (alerts' `for` shortened to
+/// PrometheusRule, and every Memcached's ServiceMonitor, labelled for that
+/// Prometheus by one value, `prometheusLabels` (alerts' `for` shortened to
 /// 10 s by the chart's values); a monitored Memcached; Prometheus's targets
 /// of the product, and an alert firing for a Memcached whose image does not exist.
 fn monitoring(env: &mut Env) -> Result<(), String> {
@@ -312,7 +313,8 @@ fn monitoring(env: &mut Env) -> Result<(), String> {
     println!(
         "\n== monitoring: Prometheus Operator and Prometheus in namespace {}, as \
          kube-prometheus-stack has them; the controller now from the Helm chart with \
-         metrics.serviceMonitor and metrics.prometheusRule on",
+         metrics.serviceMonitor and metrics.prometheusRule on, prometheusLabels \
+         release=kube-prometheus-stack",
         prometheus::NAMESPACE
     );
     prometheus::install_crds(env)?;
@@ -363,7 +365,7 @@ fn monitoring(env: &mut Env) -> Result<(), String> {
         println!("{}", describe_target(target));
     }
     println!(
-        "\n== broken-cache: an image that does not exist; MemcachedDown fires (the chart's rule, on the \
+        "\n== broken-cache: an image that does not exist; MemcachedUnavailable fires (the chart's rule, on the \
          controller's own numbers)"
     );
     spec["image"] = json!("memcached:no-such-tag");
@@ -372,17 +374,21 @@ fn monitoring(env: &mut Env) -> Result<(), String> {
         kubectl.apply(&scenario::memcached(NAMESPACE, "broken-cache", spec))?
     );
     let applied = std::time::Instant::now();
-    let alert = wait_for("MemcachedDown firing", Duration::from_secs(120), || {
-        (prom.alerts()?.into_iter())
-            .find(|a| {
-                prometheus::firing(
-                    a,
-                    "MemcachedDown",
-                    &[("namespace", NAMESPACE), ("name", "broken-cache")],
-                )
-            })
-            .ok_or_else(|| "not yet".to_string())
-    })?;
+    let alert = wait_for(
+        "MemcachedUnavailable firing",
+        Duration::from_secs(120),
+        || {
+            (prom.alerts()?.into_iter())
+                .find(|a| {
+                    prometheus::firing(
+                        a,
+                        "MemcachedUnavailable",
+                        &[("namespace", NAMESPACE), ("name", "broken-cache")],
+                    )
+                })
+                .ok_or_else(|| "not yet".to_string())
+        },
+    )?;
     println!("\n$ curl http://prometheus:9090/api/v1/alerts");
     println!(
         "{}   ({:.0}s after kubectl apply)",

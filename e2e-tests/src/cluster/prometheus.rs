@@ -143,8 +143,9 @@ pub fn uninstall(env: &Env) -> Result<(), String> {
 }
 
 /// The chart's values that turn monitoring on for that Prometheus, as its
-/// users set them: the ServiceMonitor and the PrometheusRule labelled for it,
-/// Prometheus's ServiceAccount bound to the metrics-reader ClusterRole
+/// users set them: one value, `prometheusLabels`, labels for it the chart's
+/// ServiceMonitor and PrometheusRule and every Memcached's ServiceMonitor the
+/// controller creates; Prometheus's ServiceAccount bound to the metrics-reader ClusterRole
 /// (`metrics.readerSubjects`); short timings through the chart's own values
 /// (scrapes and rule evaluations every [`INTERVAL`], each alert's `for` 10 s,
 /// rate windows of 30 s); the controller on the real node.
@@ -154,21 +155,20 @@ pub fn chart_values() -> Value {
     let mut values = node::scheduling();
     // deploy/policy.yaml judges Memcacheds already (Kubewarden took over): not the chart's too.
     values["policy"] = json!({"enabled": false});
+    values["prometheusLabels"] = json!({SELECTOR.0: SELECTOR.1});
     values["metrics"] = json!({
         "readerSubjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}],
         "serviceMonitor": {
             "enabled": true,
-            "additionalLabels": {SELECTOR.0: SELECTOR.1},
             "interval": INTERVAL,
             "scrapeTimeout": "4s",
         },
         "prometheusRule": {
             "enabled": true,
-            "additionalLabels": {SELECTOR.0: SELECTOR.1},
             "interval": INTERVAL,
             "alerts": {
                 "MemcachedNotReady": timing,
-                "MemcachedDown": timing,
+                "MemcachedUnavailable": timing,
                 "MemcachedDegraded": timing,
                 "MemcachedInstanceNotAnswering": timing,
                 "MemcachedExporterDown": timing,
@@ -184,14 +184,14 @@ pub fn chart_values() -> Value {
     values
 }
 
-/// `spec.monitoring` of a Memcached on the real node whose ServiceMonitor
-/// that Prometheus selects, scraped every [`INTERVAL`].
+/// `spec.monitoring` of a Memcached on the real node, scraped every
+/// [`INTERVAL`]. It names no label: a controller installed with
+/// [`chart_values`] labels its ServiceMonitor for that Prometheus.
 pub fn monitoring() -> Value {
     json!({
         "enabled": true,
         "exporterImage": node::EXPORTER_IMAGE,
         "serviceMonitor": {
-            "additionalLabels": {SELECTOR.0: SELECTOR.1},
             "interval": INTERVAL,
             "scrapeTimeout": "4s",
         },

@@ -40,7 +40,7 @@ const HELD: usize = 470;
 /// The alerts that judge Memcacheds: the first release raises them, the second not again.
 const INSTANCE_ALERTS: [&str; 8] = [
     "MemcachedNotReady",
-    "MemcachedDown",
+    "MemcachedUnavailable",
     "MemcachedDegraded",
     "MemcachedInstanceNotAnswering",
     "MemcachedExporterDown",
@@ -50,9 +50,10 @@ const INSTANCE_ALERTS: [&str; 8] = [
 ];
 
 /// kube-prometheus-stack's Prometheus, set up as its users have it, and the
-/// chart installed with monitoring on (its ServiceMonitor and PrometheusRule
-/// labelled for that Prometheus, Prometheus's ServiceAccount bound to the
-/// metrics-reader ClusterRole) scrape every target the product creates: the
+/// chart installed with monitoring on (one value, `prometheusLabels`, labels
+/// for that Prometheus its ServiceMonitor and PrometheusRule and the
+/// ServiceMonitor of every Memcached, whose specs name no label; Prometheus's
+/// ServiceAccount bound to the metrics-reader ClusterRole) scrape every target the product creates: the
 /// controller's replicas over TLS with Prometheus's token, each Memcached's
 /// exporter through the ServiceMonitor the controller made. Every alert of
 /// the rules file fires when its condition is made true on real data (an
@@ -96,6 +97,16 @@ pub(crate) fn monitored_by_prometheus(env: &mut Env) -> Result<(), String> {
         "     labelled for Prometheus: {}",
         monitors.split_whitespace().collect::<Vec<_>>().join(", ")
     );
+    // The Memcacheds name no label: the chart's one value, prometheusLabels,
+    // labels their ServiceMonitors through the controller.
+    for name in ["plain", "secure"] {
+        let labels =
+            &env.kubectl.get(&["servicemonitor", name, "-n", CACHES])?["metadata"]["labels"];
+        check(
+            labels[prometheus::SELECTOR.0] == prometheus::SELECTOR.1,
+            format!("ServiceMonitor {CACHES}/{name} lacks the chart's prometheusLabels: {labels}"),
+        )?;
+    }
 
     let prom = prometheus::install_stack(env)?;
     println!(
@@ -593,7 +604,10 @@ fn alerts_fire_and_resolve(env: &Env, helm: &Helm, prom: &Prometheus) -> Result<
             "MemcachedNotReady",
             &[("namespace", CACHES), ("name", "down")],
         ),
-        Alert::new("MemcachedDown", &[("namespace", CACHES), ("name", "down")]),
+        Alert::new(
+            "MemcachedUnavailable",
+            &[("namespace", CACHES), ("name", "down")],
+        ),
         Alert::new(
             "MemcachedDegraded",
             &[

@@ -48,12 +48,26 @@ The selector labels as key=value,... (OPERATOR_POD_LABELS): every Memcached Netw
 the controller pods by exactly these labels, so nameOverride and the release name carry over.
 */}}
 {{- define "memcached-operator.selectorLabelList" -}}
-{{- $labels := include "memcached-operator.selectorLabels" . | fromYaml }}
+{{- include "memcached-operator.labelList" (include "memcached-operator.selectorLabels" . | fromYaml) }}
+{{- end }}
+
+{{/* A map of labels as the controller's flags take them: `key=value,...`, sorted. */}}
+{{- define "memcached-operator.labelList" -}}
+{{- $labels := . }}
 {{- $pairs := list }}
 {{- range $key := keys $labels | sortAlpha }}
 {{- $pairs = append $pairs (printf "%s=%s" $key (get $labels $key)) }}
 {{- end }}
 {{- join "," $pairs }}
+{{- end }}
+
+{{/* The labels Prometheus selects an object of this chart by: prometheusLabels, with the object's
+own additionalLabels (the argument) on top. */}}
+{{- define "memcached-operator.prometheusLabels" -}}
+{{- $labels := merge (deepCopy (.additional | default dict)) (deepCopy (.root.Values.prometheusLabels | default dict)) }}
+{{- with $labels }}
+{{- toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* The ServiceAccount the controller runs as. */}}
