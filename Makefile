@@ -35,14 +35,14 @@ DEMO_PIECES := \
 	'$(E2E_BIN)/cluster|the control plane and kubectl (Go: Kubernetes, about 9 min cold)' \
 	'$(E2E_BIN)/registry|CNCF Distribution, the local OCI registry (Go, about 1 min cold)' \
 	'$(HELM)|helm (Go, about 1 min cold)' \
-	'$(E2E_BIN)/kubelet|the kubelet (Go, about 2 min cold)' \
+	'$(E2E_BIN)/kubelet|the kubelet (Go, about 1 min cold)' \
 	'$(E2E_BIN)/kube-proxy|kube-proxy (Go, under 1 min cold)' \
 	'$(E2E_BIN)/containerd|containerd and its runc shim (Go, about 2 min cold)' \
-	'$(E2E_BIN)/coredns|CoreDNS (Go, about 1 min cold)' \
+	'$(E2E_BIN)/coredns|CoreDNS (Go, about 2 min cold)' \
 	'$(E2E_BIN)/memcached_exporter|memcached_exporter (Go, under 1 min cold)' \
 	'$(E2E_BIN)/images/index.json|the node images: memcached, pause, the exporter (under 1 min)' \
-	'$(E2E_BIN)/kubewarden/images/index.json|Kubewarden 1.35 images: controller, audit scanner, policy-server (Go, about 2 min cold)' \
-	'$(E2E_BIN)/prometheus/images/index.json|Prometheus and Prometheus Operator images (Go, about 3 min cold)' \
+	'$(E2E_BIN)/kubewarden/images/index.json|Kubewarden 1.35 images: controller, audit scanner, policy-server (Go, about 3 min cold)' \
+	'$(E2E_BIN)/prometheus/images/index.json|Prometheus and Prometheus Operator images (Go, about 4 min cold)' \
 	'bins|the controller and the demo driver (Rust, about 6 min cold)'
 
 # The one feature set every build uses: the end-to-end suites and the tests that need memcached or policy.wasm
