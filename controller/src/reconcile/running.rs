@@ -151,6 +151,8 @@ pub(super) fn ready_addresses(cache: &Cache, mc: &Memcached) -> Vec<SocketAddr> 
 pub(super) struct Ready {
     /// The pod's hostname (a StatefulSet pod's name).
     pub(super) hostname: Option<String>,
+    /// The pod's uid, as the endpoint names it.
+    pub(super) pod_uid: Option<String>,
     /// Where its memcached answers.
     pub(super) address: SocketAddr,
 }
@@ -160,12 +162,14 @@ pub(super) fn ready_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
     (pod_endpoints(cache, mc).into_iter())
         .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
         .flat_map(|e| {
+            let pod_uid = e.target_ref.and_then(|t| t.uid);
             let hostname = e.hostname;
             (e.addresses
                 .into_iter()
                 .filter_map(|a| memcached_address(&a)))
             .map(move |address| Ready {
                 hostname: hostname.clone(),
+                pod_uid: pod_uid.clone(),
                 address,
             })
         })
@@ -241,6 +245,13 @@ mod tests {
         assert_eq!(
             ready_addresses(&cache, &mc),
             [address("10.0.0.1"), address("10.0.0.2")]
+        );
+        let uids: Vec<_> = (ready_endpoints(&cache, &mc).into_iter())
+            .map(|e| e.pod_uid)
+            .collect();
+        assert_eq!(
+            uids,
+            [Some("uid-c-abc-11111".into()), Some("uid-c-0".into())]
         );
         assert_eq!(
             pod_names(&cache, &mc).into_values().collect::<Vec<_>>(),
