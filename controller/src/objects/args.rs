@@ -6,7 +6,7 @@
 //! `extraArgs`. The TLS and authentication flags are the ones memcached 1.6
 //! really has (the design doc's `--ssl-*` flags do not exist).
 
-use memcached_api::extra_args::verbosity;
+use memcached_api::extra_args::{getopt, verbosity};
 use memcached_api::memcached_options::{Render, spec_args};
 use memcached_api::{Defaulted, MemcachedConfig, MemcachedSpec};
 
@@ -96,10 +96,14 @@ pub fn confirmed_settings(spec: &Defaulted) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// `args` run NAPI IDs (`-N`): memcached 1.6.18 crashes on `stats settings` then.
+/// memcached run with `args` runs NAPI ids: getopt gives it `-N` in any
+/// spelling it accepts (`-N 1`, `-N1`, `-vN 1`, `--napi-ids=1`, a prefix
+/// such as `--napi=1`). Once given, memcached has a number of NAPI ids (one
+/// below 1 makes it exit), and memcached 1.6.9 to 1.6.39 crash on `stats
+/// settings` then (see `stats::client::settings_crash_with_napi_ids`).
+/// An `-N` after a getopt error still counts: the safe side.
 pub fn napi_ids(args: &[String]) -> bool {
-    args.iter()
-        .any(|a| a == "-N" || a.starts_with("--napi-ids") || (a.starts_with("-N") && a.len() > 2))
+    getopt::parse(args).0.iter().any(|o| o.short == 'N')
 }
 
 /// True when TLS is on and clients must present a certificate.
@@ -168,6 +172,34 @@ mod tests {
             json!({"security": {"sasl": {"enabled": false}, "tls": {"enabled": false, "enableClientCert": true}}, "warmRestart": {"enabled": false}}),
         );
         assert_eq!(got.len(), 8);
+    }
+
+    #[test]
+    fn napi_ids_are_seen_in_every_spelling_getopt_gives_memcached() {
+        let runs =
+            |args: &[&str]| napi_ids(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        for spelling in [
+            &["-N", "1"][..],
+            &["-N1"],
+            &["-vN", "1"],
+            &["-vN1"],
+            &["--napi-ids=1"],
+            &["--napi-ids", "1"],
+            &["--napi=1"],
+            &["--n=1"],
+            &["-m", "64", "-o", "modern", "-N", "2"],
+        ] {
+            assert!(runs(spelling), "{spelling:?}");
+        }
+        for spelling in [
+            &["-m", "64"][..],
+            &["-o", "napi_ids=1"],
+            &["-e", "/x/-N1"],
+            &["--", "-N", "1"],
+            &["--napi_ids=1"], // memcached exits on it: unrecognized option
+        ] {
+            assert!(!runs(spelling), "{spelling:?}");
+        }
     }
 
     #[test]
