@@ -142,7 +142,8 @@ deps:
 ## on the real node; the audit scanner's reports; Prometheus as kube-prometheus-stack runs it showing the product's
 ## targets up and an alert firing); DEMO_KEEP=1 keeps the cluster.
 demo: prereqs deps annotated-policy.wasm
-	@echo; echo "== The policy judging every example of the design documents (kwctl run, as policy-server runs it)"
+	@echo; echo "== $$(($$(date +%s) - $(MAKE_STARTED))) s in: the policy judging every example of the design documents" \
+		"(kwctl run, as policy-server runs it)"
 	@hack/demo-verdicts.sh "$(KWCTL)" annotated-policy.wasm e2e-tests/fixtures
 	@echo; echo "== The local cluster's pieces, each from its sources (the compilers' output in $(DEMO_LOGS))"
 	@STARTED=$(MAKE_STARTED) MAKE="$(MAKE)" hack/build-pieces.sh $(DEMO_LOGS) $(DEMO_PIECES)
