@@ -77,7 +77,7 @@ pub const MAX_IMAGE_LENGTH: usize = 512;
 /// JSON paths (under `spec`) of the sections defined here rather than by
 /// k8s-openapi. serde would read a JSON array into them as a tuple; an
 /// admission request must get an error instead.
-pub const SECTIONS: [&str; 12] = [
+pub const SECTIONS: [&str; 13] = [
     "memcached",
     "highAvailability",
     "highAvailability.podDisruptionBudget",
@@ -88,6 +88,7 @@ pub const SECTIONS: [&str; 12] = [
     "security",
     "security.sasl",
     "security.tls",
+    "security.networkPolicy",
     "networkPolicy",
     "service",
 ];
@@ -450,6 +451,12 @@ pub struct SecuritySpec {
     /// TLS encryption; default off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
+    /// The same setting as `spec.networkPolicy`, where the Go operator
+    /// (C5C3/memcached-operator) has it: honoured when `spec.networkPolicy`
+    /// is absent, and when both are set they must be equal (new manifests
+    /// should use `spec.networkPolicy`); default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<NetworkPolicySpec>,
 }
 
 /// SASL authentication settings.
@@ -585,6 +592,17 @@ impl MemcachedSpec {
             .as_ref()
             .and_then(|m| m.enabled)
             .unwrap_or(false)
+    }
+
+    /// The NetworkPolicy settings in effect: `spec.networkPolicy`, else
+    /// `spec.security.networkPolicy` (the Go operator's place of the same
+    /// setting; validation refuses both set and different).
+    pub fn effective_network_policy(&self) -> Option<&NetworkPolicySpec> {
+        self.network_policy.as_ref().or_else(|| {
+            self.security
+                .as_ref()
+                .and_then(|s| s.network_policy.as_ref())
+        })
     }
 
     /// True when `spec.security.sasl.enabled` is true.
