@@ -74,6 +74,12 @@ pub const MAX_ANNOTATIONS: usize = 128;
 /// Bytes of an image reference.
 pub const MAX_IMAGE_LENGTH: usize = 512;
 
+/// Keys of the SASL credentials Secret (`spec.security.sasl.credentialsSecretRef`)
+/// memcached's `-Y` file is read from, the first present one: this
+/// project's `auth`, the Go operator's `password-file`, the design
+/// document's `memcached-sasl-db`.
+pub const AUTH_SECRET_KEYS: [&str; 3] = ["auth", "password-file", "memcached-sasl-db"];
+
 /// JSON paths (under `spec`) of the sections defined here rather than by
 /// k8s-openapi. serde would read a JSON array into them as a tuple; an
 /// admission request must get an error instead.
@@ -467,8 +473,10 @@ pub struct SaslSpec {
     /// Require clients to authenticate; default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Secret holding the credentials (key `auth`, `user:password` lines);
-    /// no default, required when enabled.
+    /// Secret holding the credentials: `user:password` lines, the last one
+    /// newline-terminated, under the first present of the keys `auth`,
+    /// `password-file` (the Go operator's) and `memcached-sasl-db`; no
+    /// default, required when enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials_secret_ref: Option<LocalObjectReference>,
 }

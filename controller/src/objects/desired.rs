@@ -55,17 +55,20 @@ pub struct Desired {
 
 impl Desired {
     /// Build everything for `mc` from its effective (defaulted) `spec`;
-    /// `access` names who else reaches the pods when a NetworkPolicy is on.
+    /// `auth_key` is the authentication Secret's key memcached reads
+    /// ([`crate::cluster::secrets::auth_key`]); `access` names who else
+    /// reaches the pods when a NetworkPolicy is on.
     pub fn new(
         mc: &Memcached,
         spec: &Defaulted,
         secret_hash: Option<&str>,
+        auth_key: &str,
         access: &network_policy::Access,
     ) -> Self {
         let workload = if spec.stateful_set() {
-            Workload::StatefulSet(stateful_set::build(mc, spec, secret_hash))
+            Workload::StatefulSet(stateful_set::build(mc, spec, secret_hash, auth_key))
         } else {
-            Workload::Deployment(deployment::build(mc, spec, secret_hash))
+            Workload::Deployment(deployment::build(mc, spec, secret_hash, auth_key))
         };
         Desired {
             workload,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use memcached_api::Defaulted;
 use tokio_rustls::rustls::pki_types::ServerName;
 
-use crate::cluster::secrets::SecretData;
-use crate::objects::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::cluster::secrets::{self, SecretData};
+use crate::objects::args::{self, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::objects::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 use crate::stats::client::{Credentials, StatsClient, Tls};
 use crate::stats::tls;
@@ -27,7 +27,7 @@ pub fn stats_client(
             .and_then(|(_, secret, _)| secrets.get(&secret)?.get(key).cloned())
     };
     let credentials = if spec.sasl_enabled() {
-        mounted(AUTH_VOLUME, AUTH_KEY)
+        mounted(AUTH_VOLUME, secrets::mounted_auth_key(spec, secrets))
             .and_then(|f| Credentials::from_auth_file(&String::from_utf8_lossy(&f)))
     } else {
         None
@@ -61,4 +61,36 @@ pub fn stats_client(
         credentials,
         settings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use memcached_api::apply_defaults;
+
+    use super::*;
+    use crate::stats::client::Credentials;
+
+    /// The stats client logs in with the auth file under each of its keys.
+    #[test]
+    fn credentials_come_from_each_auth_key() {
+        let spec = apply_defaults(
+            serde_json::from_value(serde_json::json!({"security": {"sasl": {
+                "enabled": true, "credentialsSecretRef": {"name": "creds"}}}}))
+            .unwrap(),
+        );
+        for key in ["auth", "password-file", "memcached-sasl-db"] {
+            let data = [(key.to_string(), b"app:pw\n".to_vec())].into();
+            let secrets = SecretData::from([("creds".to_string(), data)]);
+            let name = ServerName::try_from("my-cache.default.svc").unwrap();
+            let client = stats_client(&spec, &secrets, name).unwrap();
+            assert_eq!(
+                client.credentials,
+                Some(Credentials {
+                    username: "app".into(),
+                    password: "pw".into()
+                }),
+                "{key}"
+            );
+        }
+    }
 }
