@@ -37,6 +37,7 @@ KUBERNETES_TYPES = {
     "spec.networkPolicy.allowedSources[]": ("networking/v1", "NetworkPolicyPeer"),
     "spec.resources": ("core/v1", "ResourceRequirements"),
     "spec.security.containerSecurityContext": ("core/v1", "SecurityContext"),
+    "spec.security.networkPolicy.allowedSources[]": ("networking/v1", "NetworkPolicyPeer"),
     "spec.security.podSecurityContext": ("core/v1", "PodSecurityContext"),
     "spec.security.sasl.credentialsSecretRef": ("core/v1", "LocalObjectReference"),
     "spec.security.tls.certificateSecretRef": ("core/v1", "LocalObjectReference"),

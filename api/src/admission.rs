@@ -852,7 +852,7 @@ fn changed_fields(
     within!(autoscaling: AutoscalingSpec { enabled, min_replicas, max_replicas, metrics, behavior });
     within!(monitoring: MonitoringSpec { enabled, exporter_image, exporter_resources, service_monitor });
     within!(security: SecuritySpec {
-        pod_security_context, container_security_context, sasl, tls
+        pod_security_context, container_security_context, sasl, tls, network_policy
     });
     (after, removed)
 }

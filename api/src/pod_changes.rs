@@ -140,6 +140,7 @@ fn template_fields(spec: &MemcachedSpec) -> Vec<(&'static str, Value)> {
         container_security_context, // every container's
         sasl,
         tls,
+        network_policy: _, // a NetworkPolicy
     } = security.clone().unwrap_or_default();
     let SaslSpec {
         enabled: sasl_enabled, // an argument and a Secret volume

@@ -74,10 +74,16 @@ pub const MAX_ANNOTATIONS: usize = 128;
 /// Bytes of an image reference.
 pub const MAX_IMAGE_LENGTH: usize = 512;
 
+/// Keys of the SASL credentials Secret (`spec.security.sasl.credentialsSecretRef`)
+/// memcached's `-Y` file is read from, the first present one: this
+/// project's `auth`, the Go operator's `password-file`, the design
+/// document's `memcached-sasl-db`.
+pub const AUTH_SECRET_KEYS: [&str; 3] = ["auth", "password-file", "memcached-sasl-db"];
+
 /// JSON paths (under `spec`) of the sections defined here rather than by
 /// k8s-openapi. serde would read a JSON array into them as a tuple; an
 /// admission request must get an error instead.
-pub const SECTIONS: [&str; 12] = [
+pub const SECTIONS: [&str; 13] = [
     "memcached",
     "highAvailability",
     "highAvailability.podDisruptionBudget",
@@ -88,6 +94,7 @@ pub const SECTIONS: [&str; 12] = [
     "security",
     "security.sasl",
     "security.tls",
+    "security.networkPolicy",
     "networkPolicy",
     "service",
 ];
@@ -460,6 +467,12 @@ pub struct SecuritySpec {
     /// TLS encryption; default off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
+    /// The same setting as `spec.networkPolicy`, where the Go operator
+    /// (C5C3/memcached-operator) has it: honoured when `spec.networkPolicy`
+    /// is absent, and when both are set they must be equal (new manifests
+    /// should use `spec.networkPolicy`); default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<NetworkPolicySpec>,
 }
 
 /// Client authentication settings: memcached's ASCII-protocol authentication (`-Y`), not SASL.
@@ -470,8 +483,10 @@ pub struct SaslSpec {
     /// Require clients to authenticate (memcached `-Y`, text protocol only); default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Secret holding the credentials (key `auth`, `user:password` lines);
-    /// no default, required when enabled.
+    /// Secret holding the credentials: `user:password` lines, the last one
+    /// newline-terminated, under the first present of the keys `auth`,
+    /// `password-file` (the Go operator's) and `memcached-sasl-db`; no
+    /// default, required when enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials_secret_ref: Option<LocalObjectReference>,
 }
@@ -597,6 +612,17 @@ impl MemcachedSpec {
             .as_ref()
             .and_then(|m| m.enabled)
             .unwrap_or(false)
+    }
+
+    /// The NetworkPolicy settings in effect: `spec.networkPolicy`, else
+    /// `spec.security.networkPolicy` (the Go operator's place of the same
+    /// setting; validation refuses both set and different).
+    pub fn effective_network_policy(&self) -> Option<&NetworkPolicySpec> {
+        self.network_policy.as_ref().or_else(|| {
+            self.security
+                .as_ref()
+                .and_then(|s| s.network_policy.as_ref())
+        })
     }
 
     /// True when `spec.security.sasl.enabled` is true.

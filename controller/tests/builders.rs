@@ -1,6 +1,7 @@
 //! Every builder against the design doc's YAML, with and without each feature.
 
 use memcached_api::{Memcached, apply_defaults};
+use memcached_controller::objects::args::AUTH_FILE;
 use memcached_controller::objects::desired::{Desired, Workload};
 use memcached_controller::objects::server_list;
 use memcached_controller::objects::warm_start;
@@ -16,9 +17,14 @@ fn memcached(spec: Value) -> Memcached {
 }
 
 fn desired(spec: Value, secret_hash: Option<&str>) -> Desired {
+    desired_reading(spec, secret_hash, AUTH_FILE)
+}
+
+/// [`desired`] with the authentication Secret's key memcached's file is read from.
+fn desired_reading(spec: Value, secret_hash: Option<&str>, auth_key: &str) -> Desired {
     let mc = memcached(spec);
     let effective = apply_defaults(mc.spec.clone());
-    Desired::new(&mc, &effective, secret_hash, &Default::default())
+    Desired::new(&mc, &effective, secret_hash, auth_key, &Default::default())
 }
 
 /// The workload as JSON, whichever kind it is.
@@ -251,6 +257,42 @@ fn warm_restarts_keep_the_memory_file_on_tmpfs_and_save_it_on_stop() {
             .get("memcached.c5c3.io/args")
             .is_none()
     );
+}
+
+/// memcached reads `/etc/memcached/auth/auth` (`-Y`) whichever key of the
+/// Secret holds the file: `auth` is mounted as it is (the pods of a Secret
+/// with that key are unchanged), `password-file` (the Go operator's) and
+/// `memcached-sasl-db` (the design's) are mapped to that file.
+#[test]
+fn the_auth_file_is_mounted_from_each_of_its_keys() {
+    let spec =
+        json!({"security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "creds"}}}});
+    for (key, items) in [
+        ("auth", None),
+        (
+            "password-file",
+            Some(json!([{"key": "password-file", "path": "auth"}])),
+        ),
+        (
+            "memcached-sasl-db",
+            Some(json!([{"key": "memcached-sasl-db", "path": "auth"}])),
+        ),
+    ] {
+        let d = workload(&desired_reading(spec.clone(), Some("h"), key));
+        let pod = &d["spec"]["template"]["spec"];
+        let mut secret = json!({"secretName": "creds"});
+        if let Some(items) = items {
+            secret["items"] = items;
+        }
+        assert_eq!(
+            pod["volumes"],
+            json!([{"name": "auth", "secret": secret}]),
+            "{key}"
+        );
+        let args = pod["containers"][0]["args"].as_array().unwrap();
+        let y = args.iter().position(|a| a == "-Y").unwrap();
+        assert_eq!(args[y + 1], "/etc/memcached/auth/auth", "{key}");
+    }
 }
 
 #[test]

@@ -41,7 +41,12 @@ fn memcached(spec: &Value, trigger: Option<&str>) -> Memcached {
 
 /// The workload metadata and pod template the controller renders for `mc`.
 fn render(mc: &Memcached) -> Template {
-    pod_template::build(mc, &apply_defaults(mc.spec.clone()), Some(SECRET_HASH))
+    pod_template::build(
+        mc,
+        &apply_defaults(mc.spec.clone()),
+        Some(SECRET_HASH),
+        "auth",
+    )
 }
 
 /// The restart trigger of `mc`.

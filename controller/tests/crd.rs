@@ -212,3 +212,22 @@ fn every_memcached_field_but_extra_args_has_its_row() {
     rows.sort_unstable();
     assert_eq!(fields, rows);
 }
+
+/// `spec.security.networkPolicy`, where the Go operator (C5C3/memcached-operator)
+/// has the NetworkPolicy settings, has the shape and bounds of
+/// `spec.networkPolicy`, in both versions: the API server keeps every field
+/// of it.
+#[test]
+fn the_go_operators_network_policy_place_has_the_same_schema() {
+    for version in &crd().spec.versions {
+        let schema = serde_json::to_value(&version.schema).unwrap();
+        let spec = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        let own = &spec["networkPolicy"];
+        let go = &spec["security"]["properties"]["networkPolicy"];
+        assert_eq!(go["properties"], own["properties"], "{}", version.name);
+        assert_eq!(
+            go["properties"]["allowedSources"]["maxItems"].as_u64(),
+            Some(100)
+        );
+    }
+}

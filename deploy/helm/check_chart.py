@@ -86,7 +86,7 @@ def check_defaults(helm):
     deployment = one(objects, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["image"] == "ghcr.io/c5c3/memcached-operator:v0.1.0", "tag defaults to appVersion"
+    assert container["image"] == "ghcr.io/c5c3/memcached-operator:v0.5.0", "tag defaults to appVersion"
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["MEMORY_OVERHEAD"]["value"] == "32Mi"
@@ -336,7 +336,7 @@ def check_umbrella(helm):
         deployment = one(objects, "Deployment")
         assert deployment["spec"]["replicas"] == 1
         pod = deployment["spec"]["template"]["spec"]
-        assert pod["containers"][0]["image"] == "registry.example.com/c5c3/memcached-operator:v0.1.0", \
+        assert pod["containers"][0]["image"] == "registry.example.com/c5c3/memcached-operator:v0.5.0", \
             "global.imageRegistry replaces ghcr.io"
         assert pod["imagePullSecrets"] == [{"name": "mirror"}]
         assert len(kinds(objects, "CustomResourceDefinition")) == 1

@@ -5,7 +5,7 @@
 #   deploy/helm/push-chart.sh CHART_DIR oci://HOST[:PORT]/REPOSITORY
 #
 # pushes oci://HOST/REPOSITORY/<chart name>:<chart version> (Chart.yaml's name and version; e.g.
-# oci://ghcr.io/c5c3/charts/memcached-operator:0.1.0).
+# oci://ghcr.io/c5c3/charts/memcached-operator:0.5.0).
 #
 # Environment:
 #   HELM             helm (default: helm on PATH; `make push-chart` passes target/tools/helm)

@@ -170,6 +170,24 @@ fn maybe(
     }
 }
 
+/// A `networkPolicy` (or `security.networkPolicy`) section.
+fn network_policy(r: &mut Rng) -> Value {
+    let mut m = Map::new();
+    m.insert("enabled".into(), enabled(r));
+    maybe(r, &mut m, "allowedSources", 60, |r| {
+        list(r, |r| {
+            r.pick(&[
+                json!({"podSelector": {"matchLabels": {"app": "web"}}}),
+                json!({}),
+                json!({"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}),
+                json!({"ipBlock": {"cidr": "10.0.0.0/33"}}),
+                json!({"ipBlock": {"cidr": "10.0.0.0/8"}, "namespaceSelector": {}}),
+            ])
+        })
+    });
+    Value::Object(m)
+}
+
 fn enabled(rng: &mut Rng) -> Value {
     match rng.below(10) {
         0 => json!("yes"),
@@ -192,22 +210,7 @@ pub fn spec(rng: &mut Rng) -> Value {
                 "value": r.pick(&["", "v"]), "effect": r.pick(&["", "NoSchedule", "NoExecute", "Never"])})
         })
     });
-    maybe(rng, &mut s, "networkPolicy", 10, |r| {
-        let mut m = Map::new();
-        m.insert("enabled".into(), enabled(r));
-        maybe(r, &mut m, "allowedSources", 60, |r| {
-            list(r, |r| {
-                r.pick(&[
-                    json!({"podSelector": {"matchLabels": {"app": "web"}}}),
-                    json!({}),
-                    json!({"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}),
-                    json!({"ipBlock": {"cidr": "10.0.0.0/33"}}),
-                    json!({"ipBlock": {"cidr": "10.0.0.0/8"}, "namespaceSelector": {}}),
-                ])
-            })
-        });
-        Value::Object(m)
-    });
+    maybe(rng, &mut s, "networkPolicy", 10, network_policy);
     maybe(
         rng,
         &mut s,
@@ -292,9 +295,14 @@ pub fn spec(rng: &mut Rng) -> Value {
         Value::Object(m)
     });
     maybe(rng, &mut s, "security", 30, |r| {
-        json!({"sasl": {"enabled": enabled(r), "credentialsSecretRef": {"name": r.pick(&["", "auth"])}},
+        let mut security = json!({"sasl": {"enabled": enabled(r), "credentialsSecretRef": {"name": r.pick(&["", "auth"])}},
                 "tls": {"enabled": enabled(r), "certificateSecretRef": {"name": r.pick(&["", "tls"])}},
-                "containerSecurityContext": r.pick(&[json!({}), json!({"privileged": true}), json!({"runAsUser": 0})])})
+                "containerSecurityContext": r.pick(&[json!({}), json!({"privileged": true}), json!({"runAsUser": 0})])});
+        // The Go operator's place of networkPolicy, alone or beside it.
+        if let Value::Object(m) = &mut security {
+            maybe(r, m, "networkPolicy", 10, network_policy);
+        }
+        security
     });
     maybe(
         rng,
@@ -761,6 +769,28 @@ pub fn boundary_specs() -> Vec<(String, Value)> {
     ] {
         with(&mut c, &format!("allowedSources {list}"), peers(list));
     }
+    // The Go operator's place of the same setting: alone, equal, different.
+    let web = json!({"enabled": true, "allowedSources": [{"podSelector": {"matchLabels": {"app": "web"}}}]});
+    with(
+        &mut c,
+        "security.networkPolicy alone",
+        json!({"security": {"networkPolicy": web}}),
+    );
+    with(
+        &mut c,
+        "security.networkPolicy without sources",
+        json!({"security": {"networkPolicy": {"enabled": true, "allowedSources": [{}]}}}),
+    );
+    with(
+        &mut c,
+        "networkPolicy in both places, equal",
+        json!({"networkPolicy": web, "security": {"networkPolicy": web}}),
+    );
+    with(
+        &mut c,
+        "networkPolicy in both places, different",
+        json!({"networkPolicy": {"enabled": false}, "security": {"networkPolicy": web}}),
+    );
     let long_value = "v".repeat(63);
     each(
         &mut c,

@@ -357,13 +357,19 @@ fn scale_and_toggle(env: &mut Env) -> Result<(), String> {
     })?;
     wait_ready(env, ns, "cache", 1)?;
 
-    // PodDisruptionBudget and NetworkPolicy: on adds, off removes.
+    // PodDisruptionBudget and NetworkPolicy (also where the Go operator has
+    // it, spec.security.networkPolicy: kept by the CRD through a merge patch,
+    // honoured by the controller): on adds, off removes.
     for (feature, kind) in [
         (
             json!({"replicas": 2, "highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 1}}}),
             "poddisruptionbudget",
         ),
         (json!({"networkPolicy": {"enabled": true}}), "networkpolicy"),
+        (
+            json!({"networkPolicy": null, "security": {"networkPolicy": {"enabled": true}}}),
+            "networkpolicy",
+        ),
     ] {
         patch(env, ns, "cache", json!({"spec": feature}))?;
         wait_exists(env, ns, kind, "cache", true)?;

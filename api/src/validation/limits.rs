@@ -44,6 +44,15 @@ pub fn validate_sizes(spec: &MemcachedSpec, path: &Path) -> ErrorList {
         MAX_ALLOWED_SOURCES,
     );
     items(
+        &["security", "networkPolicy", "allowedSources"],
+        spec.security
+            .as_ref()
+            .and_then(|s| s.network_policy.as_ref())
+            .and_then(|n| n.allowed_sources.as_ref())
+            .map(Vec::len),
+        MAX_ALLOWED_SOURCES,
+    );
+    items(
         &["highAvailability", "topologySpreadConstraints"],
         spec.high_availability
             .as_ref()

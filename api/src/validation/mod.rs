@@ -26,7 +26,7 @@ use autoscaling::{Scaled, validate_autoscaling};
 use high_availability::validate_high_availability;
 use memcached_config::validate_memcached_config;
 use monitoring::validate_monitoring;
-use network::{validate_network_policy, validate_service};
+use network::{validate_network_policies, validate_service};
 use order::{Listing, Part};
 use pod::{pod_shape, validate_pod_annotations, validate_pod_labels};
 use resources::{MemoryFloor, validate_resources};
@@ -215,12 +215,7 @@ fn validate_spec(spec: &Defaulted, options: &Options) -> ErrorList {
             validate_security(s, &path.child("security"))
         }),
     );
-    listing.add(
-        Part::NetworkPolicy,
-        field(spec.network_policy.as_ref(), |n| {
-            validate_network_policy(n, &path.child("networkPolicy"))
-        }),
-    );
+    listing.add(Part::NetworkPolicy, validate_network_policies(spec, &path));
     listing.add(
         Part::Service,
         field(spec.service.as_ref(), |s| {

@@ -25,6 +25,7 @@ pub fn warnings(spec: &Defaulted) -> Vec<String> {
                 .to_string(),
         );
     }
+    warnings.extend(network_policy_in_security(spec));
     warnings.extend(network_policy_open_to_all(spec));
     warnings.extend(privileged_container(spec));
     warnings.extend(hard_anti_affinity_surge(spec));
@@ -66,17 +67,39 @@ fn pdb_blocks_evictions(spec: &MemcachedSpec) -> Option<String> {
 }
 
 /// An enabled NetworkPolicy without sources: an ingress rule with no `from`
-/// admits every source, so the policy restricts nothing.
+/// admits every source, so the policy restricts nothing. Named where it is
+/// set (`spec.networkPolicy`, else the Go operator's `spec.security.networkPolicy`).
 fn network_policy_open_to_all(spec: &MemcachedSpec) -> Option<String> {
     let np = spec
-        .network_policy
-        .as_ref()
+        .effective_network_policy()
         .filter(|n| n.enabled == Some(true))?;
-    np.allowed_sources.as_ref().is_none_or(Vec::is_empty).then(|| {
-        "spec.networkPolicy.enabled without spec.networkPolicy.allowedSources: the NetworkPolicy allows every \
-         pod in every namespace to reach memcached; list allowedSources to restrict it"
-            .to_string()
-    })
+    let at = if spec.network_policy.is_some() {
+        "spec.networkPolicy"
+    } else {
+        GO_NETWORK_POLICY
+    };
+    np.allowed_sources
+        .as_ref()
+        .is_none_or(Vec::is_empty)
+        .then(|| {
+            format!(
+                "{at}.enabled without {at}.allowedSources: the NetworkPolicy allows every \
+             pod in every namespace to reach memcached; list allowedSources to restrict it"
+            )
+        })
+}
+
+/// `spec.security.networkPolicy`.
+const GO_NETWORK_POLICY: &str = "spec.security.networkPolicy";
+
+/// The network policy where the Go operator has it: admitted as it is and
+/// honoured, but `spec.networkPolicy` is this API's place for it.
+fn network_policy_in_security(spec: &MemcachedSpec) -> Option<String> {
+    spec.security.as_ref()?.network_policy.as_ref()?;
+    Some(format!(
+        "{GO_NETWORK_POLICY} is where the Go operator (C5C3/memcached-operator) has the NetworkPolicy \
+         settings: it is honoured as spec.networkPolicy, this API's place for them (see docs/migration.md)"
+    ))
 }
 
 /// A container security context that grants privilege memcached never needs.

@@ -13,12 +13,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
-use memcached_api::MemcachedSpec;
+use memcached_api::{AUTH_SECRET_KEYS, MemcachedSpec};
 use ring::hmac;
 
 use crate::cluster::cache::Meta;
 use crate::cluster::stored::Stored;
-use crate::objects::args::AUTH_KEY;
 use crate::objects::pod_template::{AUTH_VOLUME, secret_mounts};
 
 /// One Secret's data: key to bytes.
@@ -162,21 +161,48 @@ pub fn mounting(store: &Store<Stored>, secret: &Meta<Secret>) -> Vec<ObjectRef<S
         .collect()
 }
 
-/// memcached's `-Y` file needs `user:password` lines, the last one newline-terminated.
-pub fn auth_file_problem(spec: &MemcachedSpec, secrets: &SecretData) -> Option<String> {
+/// The key of an authentication Secret's `data` that holds memcached's `-Y`
+/// file: the first of [`AUTH_SECRET_KEYS`] it has (this project's `auth`,
+/// the Go operator's `password-file`, the design's `memcached-sasl-db`).
+pub fn auth_key(data: &Data) -> Option<&'static str> {
+    AUTH_SECRET_KEYS.into_iter().find(|k| data.contains_key(*k))
+}
+
+/// The authentication Secret's data as read, when `spec` mounts one.
+fn auth_secret<'a>(spec: &MemcachedSpec, secrets: &'a SecretData) -> Option<(String, &'a Data)> {
     let (_, secret, _) = secret_mounts(spec)
         .into_iter()
         .find(|(volume, _, _)| *volume == AUTH_VOLUME)?;
     let data = secrets.get(&secret)?;
-    match data.get(AUTH_KEY) {
-        None => Some(format!(
-            "Secret {secret} has no key {AUTH_KEY:?} (user:password lines)"
-        )),
-        Some(file) if !file.ends_with(b"\n") => Some(format!(
-            "Secret {secret} key {AUTH_KEY:?} must end with a newline: memcached ignores an unterminated last line"
-        )),
-        Some(_) => None,
-    }
+    Some((secret, data))
+}
+
+/// The key the pods read memcached's `-Y` file from ([`auth_key`]); the
+/// first of [`AUTH_SECRET_KEYS`] when no Secret was read or it has none of
+/// them (the pods are held then: [`auth_file_problem`]).
+pub fn mounted_auth_key(spec: &MemcachedSpec, secrets: &SecretData) -> &'static str {
+    auth_secret(spec, secrets)
+        .and_then(|(_, data)| auth_key(data))
+        .unwrap_or(AUTH_SECRET_KEYS[0])
+}
+
+/// memcached's `-Y` file needs `user:password` lines, the last one
+/// newline-terminated, under one of [`AUTH_SECRET_KEYS`].
+pub fn auth_file_problem(spec: &MemcachedSpec, secrets: &SecretData) -> Option<String> {
+    let (secret, data) = auth_secret(spec, secrets)?;
+    let Some(key) = auth_key(data) else {
+        let keys: Vec<String> = AUTH_SECRET_KEYS.iter().map(|k| format!("{k:?}")).collect();
+        return Some(format!(
+            "Secret {secret} has none of the keys {} (user:password lines)",
+            keys.join(", ")
+        ));
+    };
+    let file = data.get(key)?;
+    (!file.ends_with(b"\n")).then(|| {
+        format!(
+            "Secret {secret} key {key:?} must end with a newline: memcached ignores an unterminated last line"
+        )
+    })
 }
 
 /// An HMAC of everything the pods read from Secrets: a change rolls them,
@@ -227,6 +253,64 @@ mod tests {
         cache.retain_mounted(&store);
         let kept: Vec<_> = cache.0.lock().unwrap().keys().cloned().collect();
         assert_eq!(kept, [("ns".to_string(), "auth".to_string())]);
+    }
+
+    fn sasl(secret: &str) -> MemcachedSpec {
+        serde_json::from_value(serde_json::json!({"security": {"sasl": {
+            "enabled": true, "credentialsSecretRef": {"name": secret}}}}))
+        .unwrap()
+    }
+
+    /// The Secret `auth` with `keys`, each holding `file`.
+    fn auth_secret(keys: &[&str], file: &[u8]) -> SecretData {
+        let data = keys
+            .iter()
+            .map(|k| (k.to_string(), file.to_vec()))
+            .collect();
+        SecretData::from([("auth".to_string(), data)])
+    }
+
+    /// Each key the auth file may be under, alone: the pods read it, the
+    /// Secret is valid, and an unterminated file is named by its key.
+    #[test]
+    fn the_auth_file_is_read_from_each_of_its_keys() {
+        for key in ["auth", "password-file", "memcached-sasl-db"] {
+            let secrets = auth_secret(&[key, "other"], b"u:p\n");
+            assert_eq!(auth_key(&secrets["auth"]), Some(key));
+            assert_eq!(mounted_auth_key(&sasl("auth"), &secrets), key);
+            assert_eq!(auth_file_problem(&sasl("auth"), &secrets), None, "{key}");
+            let unterminated = auth_secret(&[key], b"u:p");
+            assert_eq!(
+                auth_file_problem(&sasl("auth"), &unterminated),
+                Some(format!(
+                    "Secret auth key {key:?} must end with a newline: memcached ignores an unterminated last line"
+                ))
+            );
+        }
+    }
+
+    #[test]
+    fn the_first_auth_key_present_wins() {
+        let both = auth_secret(&["memcached-sasl-db", "password-file"], b"u:p\n");
+        assert_eq!(mounted_auth_key(&sasl("auth"), &both), "password-file");
+        let all = auth_secret(&["memcached-sasl-db", "password-file", "auth"], b"u:p\n");
+        assert_eq!(mounted_auth_key(&sasl("auth"), &all), "auth");
+    }
+
+    #[test]
+    fn a_secret_without_an_auth_key_is_invalid() {
+        let secrets = auth_secret(&["password"], b"u:p\n");
+        assert_eq!(auth_key(&secrets["auth"]), None);
+        assert_eq!(
+            auth_file_problem(&sasl("auth"), &secrets),
+            Some(
+                r#"Secret auth has none of the keys "auth", "password-file", "memcached-sasl-db" (user:password lines)"#
+                    .to_string()
+            )
+        );
+        // The pods are held; what they would mount is the first key.
+        assert_eq!(mounted_auth_key(&sasl("auth"), &secrets), "auth");
+        assert_eq!(mounted_auth_key(&sasl("other"), &secrets), "auth");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::commands::unknown_fields::unknown_fields;
+use crate::objects::args::AUTH_FILE;
 use crate::objects::desired::{Desired, Workload};
 use crate::objects::server_list;
 use crate::objects::workload::initial_replicas;
@@ -83,7 +84,7 @@ fn schema_of(document: &Value) -> Option<JSONSchemaProps> {
 /// to find rules stricter than the API server).
 pub fn objects(mc: &Memcached, spec: &Defaulted) -> Result<String, String> {
     let mut out = String::new();
-    let desired = Desired::new(mc, spec, None, &Default::default());
+    let desired = Desired::new(mc, spec, None, AUTH_FILE, &Default::default());
     match &desired.workload {
         Workload::Deployment(d) => write(&mut out, d)?,
         Workload::StatefulSet(s) => write(&mut out, s)?,

@@ -8,12 +8,14 @@
 
 use memcached_api::extra_args::{getopt, verbosity};
 use memcached_api::memcached_options::{Render, spec_args};
-use memcached_api::{Defaulted, MemcachedConfig, MemcachedSpec};
+use memcached_api::{AUTH_SECRET_KEYS, Defaulted, MemcachedConfig, MemcachedSpec};
 
 /// Where the authentication Secret is mounted.
 pub const AUTH_DIR: &str = "/etc/memcached/auth";
-/// Key of the authentication Secret: `username:password` lines, memcached's `-Y` file.
-pub const AUTH_KEY: &str = "auth";
+/// memcached's `-Y` file in [`AUTH_DIR`]: `username:password` lines. The
+/// Secret's key of that name, else the first present of the other
+/// [`AUTH_SECRET_KEYS`] mounted under this name.
+pub const AUTH_FILE: &str = AUTH_SECRET_KEYS[0];
 /// Where the TLS Secret is mounted.
 pub const TLS_DIR: &str = "/etc/memcached/tls";
 /// Certificate chain key of a `kubernetes.io/tls` Secret.
@@ -43,7 +45,7 @@ pub fn memcached_args(spec: &Defaulted) -> Vec<String> {
     }
     args.extend(spec_args(config, Render::Repeated));
     if spec.sasl_enabled() {
-        args.extend(["-Y".to_string(), format!("{AUTH_DIR}/{AUTH_KEY}")]);
+        args.extend(["-Y".to_string(), format!("{AUTH_DIR}/{AUTH_FILE}")]);
     }
     if spec.tls_enabled() {
         let mut options = vec![
@@ -82,7 +84,7 @@ pub const CONFIRMED_SETTINGS: &[&str] = &[
 /// args: its verbosity counts the `-v` of `extraArgs` too.
 pub fn confirmed_settings(spec: &Defaulted) -> Vec<(&'static str, String)> {
     let auth = if spec.sasl_enabled() {
-        format!("{AUTH_DIR}/{AUTH_KEY}")
+        format!("{AUTH_DIR}/{AUTH_FILE}")
     } else {
         "no".to_string()
     };

@@ -11,8 +11,13 @@ use crate::objects::labels;
 use crate::objects::pod_template::{self, Template};
 
 /// The Deployment for `mc`, with its defaulted `spec`.
-pub fn build(mc: &Memcached, spec: &Defaulted, secret_hash: Option<&str>) -> Deployment {
-    let Template { metadata, pod } = pod_template::build(mc, spec, secret_hash);
+pub fn build(
+    mc: &Memcached,
+    spec: &Defaulted,
+    secret_hash: Option<&str>,
+    auth_key: &str,
+) -> Deployment {
+    let Template { metadata, pod } = pod_template::build(mc, spec, secret_hash, auth_key);
     Deployment {
         metadata,
         spec: Some(DeploymentSpec {

@@ -69,17 +69,20 @@ pub struct Desired {
 
 impl Desired {
     /// Build everything for `mc` from its effective (defaulted) `spec` and
-    /// what `installation` sets for every Memcached.
+    /// what `installation` sets for every Memcached; `auth_key` is the
+    /// authentication Secret's key memcached reads
+    /// ([`crate::cluster::secrets::auth_key`]).
     pub fn new(
         mc: &Memcached,
         spec: &Defaulted,
         secret_hash: Option<&str>,
+        auth_key: &str,
         installation: &Installation,
     ) -> Self {
         let workload = if spec.stateful_set() {
-            Workload::StatefulSet(stateful_set::build(mc, spec, secret_hash))
+            Workload::StatefulSet(stateful_set::build(mc, spec, secret_hash, auth_key))
         } else {
-            Workload::Deployment(deployment::build(mc, spec, secret_hash))
+            Workload::Deployment(deployment::build(mc, spec, secret_hash, auth_key))
         };
         Desired {
             workload,

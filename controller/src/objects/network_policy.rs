@@ -63,9 +63,9 @@ fn peer(namespace: &str, labels: &BTreeMap<String, String>) -> NetworkPolicyPeer
 
 /// The NetworkPolicy for `mc`, or `None` when it is not enabled.
 pub fn build(mc: &Memcached, spec: &MemcachedSpec, access: &Access) -> Option<NetworkPolicy> {
+    // `spec.networkPolicy`, else the Go operator's `spec.security.networkPolicy`.
     let np = spec
-        .network_policy
-        .as_ref()
+        .effective_network_policy()
         .filter(|n| n.enabled == Some(true))?;
     let tcp = |port| {
         Some(vec![NetworkPolicyPort {

@@ -2,7 +2,7 @@
 //! shared by the Deployment and the StatefulSet that run it.
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, EmptyDirVolumeSource, ExecAction, Lifecycle,
+    Affinity, Container, ContainerPort, EmptyDirVolumeSource, ExecAction, KeyToPath, Lifecycle,
     LifecycleHandler, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
     SecretVolumeSource, TCPSocketAction, TopologySpreadConstraint, Volume, VolumeMount,
     WeightedPodAffinityTerm,
@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use memcached_api::pod_changes::RESTART_TRIGGER_ANNOTATION;
 use memcached_api::{Defaulted, Memcached, MemcachedSpec};
 
-use crate::objects::args::{self, AUTH_DIR, TLS_DIR, WARM_RESTART_DIR};
+use crate::objects::args::{self, AUTH_DIR, AUTH_FILE, TLS_DIR, WARM_RESTART_DIR};
 use crate::objects::intent::{self, TemplateStamp};
 use crate::objects::labels::{
     self, MEMCACHED_CONTAINER, MEMCACHED_PORT, METRICS_PORT, SECRET_HASH_ANNOTATION,
@@ -47,8 +47,15 @@ pub fn replicas(spec: &MemcachedSpec) -> Option<i32> {
 }
 
 /// The workload metadata and pod template for `mc`, whose effective
-/// (defaulted) spec is `spec`.
-pub fn build(mc: &Memcached, spec: &Defaulted, secret_hash: Option<&str>) -> Template {
+/// (defaulted) spec is `spec`; `auth_key` is the key of the authentication
+/// Secret that holds memcached's `-Y` file (see
+/// [`crate::cluster::secrets::auth_key`]).
+pub fn build(
+    mc: &Memcached,
+    spec: &Defaulted,
+    secret_hash: Option<&str>,
+    auth_key: &str,
+) -> Template {
     let mut meta = labels::object_meta(mc);
     let image = spec.image().to_string();
     let version = version_label(labels::image_tag(&image));
@@ -106,7 +113,7 @@ pub fn build(mc: &Memcached, spec: &Defaulted, secret_hash: Option<&str>) -> Tem
             node_selector: spec.node_selector.clone(),
             tolerations: spec.tolerations.clone(),
             image_pull_secrets: spec.image_pull_secrets.clone(),
-            volumes: non_empty(volumes(spec)),
+            volumes: non_empty(volumes(spec, auth_key)),
             // memcached and its exporter never call the API server: no token.
             automount_service_account_token: Some(false),
             ..Default::default()
@@ -240,13 +247,24 @@ pub fn secret_mounts(spec: &MemcachedSpec) -> Vec<(&'static str, String, &'stati
     mounts
 }
 
-fn volumes(spec: &Defaulted) -> Vec<Volume> {
+/// The Secret volumes, then those of warm restarts. The authentication
+/// Secret's `auth_key` is mounted as [`AUTH_FILE`], the file memcached reads;
+/// the key `auth` is mounted as it is, with the Secret's other keys (as
+/// before other keys were read: no pod changes).
+fn volumes(spec: &Defaulted, auth_key: &str) -> Vec<Volume> {
     let mut volumes: Vec<Volume> = secret_mounts(spec)
         .into_iter()
         .map(|(volume, secret, _)| Volume {
             name: volume.into(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(secret),
+                items: (volume == AUTH_VOLUME && auth_key != AUTH_FILE).then(|| {
+                    vec![KeyToPath {
+                        key: auth_key.into(),
+                        path: AUTH_FILE.into(),
+                        mode: None,
+                    }]
+                }),
                 ..Default::default()
             }),
             ..Default::default()

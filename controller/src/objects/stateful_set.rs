@@ -12,8 +12,13 @@ use crate::objects::pod_template::{self, Template};
 /// The StatefulSet for `mc`, with its defaulted `spec`.
 /// Pods start and stop in parallel (a cache has no start order); a rollout
 /// replaces one pod at a time, highest ordinal first.
-pub fn build(mc: &Memcached, spec: &Defaulted, secret_hash: Option<&str>) -> StatefulSet {
-    let Template { metadata, pod } = pod_template::build(mc, spec, secret_hash);
+pub fn build(
+    mc: &Memcached,
+    spec: &Defaulted,
+    secret_hash: Option<&str>,
+    auth_key: &str,
+) -> StatefulSet {
+    let Template { metadata, pod } = pod_template::build(mc, spec, secret_hash, auth_key);
     StatefulSet {
         metadata,
         spec: Some(StatefulSetSpec {

@@ -48,6 +48,7 @@ use kube::{Resource, ResourceExt};
 use memcached_api::validation;
 use memcached_api::{Defaulted, Memcached, MemcachedSpec};
 
+use crate::cluster::secrets::mounted_auth_key;
 use crate::cluster::stored::Stored;
 use crate::objects::desired::{Desired, Workload as DesiredWorkload};
 use crate::reconcile::applied::Applied;
@@ -100,7 +101,8 @@ async fn converge_children(
     mc.namespace().ok_or(Error::Incomplete("namespace"))?;
     let uid = mc.uid().ok_or(Error::Incomplete("uid"))?;
     let hash = secrets.stamp.as_ref().map(|s| s.hash.as_str());
-    let mut desired = Desired::new(mc, spec, hash, &ctx.installation);
+    let auth_key = mounted_auth_key(spec, &secrets.data);
+    let mut desired = Desired::new(mc, spec, hash, auth_key, &ctx.installation);
     if let Some(stamp) = secrets.stamp.clone() {
         desired.workload.stamp(stamp);
     }

@@ -13,8 +13,8 @@ use kube::ResourceExt;
 use memcached_api::Defaulted;
 use tokio_rustls::rustls::pki_types::ServerName;
 
-use crate::cluster::secrets::SecretData;
-use crate::objects::args::{self, AUTH_KEY, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::cluster::secrets::{self, SecretData};
+use crate::objects::args::{self, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::objects::labels::MEMCACHED_CONTAINER;
 use crate::objects::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 use crate::objects::warm_start::{self, ARGS_ANNOTATION, NAPI_IDS_RAN_ANNOTATION};
@@ -35,7 +35,7 @@ pub fn stats_client(
             .and_then(|(_, secret, _)| secrets.get(&secret)?.get(key).cloned())
     };
     let credentials = if spec.sasl_enabled() {
-        mounted(AUTH_VOLUME, AUTH_KEY)
+        mounted(AUTH_VOLUME, secrets::mounted_auth_key(spec, secrets))
             .and_then(|f| Credentials::from_auth_file(&String::from_utf8_lossy(&f)))
     } else {
         None
@@ -109,8 +109,10 @@ pub fn without_napi_ids<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use memcached_api::apply_defaults;
     use serde_json::json;
+
+    use super::*;
 
     /// A pod whose memcached container has `args`, with `annotations`.
     fn pod(args: &[&str], annotations: serde_json::Value) -> Pod {
@@ -192,5 +194,29 @@ mod tests {
             !client.may_ask_settings(unknown, "1.6.18"),
             "a pod not listed"
         );
+    }
+
+    /// The stats client logs in with the auth file under each of its keys.
+    #[test]
+    fn credentials_come_from_each_auth_key() {
+        let spec = apply_defaults(
+            serde_json::from_value(serde_json::json!({"security": {"sasl": {
+                "enabled": true, "credentialsSecretRef": {"name": "creds"}}}}))
+            .unwrap(),
+        );
+        for key in ["auth", "password-file", "memcached-sasl-db"] {
+            let data = [(key.to_string(), b"app:pw\n".to_vec())].into();
+            let secrets = SecretData::from([("creds".to_string(), data)]);
+            let name = ServerName::try_from("my-cache.default.svc").unwrap();
+            let client = stats_client(&spec, &secrets, name).unwrap();
+            assert_eq!(
+                client.credentials,
+                Some(Credentials {
+                    username: "app".into(),
+                    password: "pw".into()
+                }),
+                "{key}"
+            );
+        }
     }
 }

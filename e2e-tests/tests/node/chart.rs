@@ -40,7 +40,7 @@ pub(crate) fn chart_installed(env: &mut Env) -> Result<(), String> {
     )?;
     let container = &pods[0]["spec"]["containers"][0];
     check(
-        container["image"] == format!("ghcr.io/{}:v0.1.0", node::CONTROLLER_REPOSITORY)
+        container["image"] == format!("ghcr.io/{}:v0.5.0", node::CONTROLLER_REPOSITORY)
             && container["securityContext"]["readOnlyRootFilesystem"] == true,
         format!("controller container {container}"),
     )?;
