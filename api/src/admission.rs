@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::defaults::{Addition, Defaulted, IMAGE, apply_defaults};
+use crate::extra_args::memory_file::ShortOfMemory;
 use crate::field::{ErrorList, Path, invalid_message};
 use crate::kubernetes::image::repository_name;
 use crate::memcached_options::SPEC_FIELDS;
@@ -15,8 +16,8 @@ use crate::pod_changes::{
 };
 use crate::pod_security::{self, Level, Violation};
 use crate::types::{
-    AutoscalingSpec, GROUP, HighAvailabilitySpec, KIND, MemcachedSpec, MonitoringSpec,
-    REPLICAS_BOUNDS, SECTIONS, SecuritySpec, VERSIONS,
+    AutoscalingSpec, GROUP, HighAvailabilitySpec, KIND, MemcachedConfig, MemcachedSpec,
+    MonitoringSpec, REPLICAS_BOUNDS, SECTIONS, SecuritySpec, VERSIONS,
 };
 use crate::validation::{self, ObjectName, Options};
 
@@ -632,8 +633,10 @@ fn json_type(value: &Value) -> &'static str {
 /// `warmRestart.enabled` becomes true; at UPDATE it keeps the stored value,
 /// so a manifest applied again without the field changes nothing, and a
 /// Memcached created before this default (stored without it) runs on as it
-/// does. The warning: the default set for an image this policy does not know
-/// to carry `sh`, which the warm-restart supervisor needs.
+/// does. A CREATE whose `maxMemoryMB` is below what memcached needs with its
+/// memory file ([`ShortOfMemory`]) gets false instead, with a warning that
+/// says why. The other warning: the default set for an image this policy
+/// does not know to carry `sh`, which the warm-restart supervisor needs.
 fn default_warm_restart(
     spec: &mut MemcachedSpec,
     created: bool,
@@ -645,6 +648,25 @@ fn default_warm_restart(
         .is_some_and(|w| w.enabled.is_some())
     {
         return None;
+    }
+    let short = created
+        .then(|| {
+            ShortOfMemory::of(
+                spec.memcached
+                    .as_ref()
+                    .unwrap_or(&MemcachedConfig::default()),
+            )
+        })
+        .flatten();
+    if let Some(short) = short {
+        spec.warm_restart.get_or_insert_default().enabled = Some(false);
+        return Some(format!(
+            "spec.warmRestart.enabled defaulted to false: spec.memcached.maxMemoryMB is {}, and {}; set \
+             maxMemoryMB to at least {} and spec.warmRestart.enabled: true for warm restarts",
+            short.max_memory_mb,
+            short.reason(),
+            short.minimum_mb
+        ));
     }
     let enabled = if created {
         true

@@ -440,6 +440,16 @@ pub fn spec_args(config: &MemcachedConfig, render: Render) -> Vec<String> {
         .collect()
 }
 
+/// memcached's arguments from `config` alone: its fields' ([`spec_args`])
+/// and `extraArgs`; the rest of the spec adds the memory file, SASL and TLS,
+/// which shape no slab.
+pub fn config_args(config: &MemcachedConfig) -> Vec<String> {
+    let mut args = spec_args(config, Render::Valued);
+    args.extend(spec_args(config, Render::Repeated));
+    args.extend(config.extra_args.iter().flatten().cloned());
+    args
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

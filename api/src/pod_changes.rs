@@ -35,7 +35,7 @@ use serde_json::Value;
 
 use crate::extra_args::memory_file;
 use crate::field::Path;
-use crate::memcached_options::{Render, SPEC_FIELDS, spec_args};
+use crate::memcached_options::{SPEC_FIELDS, config_args};
 use crate::types::{
     AutoscalingSpec, GracefulShutdownSpec, HighAvailabilitySpec, MemcachedConfig, MemcachedSpec,
     MonitoringSpec, NetworkPolicySpec, PdbSpec, SaslSpec, SecuritySpec, ServiceMonitorSpec,
@@ -431,10 +431,7 @@ fn tls_in_place(old: &MemcachedSpec, new: &MemcachedSpec) -> bool {
 fn memory_geometry(spec: &MemcachedSpec) -> Vec<String> {
     let unset = MemcachedConfig::default();
     let config = spec.memcached.as_ref().unwrap_or(&unset);
-    let mut args = spec_args(config, Render::Valued);
-    args.extend(spec_args(config, Render::Repeated));
-    args.extend(config.extra_args.iter().flatten().cloned());
-    memory_file::geometry(&args)
+    memory_file::geometry(&config_args(config))
 }
 
 /// The pods an update of `old` to `new` restarts: those running

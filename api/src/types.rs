@@ -264,7 +264,8 @@ pub struct MemcachedSpec {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedConfig {
-    /// Cache size in megabytes (`-m`), 16-65536; default 64.
+    /// Cache size in megabytes (`-m`), 16-65536; default 64. With warm
+    /// restarts at least one per slab class (39 with the default geometry).
     #[serde(rename = "maxMemoryMB", skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = *MAX_MEMORY_MB_BOUNDS.start(), max = *MAX_MEMORY_MB_BOUNDS.end())))]
     pub max_memory_mb: Option<i32>,
@@ -363,9 +364,11 @@ pub struct GracefulShutdownSpec {
 pub struct WarmRestartSpec {
     /// Run memcached with its memory file (`-e`) on a memory-backed
     /// `emptyDir` and save the cache when the container stops. Defaulted to
-    /// true when the Memcached is created, and kept as stored on an update
-    /// that leaves it out (absent, as on a Memcached created before this
-    /// default, means false). The image needs `sh`.
+    /// true when the Memcached is created (false when maxMemoryMB is below the
+    /// one MB per slab class the memory file preallocates: 39 with the
+    /// default geometry), and kept as stored on an update that leaves it out
+    /// (absent, as on a Memcached created before this default, means false).
+    /// The image needs `sh`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
 }

@@ -722,6 +722,94 @@ warm_restart_default! {
         => json!({"enabled": true});
 }
 
+warm_restart_default! {
+    a_new_memcached_at_the_minimum_gets_warm_restarts: "CREATE", json!({"memcached": {"maxMemoryMB": 39}}),
+        Value::Null => json!({"enabled": true});
+    a_new_memcached_whose_geometry_needs_less_gets_them_at_16: "CREATE",
+        json!({"memcached": {"maxMemoryMB": 16, "extraArgs": ["-f", "2"]}}), Value::Null => json!({"enabled": true});
+    an_update_below_the_minimum_keeps_them_off: "UPDATE", json!({"memcached": {"maxMemoryMB": 16}}),
+        json!({"warmRestart": {"enabled": false}, "memcached": {"maxMemoryMB": 16}}) => json!({"enabled": false});
+}
+
+/// The warning of a CREATE left without warm restarts: `maxMemoryMB`, the
+/// minimum and memcached's words.
+fn too_little_memory_warning(max_memory_mb: i32, minimum: i32) -> String {
+    format!(
+        "spec.warmRestart.enabled defaulted to false: spec.memcached.maxMemoryMB is {max_memory_mb}, and warm \
+         restarts preallocate one 1 MB page per slab class: memcached needs at least {minimum} for this geometry \
+         (spec.memcached.maxItemSize and the slab options of extraArgs) and exits with \"Error while \
+         preallocating slab memory!\"; set maxMemoryMB to at least {minimum} and spec.warmRestart.enabled: true \
+         for warm restarts"
+    )
+}
+
+/// A new Memcached whose `maxMemoryMB` cannot hold a page per slab class
+/// gets warm restarts off, with a warning, instead of pods that never start.
+#[test]
+fn a_new_memcached_below_the_minimum_gets_no_warm_restarts_and_a_warning() {
+    for (spec, max_memory_mb, minimum) in [
+        (json!({"memcached": {"maxMemoryMB": 32}}), 32, 39),
+        (json!({"memcached": {"maxMemoryMB": 38}}), 38, 39),
+        (json!({"memcached": {"maxMemoryMB": 16}}), 16, 39),
+        (
+            json!({"memcached": {"maxMemoryMB": 62, "extraArgs": ["--slab-growth-factor=1.1"]}}),
+            62,
+            63,
+        ),
+        // The sh warning is for warm restarts defaulted on; they are not.
+        (
+            json!({"image": "example.com/distroless-cache:1", "memcached": {"maxMemoryMB": 32}}),
+            32,
+            39,
+        ),
+    ] {
+        let (stored, warnings) = warm_restart_stored(create(spec.clone()));
+        assert_eq!(stored, json!({"enabled": false}), "{spec}");
+        assert_eq!(
+            warnings,
+            [too_little_memory_warning(max_memory_mb, minimum)],
+            "{spec}"
+        );
+    }
+}
+
+/// Warm restarts asked for, or kept on by an UPDATE, with a `maxMemoryMB`
+/// below the minimum are refused on `spec.memcached.maxMemoryMB`.
+#[test]
+fn warm_restarts_below_the_minimum_are_refused() {
+    let refusal = |max_memory_mb: i32, minimum: i32| {
+        format!(
+            "Memcached.memcached.c5c3.io \"my-cache\" is invalid: spec.memcached.maxMemoryMB: Invalid value: \
+             {max_memory_mb}: warm restarts preallocate one 1 MB page per slab class: memcached needs at least \
+             {minimum} for this geometry (spec.memcached.maxItemSize and the slab options of extraArgs) and exits \
+             with \"Error while preallocating slab memory!\"; raise maxMemoryMB to {minimum} or set \
+             spec.warmRestart.enabled: false"
+        )
+    };
+    let warm = |memcached: Value| json!({"warmRestart": {"enabled": true}, "memcached": memcached});
+    let explicit = create(warm(json!({"maxMemoryMB": 16})));
+    assert_eq!(rejection(explicit), (refusal(16, 39), 400));
+    let stored = warm(json!({"maxMemoryMB": 64}));
+    let lowered = update(json!({"memcached": {"maxMemoryMB": 32}}), stored.clone());
+    assert_eq!(rejection(lowered), (refusal(32, 39), 400));
+    let regrown = update(
+        json!({"memcached": {"maxMemoryMB": 48, "extraArgs": ["-f", "1.1"]}}),
+        warm(json!({"maxMemoryMB": 48})),
+    );
+    assert_eq!(rejection(regrown), (refusal(48, 63), 400));
+    // Turned off, or at the minimum, it is admitted.
+    let off = update(
+        json!({"warmRestart": {"enabled": false}, "memcached": {"maxMemoryMB": 16}}),
+        stored.clone(),
+    );
+    assert!(!matches!(off, Decision::Reject { .. }), "{off:?}");
+    let at_minimum = update(warm(json!({"maxMemoryMB": 39})), stored);
+    assert!(
+        !matches!(at_minimum, Decision::Reject { .. }),
+        "{at_minimum:?}"
+    );
+}
+
 #[test]
 fn without_mutation_nothing_is_defaulted() {
     let settings = Settings {

@@ -283,6 +283,48 @@ fn schema_bounds_at_their_edges() {
     assert!(errors(low).is_empty());
 }
 
+/// With warm restarts memcached preallocates a 1 MB page per slab class:
+/// `maxMemoryMB` below their count is refused (the controller judges a
+/// stored Memcached so too); without them, or once memcached would exit on
+/// something else first, it is not.
+#[test]
+fn warm_restarts_need_a_page_per_slab_class() {
+    let spec = |warm: bool, memcached: serde_json::Value| json!({"warmRestart": {"enabled": warm}, "memcached": memcached});
+    let refused = |mb: i32, minimum: i32| {
+        format!(
+            "spec.memcached.maxMemoryMB: Invalid value: {mb}: warm restarts preallocate one 1 MB page per slab \
+             class: memcached needs at least {minimum} for this geometry (spec.memcached.maxItemSize and the \
+             slab options of extraArgs) and exits with \"Error while preallocating slab memory!\"; raise \
+             maxMemoryMB to {minimum} or set spec.warmRestart.enabled: false"
+        )
+    };
+    let cases = [
+        (spec(true, json!({"maxMemoryMB": 16})), vec![refused(16, 39)]),
+        (spec(true, json!({"maxMemoryMB": 38})), vec![refused(38, 39)]),
+        (spec(true, json!({"maxMemoryMB": 39})), vec![]),
+        (spec(false, json!({"maxMemoryMB": 16})), vec![]),
+        (
+            spec(true, json!({"maxMemoryMB": 62, "extraArgs": ["-f1.1"]})),
+            vec![refused(62, 63)],
+        ),
+        (
+            spec(true, json!({"maxMemoryMB": 13, "extraArgs": ["-f", "2"]})),
+            vec!["spec.memcached.maxMemoryMB: Invalid value: 13: spec.memcached.maxMemoryMB in body should \
+                  be greater than or equal to 16"
+                .to_string()],
+        ),
+        (spec(true, json!({"maxMemoryMB": 16, "extraArgs": ["-f", "2"]})), vec![]),
+        (
+            spec(true, json!({"maxMemoryMB": 16, "extraArgs": ["-f", "1"]})),
+            vec![r#"spec.memcached.extraArgs[0]: Invalid value: "-f 1": memcached exits on it: Factor must be greater than 1"#
+                .to_string()],
+        ),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(errors(input.clone()), expected, "{input}");
+    }
+}
+
 #[test]
 fn forbids_managed_flags_in_extra_args_and_empty_images() {
     assert_eq!(

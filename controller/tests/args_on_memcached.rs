@@ -585,6 +585,83 @@ fn item_sizes_the_policy_accepts_are_the_ones_memcached_runs() {
     }
 }
 
+/// Warm restarts at the policy's bound of maxMemoryMB, on the args the
+/// controller renders (the memory file in a fresh temp dir): memcached starts
+/// at the minimum the policy computes, and one below it, which the policy
+/// refuses, it exits preallocating its slab pages; without warm restarts
+/// 16 MB starts. The default geometry and others of `-f` and `-n`.
+#[test]
+fn warm_restarts_start_from_the_policys_minimum_memory() {
+    let spec = |warm: bool, mb: i32, extra: &[&str]| {
+        json!({"warmRestart": {"enabled": warm},
+            "memcached": {"maxMemoryMB": mb, "extraArgs": extra}})
+    };
+    let judged = |spec: &serde_json::Value| {
+        let spec: MemcachedSpec = serde_json::from_value(spec.clone()).unwrap();
+        let name = ObjectName {
+            name: "cache",
+            generate_name: "",
+        };
+        let checked = check(name, spec, &Options::default());
+        let errors: Vec<String> = checked.errors.iter().map(ToString::to_string).collect();
+        (errors, memcached_args(&checked.spec))
+    };
+    let start = |args: &[String]| {
+        let dir = writable_tempdir();
+        let local = dir.path().display().to_string();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace(WARM_RESTART_DIR, &local))
+            .collect();
+        run(&args)
+    };
+    for (extra, minimum) in [
+        (&[][..], 39),
+        (&["-f", "1.5"][..], 22),
+        (&["--slab-growth-factor=1.1"][..], 63),
+        (&["-n", "96"][..], 37),
+    ] {
+        let (errors, args) = judged(&spec(true, minimum, extra));
+        assert_eq!(errors, Vec::<String>::new(), "{extra:?} at {minimum}");
+        assert!(args.iter().any(|a| a == "-e"), "{args:?}");
+        let outcome = start(&args);
+        assert!(
+            matches!(outcome, Outcome::Serves(_)),
+            "{extra:?} at {minimum}: {outcome:?}"
+        );
+
+        let below = minimum - 1;
+        let (errors, args) = judged(&spec(true, below, extra));
+        assert!(
+            errors.len() == 1
+                && errors[0].starts_with(&format!(
+                    "spec.memcached.maxMemoryMB: Invalid value: {below}: warm restarts preallocate"
+                ))
+                && errors[0].contains(&format!("needs at least {minimum} ")),
+            "{extra:?} at {below}: {errors:?}"
+        );
+        match start(&args) {
+            Outcome::Exited(Some(1), text)
+                if text.contains("Error while preallocating slab memory!") => {}
+            other => panic!("{extra:?} at {below}: {other:?}"),
+        }
+
+        let (errors, args) = judged(&spec(false, 16, extra));
+        assert_eq!(errors, Vec::<String>::new(), "{extra:?} cold at 16");
+        assert!(!args.iter().any(|a| a == "-e"), "{args:?}");
+        let outcome = start(&args);
+        assert!(
+            matches!(outcome, Outcome::Serves(_)),
+            "{extra:?} cold at 16: {outcome:?}"
+        );
+    }
+    // A geometry that needs less than the schema's 16 starts warm at 16.
+    let (errors, args) = judged(&spec(true, 16, &["-f", "2"]));
+    assert_eq!(errors, Vec::<String>::new());
+    let outcome = start(&args);
+    assert!(matches!(outcome, Outcome::Serves(_)), "{outcome:?}");
+}
+
 /// `count` keys set over the text protocol, then memcached's `curr_items`.
 fn fill_and_count(addr: std::net::SocketAddr, count: usize) -> u64 {
     use std::io::{BufRead, BufReader, Write};

@@ -1,17 +1,19 @@
 //! `spec.memcached`: the schema's bounds of memcached's parameters (from
 //! [`crate::memcached_options`]), and what memcached itself would refuse of
-//! them (it exits, and the pod never serves).
+//! them (it exits, and the pod never serves), with warm restarts or without.
 
 use super::schema::within;
 use crate::extra_args;
+use crate::extra_args::memory_file::ShortOfMemory;
 use crate::field::{ErrorList, FieldError, Path, Stage};
 use crate::memcached_options::{
     MAX_ITEM_SIZE_BYTES, SLAB_CHUNK_MAX, SPEC_FIELDS, Schema, Setting, THREADS, is_item_size,
 };
 use crate::types::MemcachedConfig;
 
-/// Every parameter within its bounds, and one memcached starts with.
-pub fn validate_memcached_config(config: &MemcachedConfig, path: &Path) -> ErrorList {
+/// Every parameter within its bounds, and one memcached starts with, with
+/// its memory file when `warm` (warm restarts are on).
+pub fn validate_memcached_config(config: &MemcachedConfig, warm: bool, path: &Path) -> ErrorList {
     let mut errors = ErrorList::new();
     for field in SPEC_FIELDS.iter().filter_map(|o| o.field.as_ref()) {
         match (field.get(config), field.schema) {
@@ -34,7 +36,24 @@ pub fn validate_memcached_config(config: &MemcachedConfig, path: &Path) -> Error
     };
     let args = extra_args::validate(args, threads, &path.child("extraArgs"));
     errors.extend(args.into_iter().map(|e| e.at(Stage::Runtime)));
+    // memcached exits on any of those before it preallocates.
+    if warm && errors.is_empty() {
+        errors.extend(warm_restart_memory(config, path));
+    }
     errors
+}
+
+/// With its memory file memcached preallocates a page per slab class, and
+/// exits when `maxMemoryMB` cannot hold them ([`ShortOfMemory`]).
+fn warm_restart_memory(config: &MemcachedConfig, path: &Path) -> Option<FieldError> {
+    let short = ShortOfMemory::of(config)?;
+    let detail = format!(
+        "{}; raise maxMemoryMB to {} or set spec.warmRestart.enabled: false",
+        short.reason(),
+        short.minimum_mb
+    );
+    let path = path.child("maxMemoryMB");
+    Some(FieldError::invalid(path, short.max_memory_mb, detail).at(Stage::Runtime))
 }
 
 /// memcached 1.6's own checks of `-I` with its default slab settings: a

@@ -180,7 +180,8 @@ fn validate_spec(spec: &Defaulted, options: &Options) -> ErrorList {
     listing.add(
         Part::Memcached,
         field(spec.memcached.as_ref(), |c| {
-            validate_memcached_config(c, &path.child("memcached"))
+            let warm = spec.warm_restart_enabled();
+            validate_memcached_config(c, warm, &path.child("memcached"))
         }),
     );
     if let Some(ha) = &spec.high_availability {
