@@ -38,9 +38,10 @@ pub(crate) fn many_across_namespaces(env: &mut Env) -> Result<(), String> {
         return Err(format!("kubectl apply: {}", outcome.stderr));
     }
     let applied = started.elapsed();
+    // A bound, not a goal: 280 s were seen on a 2-core machine running another suite and a build.
     wait_for(
         &format!("{TOTAL} Memcacheds converged"),
-        Duration::from_secs(300),
+        Duration::from_secs(600),
         || match converged(env, "many-")? {
             (done, deployments) if done == TOTAL && deployments == TOTAL => Ok(()),
             (done, deployments) => Err(format!("{done} converged, {deployments} Deployments")),
