@@ -301,8 +301,8 @@ prometheus-test:
 ## unit tests, the policy through wasmtime, the controller against real memcached, the end-to-end suites on a real
 ## control plane (each enters its own network namespace; admission through policy-server) and on its real node, then
 ## the prerequisites check and `make toolchain` against the machines and rustup states users have, the policy on
-## kwctl, the Helm chart with helm and the alerts with promtool (hack/test.sh). The real node's suite runs beside the
-## others (it mostly waits on the kubelet); each suite's output is in $(TEST_LOGS), shown when it fails, and a table
+## kwctl, the Helm chart with helm and the alerts with promtool (hack/test.sh). The real node's suite and lint run beside
+## the others (the suites mostly wait on their clusters); each suite's output is in $(TEST_LOGS), shown when it fails, and a table
 ## of each phase's time ends it. No incremental state for the one big build (CARGO_INCREMENTAL=1 to keep it): it
 ## only costs disk on a cold run.
 TEST_LOGS := $(TARGET_DIR)/test-logs

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# `make test` after its prerequisites: one build of every test binary, then two lanes at once: the
-# real node's suite (it waits on a kubelet and containerd most of its time) beside everything else:
-# lint (rustfmt, clippy, the Makefile's and the docs' checks), the other test binaries (unit and
-# integration tests, the policy through wasmtime, the suites on a local control plane), doc tests,
-# then the checks of the packaging. Each suite's output
+# `make test` after its prerequisites: one build of every test binary, then three lanes at once: the
+# real node's suite (it waits on a kubelet and containerd most of its time); lint (rustfmt, clippy,
+# the Makefile's and the docs' checks, go vet); and the other test binaries (unit and integration
+# tests, the policy through wasmtime, the suites on a local control plane), doc tests, then the
+# checks of the packaging. Each suite's output
 # goes to $LOGS/<suite>.log and is shown in full when it fails; at the end, a table of each phase's
 # time (docs/numbers.md keeps it) and one closing line: "test phases: N passed, N failed".
 #
@@ -48,14 +48,16 @@ compile() {
 
 artifacts="$logs/artifacts.tsv"
 if phase compile compile; then
-	# The real node's suite in its own lane; everything else in the other, in cargo's order.
+	# The real node's suite in its own lane; the other test binaries in theirs, in cargo's order.
 	(
 		grep -P '\tnode\t' "$artifacts" | while IFS=$'\t' read -r dir name exe; do
 			phase "suite-$name" run_test "$dir" "$exe" || true
 		done
 	) &
 	node_lane=$!
-	phase lint "$make" --no-print-directory lint || true
+	# Lint in a lane of its own: its compilers run while the suites wait on their clusters.
+	(phase lint "$make" --no-print-directory lint || true) &
+	lint_lane=$!
 	grep -vP '\tnode\t' "$artifacts" | while IFS=$'\t' read -r dir name exe; do
 		phase "$(basename "$dir")-$name" run_test "$dir" "$exe" || true
 	done
@@ -65,11 +67,11 @@ if phase compile compile; then
 	phase bats bats e2e-tests/prereqs.bats e2e-tests/toolchain.bats e2e-tests/e2e.bats e2e-tests/signing.bats \
 		e2e-tests/image.bats || true
 	phase helm-and-promtool "$make" --no-print-directory helm-test prometheus-test || true
-	wait "$node_lane"
+	wait "$node_lane" "$lint_lane"
 fi
 
 echo
-echo "make test, phase by phase (seconds; the node suite ran beside the others):"
+echo "make test, phase by phase (seconds; the node suite and lint ran beside the others):"
 sort -t$'\t' -k2 -rn "$results" | awk -F'\t' '{ printf "  %-40s %6d  %s\n", $1, $2, $3 }'
 echo "  $(printf '%-40s' 'all, wall clock') $(printf '%6d' $(($(date +%s) - started)))"
 passed=$(grep -c $'\tok$' "$results")
