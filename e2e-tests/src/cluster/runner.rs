@@ -3,11 +3,11 @@
 //! numbered by their place in the suite; `E2E_ONLY` picks some (with what
 //! they need), by number, by name, or by whole words of the name.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::Env;
 use super::api_requests::request_counts;
-use super::checks::wait_for;
 
 /// How long a scenario may wait for the namespaces earlier ones deleted.
 const DELETED_NAMESPACES_GONE: Duration = Duration::from_secs(600);
@@ -98,6 +98,7 @@ pub fn run_each(env: &mut Env, scenarios: &[Scenario]) -> Tally {
         println!("skipping {} scenarios: E2E_ONLY={only:?}", tally.skipped);
     }
     let mut failed_names = Vec::new();
+    let mut stuck = BTreeSet::new();
     for (number, scenario) in (1..).zip(scenarios) {
         if !chosen[number - 1] {
             continue;
@@ -110,7 +111,7 @@ pub fn run_each(env: &mut Env, scenarios: &[Scenario]) -> Tally {
             println!("FAIL {name}\n     not run: it needs \"{need}\", which failed");
             continue;
         }
-        match deleted_namespaces_gone(env) {
+        match deleted_namespaces_gone(env, &mut stuck) {
             Ok(waited) if waited >= Duration::from_secs(1) => println!(
                 "     waited {:.1}s for the namespaces earlier scenarios deleted",
                 waited.as_secs_f64()
@@ -140,29 +141,41 @@ pub fn run_each(env: &mut Env, scenarios: &[Scenario]) -> Tally {
     tally
 }
 
-/// Wait until no namespace is being deleted, and say how long that took:
-/// each scenario starts on a cluster that has finished cleaning up after the
-/// ones before it (a namespace being emptied keeps pods on the nodes and the
-/// controllers busy; 1,000 Memcacheds take minutes on a loaded machine),
-/// however fast this machine did it.
-fn deleted_namespaces_gone(env: &Env) -> Result<Duration, String> {
+/// Wait until no namespace is being deleted but those in `stuck`, and say
+/// how long that took: each scenario starts on a cluster that has finished
+/// cleaning up after the ones before it (a namespace being emptied keeps pods
+/// on the nodes and the controllers busy; 1,000 Memcacheds took up to 125 s
+/// on a loaded machine), however fast this machine did it. Namespaces still
+/// terminating at the bound are added to `stuck` and the error names them:
+/// the next scenarios do not wait for them again.
+fn deleted_namespaces_gone(env: &Env, stuck: &mut BTreeSet<String>) -> Result<Duration, String> {
     let started = Instant::now();
-    wait_for(
-        "the namespaces earlier scenarios deleted to be gone",
-        DELETED_NAMESPACES_GONE,
-        || {
-            let listed = env.kubectl.get(&["namespaces"])?;
-            let terminating: Vec<&str> = (listed["items"].as_array().into_iter().flatten())
-                .filter(|n| !n["metadata"]["deletionTimestamp"].is_null())
-                .filter_map(|n| n["metadata"]["name"].as_str())
-                .collect();
-            match terminating.len() {
-                0 => Ok(()),
-                n => Err(format!("{n} still terminating: {}", terminating.join(", "))),
+    let terminating = |env: &Env| -> Result<Vec<String>, String> {
+        let listed = env.kubectl.get(&["namespaces"])?;
+        Ok((listed["items"].as_array().into_iter().flatten())
+            .filter(|n| !n["metadata"]["deletionTimestamp"].is_null())
+            .filter_map(|n| n["metadata"]["name"].as_str().map(String::from))
+            .filter(|n| !stuck.contains(n))
+            .collect())
+    };
+    loop {
+        let timed_out = started.elapsed() >= DELETED_NAMESPACES_GONE;
+        match terminating(env) {
+            Ok(left) if left.is_empty() => return Ok(started.elapsed()),
+            Ok(left) if timed_out => {
+                let message = format!(
+                    "{} namespace(s) still terminating after {}s: {}",
+                    left.len(),
+                    DELETED_NAMESPACES_GONE.as_secs(),
+                    left.join(", ")
+                );
+                stuck.extend(left);
+                return Err(message);
             }
-        },
-    )?;
-    Ok(started.elapsed())
+            Err(e) if timed_out => return Err(format!("cannot list namespaces: {e}")),
+            _ => std::thread::sleep(Duration::from_secs(1)),
+        }
+    }
 }
 
 /// Which `scenarios` `only` picks (every one when it is empty): a
