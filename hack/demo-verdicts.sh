@@ -23,14 +23,17 @@ leaves='.patch // empty | @base64d | fromjson | .[]
 	| if $old == null then "     + \($path | map(tostring) | join(".")): \($new | tojson)"
 	  else "     ~ \($path | map(tostring) | join(".")): \($old | tojson) -> \($new | tojson)" end'
 
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 accepted=0 rejected=0
 for request in "$fixtures"/requests/{seed,design}-*.json; do
 	name=$(basename "$request" .json)
 	[[ $name != *-v1alpha1 ]] || continue
+	# kwctl logs on stderr (offline, always a Sigstore warning): shown only when it fails.
 	answer=$("$kwctl" run --allow-context-aware \
 		--replay-host-capabilities-interactions "$fixtures/sessions/namespace-unlabelled.yml" \
 		--request-path "$request" --settings-json "$(jq -c .settings "$fixtures/expected/$name.json")" \
-		"$policy" 2>/dev/null) || { echo "kwctl could not run the policy on $name" >&2; exit 1; }
+		"$policy" 2>"$log") || { echo "kwctl could not run the policy on $name:" >&2; cat "$log" >&2; exit 1; }
 	jq -r '"\n== \(.request.name // .request.object.metadata.name) (\(.request.operation) \(.request.kind.version)/\(.request.kind.kind)), example \(input_filename | split("/") | last | rtrimstr(".json"))"' \
 		"$request" 2>/dev/null || echo "== $name"
 	if [ "$(jq -r .allowed <<<"$answer")" = true ]; then

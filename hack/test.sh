@@ -48,8 +48,10 @@ compile() {
 
 artifacts="$logs/artifacts.tsv"
 if phase compile compile; then
-	# The real node's suite in its own lane; the other test binaries in theirs, in cargo's order.
+	# The real node's suite in its own lane (its absence is a failure, not a skip); the other test
+	# binaries in theirs, in the order cargo built them.
 	(
+		grep -qP '\tnode\t' "$artifacts" || phase suite-node false
 		grep -P '\tnode\t' "$artifacts" | while IFS=$'\t' read -r dir name exe; do
 			phase "suite-$name" run_test "$dir" "$exe" || true
 		done
