@@ -12,12 +12,9 @@
 //! ServiceMonitor, the server-list ConfigMap, scaling down, other metadata.
 //!
 //! An image change with warm restarts on is applied to the running pods in
-//! place. Pod Security admission judges such a pod update again: its
-//! `isSignificantPodUpdate` (`k8s.io/pod-security-admission/admission`)
-//! counts a container's new image as significant; it skips updates that
-//! change only metadata, such as the args and Secret hash annotations a new
-//! configuration in place patches. Any pod the workload creates later gets
-//! the new template, so the change counts as creating pods here too.
+//! place, which Pod Security admission does not judge again (it skips pod
+//! updates that change only images); any pod the workload creates later gets
+//! the new template, so it counts as creating pods here too.
 //!
 //! [`template_fields`] destructures every struct of the spec exhaustively:
 //! a field added to one of them does not compile until it is classified.

@@ -100,10 +100,9 @@ pub fn confirmed_settings(spec: &Defaulted) -> Vec<(&'static str, String)> {
 
 /// memcached run with `args` runs NAPI ids: getopt gives it `-N` in any
 /// spelling it accepts (`-N 1`, `-N1`, `-vN 1`, `--napi-ids=1`, a prefix
-/// such as `--napi=1`). Once given, memcached has a number of NAPI ids (one
-/// below 1 makes it exit), and memcached 1.6.9 to 1.6.39 crash on `stats
-/// settings` then (see `stats::client::settings_crash_with_napi_ids`).
-/// An `-N` after a getopt error still counts: the safe side.
+/// such as `--napi=1`); memcached 1.6.9 to 1.6.39 crash on `stats settings`
+/// then (`process_stat_settings` prints the number with `%s`, fixed by
+/// memcached 77e3e2f in 1.6.40).
 pub fn napi_ids(args: &[String]) -> bool {
     getopt::parse(args).0.iter().any(|o| o.short == 'N')
 }
@@ -184,24 +183,13 @@ mod tests {
             &["-N", "1"][..],
             &["-N1"],
             &["-vN", "1"],
-            &["-vN1"],
             &["--napi-ids=1"],
-            &["--napi-ids", "1"],
             &["--napi=1"],
-            &["--n=1"],
-            &["-m", "64", "-o", "modern", "-N", "2"],
         ] {
             assert!(runs(spelling), "{spelling:?}");
         }
-        for spelling in [
-            &["-m", "64"][..],
-            &["-o", "napi_ids=1"],
-            &["-e", "/x/-N1"],
-            &["--", "-N", "1"],
-            &["--napi_ids=1"], // memcached exits on it: unrecognized option
-        ] {
-            assert!(!runs(spelling), "{spelling:?}");
-        }
+        assert!(!runs(&["-m", "64", "-v"]));
+        assert!(!runs(&["--", "-N", "1"]), "an operand");
     }
 
     #[test]

@@ -2,13 +2,8 @@
 //! as last collected, the status written (computed by
 //! [`crate::reconcile::status`]), and when to look again.
 
-use std::collections::BTreeSet;
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use memcached_api::{Defaulted, Memcached, MemcachedStatus};
@@ -18,13 +13,13 @@ use std::time::Duration;
 use crate::cluster::secrets::SecretData;
 use crate::cluster::stored::Stored;
 use crate::metrics::memcacheds::Instance;
-use crate::objects::labels::{MANAGER, selector_string};
+use crate::objects::labels::MANAGER;
 use crate::reconcile::context::{APPLY_FAILED, Context, Error, Problem, key};
 use crate::reconcile::events::warn;
-use crate::reconcile::running::{pod_names, ready_addresses, ready_endpoints};
+use crate::reconcile::running::{pod_names, ready_addresses};
 use crate::reconcile::status::{self, Observed};
 use crate::stats::client::ClusterStats;
-use crate::stats::setup::{self, stats_client};
+use crate::stats::setup::stats_client;
 use crate::stats::tls;
 
 /// Requeue while not every replica is ready.
@@ -71,8 +66,7 @@ pub(super) async fn report(
     ctx.metrics
         .replicas(instance.clone(), observed.desired, observed.ready);
     let stats = if serving {
-        let in_place = observed.in_place.is_some();
-        live_numbers(ctx, mc, spec, secrets, in_place, &mut observed.problems).await
+        live_numbers(ctx, mc, spec, secrets, &mut observed.problems).await
     } else {
         ClusterStats::default()
     };
@@ -81,7 +75,7 @@ pub(super) async fn report(
         .map(|p| p.message.clone());
     let api = Api::namespaced(ctx.client.clone(), &ns);
     let status = write_status(&api, &name, mc.status.as_ref(), &observed, &stats).await?;
-    let pods = pod_names(&ctx.cache, mc);
+    let pods = pod_names(&ctx.cache.endpoint_slices, &ns, &name);
     let conditions = status.conditions.unwrap_or_default();
     (ctx.metrics.memcacheds).show(instance, &conditions, &stats, &pods);
     if let Some(message) = refused {
@@ -105,27 +99,19 @@ pub(super) async fn report(
 
 /// The numbers memcached reports for `mc`'s serving pods, as last
 /// collected in the background (until the first collection ends after a
-/// restart, those in its status); their `stats settings` only while a
-/// change goes on `in_place` (the only reader of them). Empty when TLS is
-/// on but its client cannot be set up: that is warned about and added to
-/// `problems`.
+/// restart, those in its status). Empty when TLS is on but its client cannot
+/// be set up: that is warned about and added to `problems`.
 async fn live_numbers(
     ctx: &Context,
     mc: &Memcached,
     spec: &Defaulted,
     secrets: &SecretData,
-    in_place: bool,
     problems: &mut Vec<Problem>,
 ) -> ClusterStats {
     let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
     match tls::server_name(&name, &ns).and_then(|n| stats_client(spec, secrets, n)) {
-        Ok(mut client) => {
-            if in_place && !client.settings.is_empty() {
-                client.without_napi_ids = Arc::new(without_napi_ids_now(ctx, mc).await);
-            } else {
-                client.settings = &[];
-            }
-            let addresses = ready_addresses(&ctx.cache, mc);
+        Ok(client) => {
+            let addresses = ready_addresses(&ctx.cache.endpoint_slices, &ns, &name);
             ctx.live_stats
                 .read(&ns, &name, client, addresses)
                 .unwrap_or_else(|| ClusterStats::from_status(mc.status.as_ref()))
@@ -141,25 +127,6 @@ async fn live_numbers(
             ClusterStats::default()
         }
     }
-}
-
-/// The ready addresses of `mc`'s pods that cannot be running NAPI ids, by
-/// their own record ([`setup::without_napi_ids`]): one list of its pods.
-/// None when they cannot be listed (no `stats settings` then to a version
-/// that would crash on it).
-async fn without_napi_ids_now(ctx: &Context, mc: &Memcached) -> BTreeSet<SocketAddr> {
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &mc.namespace().unwrap_or_default());
-    let params = ListParams::default().labels(&selector_string(mc));
-    let listed = match pods.list(&params).await {
-        Ok(listed) => listed.items,
-        Err(error) => {
-            tracing::warn!(%error, memcached = %key(mc), "cannot list the pods: no stats settings from a memcached that could crash on them");
-            return BTreeSet::new();
-        }
-    };
-    let ready = ready_endpoints(&ctx.cache, mc);
-    let ready = (ready.iter()).filter_map(|e| Some((e.pod_uid.as_deref()?, e.address)));
-    setup::without_napi_ids(&listed, ready)
 }
 
 /// Write the status computed from `observed` when it differs from `previous`;

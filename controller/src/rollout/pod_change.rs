@@ -14,11 +14,10 @@ use kube::ResourceExt;
 use ring::digest::{SHA256, digest};
 use serde_json::{Value, json};
 
-use crate::objects::args;
 use crate::objects::labels::{
     MEMCACHED_CONTAINER, MEMCACHED_PORT, SECRET_HASH_ANNOTATION, VERSION_LABEL,
 };
-use crate::objects::warm_start::{ARGS_ANNOTATION, NAPI_IDS_RAN_ANNOTATION, annotation_args};
+use crate::objects::warm_start::ARGS_ANNOTATION;
 use crate::rollout::pacing::{Peers, Waits, Warming};
 use crate::stats::client::PodStats;
 
@@ -133,12 +132,6 @@ impl Change {
         let annotations = &mut patch["metadata"]["annotations"];
         annotations[RESTARTS_ANNOTATION] = json!(restarts.filter(|_| new_image));
         annotations[PID_ANNOTATION] = json!(pid.map(|p| p.to_string()));
-        // The process keeps the args it runs until the supervisor restarts it:
-        // what it may still run is recorded for the stats client, for good.
-        let running = pod.annotations().get(ARGS_ANNOTATION);
-        if running.is_some_and(|a| args::napi_ids(&annotation_args(a))) {
-            annotations[NAPI_IDS_RAN_ANNOTATION] = json!("true");
-        }
         Some(patch)
     }
 }
@@ -370,34 +363,6 @@ mod tests {
         let patch = threads.patch_for(&running, &seen).unwrap();
         assert_eq!(patch["metadata"]["annotations"][PID_ANNOTATION], "7");
         assert_eq!(patch["metadata"]["annotations"][ARGS_ANNOTATION], "-t\n2");
-        assert!(
-            patch["metadata"]["annotations"]
-                .get(NAPI_IDS_RAN_ANNOTATION)
-                .is_none(),
-            "its args never ran NAPI ids"
-        );
-    }
-
-    /// `-N` removed in place: the pod records that its memcached may still
-    /// run NAPI ids (the patch never removes the record).
-    #[test]
-    fn args_that_ran_napi_ids_are_recorded_on_the_pod_they_are_patched_away_from() {
-        let waits = Waits::default();
-        let known = stats(7, &[]);
-        let seen = Seen {
-            stats: &known,
-            settings: &[],
-            waits: (&waits, "ns/c"),
-        };
-        for napi in ["-t\n4\n-N\n1", "-t\n4\n--napi=1", "-vN\n1"] {
-            let running = pod(&template("m:1", Some(napi), None), 3, json!({}));
-            let removed = Change::of(&template("m:1", Some("-t\n4"), None)).unwrap();
-            let patch = removed.patch_for(&running, &seen).unwrap();
-            assert_eq!(
-                patch["metadata"]["annotations"][NAPI_IDS_RAN_ANNOTATION], "true",
-                "{napi:?}"
-            );
-        }
     }
 
     /// Taken once memcached itself says so: another process, the settings
