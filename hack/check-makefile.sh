@@ -2,7 +2,9 @@
 # The Makefile's own lint (part of `make lint`):
 # - no variable is used before its definition: make expands a rule's prerequisites as it reads the rule, so a
 #   list defined further down is silently empty there (how `make demo` once built no node on a fresh clone);
-# - every target `make help` documents (`## <target>: ...`) is a target make knows.
+# - every target `make help` documents (`## <target>: ...`) is a target make knows;
+# - `make demo` builds (DEMO_PIECES, one progress line each) every piece of CLUSTER_PIECES and NODE_PIECES,
+#   which `make test` takes as prerequisites: a piece added to one list only is a demo without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -15,4 +17,9 @@ known=$(make -pRrq -f Makefile __database__ 2>/dev/null | sed -n 's/^\([^#[:spac
 while read -r target; do
 	grep -qxF "$target" <<<"$known" || { echo "Makefile: make help documents '$target', which is not a target"; status=1; }
 done < <(sed -n 's/^## \([^ :]*\):.*/\1/p' Makefile)
+database=$(make -pRrq -f Makefile __database__ 2>/dev/null || true)
+demo=$(sed -n 's/^DEMO_PIECES := //p' <<<"$database")
+for piece in $(sed -n 's/^\(CLUSTER\|NODE\)_PIECES := //p' <<<"$database"); do
+	grep -qF "'$piece|" <<<"$demo" || { echo "Makefile: DEMO_PIECES lacks $piece, which make test builds"; status=1; }
+done
 exit $status
