@@ -12,9 +12,11 @@
 //! ServiceMonitor, the server-list ConfigMap, scaling down, other metadata.
 //!
 //! An image change with warm restarts on is applied to the running pods in
-//! place, which Pod Security admission does not judge again (it skips pod
-//! updates that change only images); any pod the workload creates later gets
-//! the new template, so it counts as creating pods here too.
+//! place. Pod Security admission judges each such pod update again (an image
+//! change is significant to it: `isSignificantPodUpdate` in
+//! k8s.io/pod-security-admission) and skips the in-place updates that change
+//! only the pod's annotations (new args, a Secret hash); any pod the workload
+//! creates later gets the new template, so it counts as creating pods here too.
 //!
 //! [`template_fields`] destructures every struct of the spec exhaustively:
 //! a field added to one of them does not compile until it is classified.

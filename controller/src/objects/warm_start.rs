@@ -32,6 +32,13 @@ use crate::objects::labels::SECRET_HASH_ANNOTATION;
 
 /// Pod annotation: memcached's args, one per line (what the pod runs).
 pub const ARGS_ANNOTATION: &str = "memcached.c5c3.io/args";
+/// Pod annotation, `"true"`: the pod's memcached may still run NAPI ids
+/// (`-N`) whatever [`ARGS_ANNOTATION`] says now. The controller sets it when
+/// it patches the args of a pod whose args ran them (the process keeps its
+/// args until the supervisor restarts it), and never removes it: for the
+/// pod's life, `stats settings` goes to it only when its version does not
+/// crash on that command with NAPI ids.
+pub const NAPI_IDS_RAN_ANNOTATION: &str = "memcached.c5c3.io/napi-ids-ran";
 /// The downward API volume with the pod's args and Secret hash.
 pub const RUN_VOLUME: &str = "run";
 /// Where it is mounted.
@@ -110,4 +117,12 @@ pub fn run_volume() -> Volume {
 /// [`ARGS_ANNOTATION`]'s value for `args`.
 pub fn args_annotation(args: &[String]) -> String {
     args.join("\n")
+}
+
+/// The args in an [`ARGS_ANNOTATION`] value, as the supervisor splits them
+/// (at newlines only, empty lines dropped: IFS whitespace).
+pub fn annotation_args(value: &str) -> Vec<String> {
+    (value.split('\n').filter(|a| !a.is_empty()))
+        .map(String::from)
+        .collect()
 }

@@ -2,13 +2,17 @@
 //! as last collected, the status written (computed by
 //! [`crate::reconcile::status`]), and when to look again.
 
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use memcached_api::{Defaulted, Memcached, MemcachedStatus};
 use serde_json::json;
-use std::time::Duration;
 
 use crate::cluster::secrets::SecretData;
 use crate::cluster::stored::Stored;
@@ -66,7 +70,9 @@ pub(super) async fn report(
     ctx.metrics
         .replicas(instance.clone(), observed.desired, observed.ready);
     let stats = if serving {
-        live_numbers(ctx, mc, spec, secrets, &mut observed.problems).await
+        let in_place = observed.in_place.as_ref();
+        let asked = in_place.map(|p| &p.without_napi_ids);
+        live_numbers(ctx, mc, spec, secrets, asked, &mut observed.problems).await
     } else {
         ClusterStats::default()
     };
@@ -99,18 +105,27 @@ pub(super) async fn report(
 
 /// The numbers memcached reports for `mc`'s serving pods, as last
 /// collected in the background (until the first collection ends after a
-/// restart, those in its status). Empty when TLS is on but its client cannot
-/// be set up: that is warned about and added to `problems`.
+/// restart, those in its status). Their `stats settings` are asked only
+/// while a change goes on in place (their one reader), of the pods it found
+/// free of NAPI ids (`in_place`) or running a release that cannot crash on
+/// them ([`crate::stats::client::StatsClient::may_ask_settings`]). Empty
+/// when TLS is on but its client cannot be set up: that is warned about and
+/// added to `problems`.
 async fn live_numbers(
     ctx: &Context,
     mc: &Memcached,
     spec: &Defaulted,
     secrets: &SecretData,
+    in_place: Option<&BTreeSet<SocketAddr>>,
     problems: &mut Vec<Problem>,
 ) -> ClusterStats {
     let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
     match tls::server_name(&name, &ns).and_then(|n| stats_client(spec, secrets, n)) {
-        Ok(client) => {
+        Ok(mut client) => {
+            match in_place {
+                Some(free) => client.without_napi_ids = Arc::new(free.clone()),
+                None => client.settings = &[],
+            }
             let addresses = ready_addresses(&ctx.cache.endpoint_slices, &ns, &name);
             ctx.live_stats
                 .read(&ns, &name, client, addresses)

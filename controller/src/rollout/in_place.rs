@@ -30,11 +30,11 @@
 //! middle of a rollout, is rolled out by the Deployment as usual.
 //! StatefulSet mode: [`crate::rollout::stateful_in_place`].
 
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use std::net::SocketAddr;
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
@@ -70,6 +70,10 @@ pub struct Progress {
     pub mismatch: Option<String>,
     /// This reconcile changed the image of the `restarting` pod.
     pub started: bool,
+    /// The pods that cannot be running NAPI ids, by their own record
+    /// ([`pod_change::without_napi_ids`]): asked `stats settings` whatever
+    /// memcached release they run.
+    pub without_napi_ids: BTreeSet<SocketAddr>,
 }
 
 impl Progress {
@@ -304,6 +308,7 @@ pub(crate) async fn step(
             _ => None,
         },
         started: false,
+        without_napi_ids: pod_change::without_napi_ids(running),
     };
     let next = lagging.iter().find(|p| broken(p)).or(lagging.first());
     let (None, Some(next)) = (pod, next) else {

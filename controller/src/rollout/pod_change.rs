@@ -6,7 +6,7 @@
 //! before the patch, running the settings its args ask for, accepting the
 //! current credentials, and warm again ([`crate::rollout::pacing`]'s rule).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
@@ -14,10 +14,11 @@ use kube::ResourceExt;
 use ring::digest::{SHA256, digest};
 use serde_json::{Value, json};
 
+use crate::objects::args;
 use crate::objects::labels::{
     MEMCACHED_CONTAINER, MEMCACHED_PORT, SECRET_HASH_ANNOTATION, VERSION_LABEL,
 };
-use crate::objects::warm_start::ARGS_ANNOTATION;
+use crate::objects::warm_start::{ARGS_ANNOTATION, NAPI_IDS_RAN_ANNOTATION, annotation_args};
 use crate::rollout::pacing::{Peers, Waits, Warming};
 use crate::stats::client::PodStats;
 
@@ -132,6 +133,12 @@ impl Change {
         let annotations = &mut patch["metadata"]["annotations"];
         annotations[RESTARTS_ANNOTATION] = json!(restarts.filter(|_| new_image));
         annotations[PID_ANNOTATION] = json!(pid.map(|p| p.to_string()));
+        // The process keeps the args it runs until the supervisor restarts it:
+        // what it may still run is recorded for the stats client, for good.
+        let running = pod.annotations().get(ARGS_ANNOTATION);
+        if running.is_some_and(|a| args::napi_ids(&annotation_args(a))) {
+            annotations[NAPI_IDS_RAN_ANNOTATION] = json!("true");
+        }
         Some(patch)
     }
 }
@@ -164,6 +171,34 @@ pub enum Taken {
     Waiting,
     /// Restarted, but memcached does not run what the change gives it: why.
     Mismatch(String),
+}
+
+/// `pod`'s memcached may be running NAPI ids (`-N`, in any spelling getopt
+/// accepts: [`args::napi_ids`]), by the pod's own record, never by the
+/// desired spec: its memcached container's command line, the args its
+/// warm-restart supervisor reads ([`ARGS_ANNOTATION`]), or the record that
+/// args it was given before ran them ([`NAPI_IDS_RAN_ANNOTATION`]: the
+/// process keeps them until the supervisor restarts it).
+pub fn may_run_napi_ids(pod: &Pod) -> bool {
+    let annotations = pod.annotations();
+    let supervised =
+        (annotations.get(ARGS_ANNOTATION)).is_some_and(|a| args::napi_ids(&annotation_args(a)));
+    let containers = pod.spec.iter().flat_map(|s| &s.containers);
+    let container = (containers.filter(|c| c.name == MEMCACHED_CONTAINER)).any(|c| {
+        let command = c.command.iter().chain(&c.args).flatten().cloned();
+        args::napi_ids(&command.collect::<Vec<_>>())
+    });
+    annotations.contains_key(NAPI_IDS_RAN_ANNOTATION) || supervised || container
+}
+
+/// The addresses of the `pods` that cannot be running NAPI ids: those a
+/// memcached release that crashes on `stats settings` with them may still
+/// be asked ([`crate::stats::client::StatsClient::without_napi_ids`]).
+pub fn without_napi_ids(pods: &[Pod]) -> BTreeSet<SocketAddr> {
+    (pods.iter())
+        .filter(|p| !may_run_napi_ids(p))
+        .filter_map(address)
+        .collect()
 }
 
 /// Whether `pod` has taken its change (or never had one: then Ready
@@ -363,6 +398,34 @@ mod tests {
         let patch = threads.patch_for(&running, &seen).unwrap();
         assert_eq!(patch["metadata"]["annotations"][PID_ANNOTATION], "7");
         assert_eq!(patch["metadata"]["annotations"][ARGS_ANNOTATION], "-t\n2");
+        assert!(
+            patch["metadata"]["annotations"]
+                .get(NAPI_IDS_RAN_ANNOTATION)
+                .is_none(),
+            "its args never ran NAPI ids"
+        );
+    }
+
+    /// `-N` removed in place: the pod records that its memcached may still
+    /// run NAPI ids (the patch never removes the record).
+    #[test]
+    fn args_that_ran_napi_ids_are_recorded_on_the_pod_they_are_patched_away_from() {
+        let waits = Waits::default();
+        let known = stats(7, &[]);
+        let seen = Seen {
+            stats: &known,
+            settings: &[],
+            waits: (&waits, "ns/c"),
+        };
+        for napi in ["-t\n4\n-N\n1", "-t\n4\n--napi=1", "-vN\n1"] {
+            let running = pod(&template("m:1", Some(napi), None), 3, json!({}));
+            let removed = Change::of(&template("m:1", Some("-t\n4"), None)).unwrap();
+            let patch = removed.patch_for(&running, &seen).unwrap();
+            assert_eq!(
+                patch["metadata"]["annotations"][NAPI_IDS_RAN_ANNOTATION], "true",
+                "{napi:?}"
+            );
+        }
     }
 
     /// Taken once memcached itself says so: another process, the settings
@@ -440,5 +503,85 @@ mod tests {
             hit_ratio: None,
         });
         assert_eq!(taken(&same_pid, &seen, peers), Taken::Yes);
+    }
+
+    /// A pod at `ip` whose memcached container has `args`, with `annotations`.
+    fn running(ip: &str, args: &[&str], annotations: Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "c-abc-12345", "annotations": annotations},
+            "spec": {"containers": [{"name": "memcached", "args": args},
+                {"name": "exporter", "args": ["-N", "1"]}]},
+            "status": {"podIP": ip},
+        }))
+        .unwrap()
+    }
+
+    fn supervised(args: &str) -> Pod {
+        running("10.0.0.1", &[], json!({ARGS_ANNOTATION: args}))
+    }
+
+    #[test]
+    fn napi_ids_are_read_from_the_pods_container_args_in_every_spelling() {
+        for spelling in [
+            &["-N", "1"][..],
+            &["-N1"],
+            &["-vN", "1"],
+            &["--napi=1"],
+            &["--napi-ids", "1"],
+        ] {
+            let pod = running("10.0.0.1", spelling, json!({}));
+            assert!(may_run_napi_ids(&pod), "{spelling:?}");
+        }
+        let plain = running("10.0.0.1", &["-m", "64", "-v"], json!({}));
+        assert!(
+            !may_run_napi_ids(&plain),
+            "another container's -N is not memcached's"
+        );
+    }
+
+    #[test]
+    fn napi_ids_are_read_from_the_args_the_supervisor_reads() {
+        for spelling in [
+            "-m\n64\n-N\n1",
+            "-N1",
+            "-vN\n1",
+            "--napi=1",
+            "-t\n4\n--n=2\n",
+        ] {
+            assert!(may_run_napi_ids(&supervised(spelling)), "{spelling:?}");
+        }
+        let plain = supervised("-m\n64\n-e\n/var/lib/memcached/memory_file");
+        assert!(!may_run_napi_ids(&plain));
+        assert!(!may_run_napi_ids(&supervised("--\n-N\n1")), "an operand");
+    }
+
+    /// `-N` removed from a running pod's args: its memcached runs `-N` until
+    /// the supervisor restarts it, and the pod's record says so; only the
+    /// pods free of it are asked `stats settings` by a release that crashes.
+    #[test]
+    fn a_pod_whose_earlier_args_ran_napi_ids_may_still_run_them() {
+        let removed = json!({ARGS_ANNOTATION: "-m\n64", NAPI_IDS_RAN_ANNOTATION: "true"});
+        let pods = [
+            running("10.0.0.1", &[], removed),
+            running("10.0.0.2", &[], json!({ARGS_ANNOTATION: "-m\n64"})),
+            running("10.0.0.3", &[], json!({ARGS_ANNOTATION: "-N1"})),
+        ];
+        assert!(may_run_napi_ids(&pods[0]));
+        let free = without_napi_ids(&pods);
+        let address = |ip: &str| SocketAddr::new(ip.parse().unwrap(), MEMCACHED_PORT as u16);
+        assert_eq!(free, BTreeSet::from([address("10.0.0.2")]));
+        let client = crate::stats::client::StatsClient {
+            settings: args::CONFIRMED_SETTINGS,
+            without_napi_ids: std::sync::Arc::new(free),
+            ..Default::default()
+        };
+        assert!(!client.may_ask_settings(address("10.0.0.1"), "1.6.18"));
+        assert!(client.may_ask_settings(address("10.0.0.1"), "1.6.40"));
+        assert!(client.may_ask_settings(address("10.0.0.2"), "1.6.18"));
+        assert!(!client.may_ask_settings(address("10.0.0.3"), "1.6.18"));
+        assert!(
+            !client.may_ask_settings(address("10.0.0.4"), "1.6.18"),
+            "not listed"
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! connect plus one read timeout, and never inside a reconcile
 //! ([`crate::stats::live`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -221,9 +221,35 @@ pub struct StatsClient {
     pub tls: Option<Tls>,
     /// Credentials, sent only to a server that asks for authentication.
     pub credentials: Option<Credentials>,
-    /// The `stats settings` to read and keep (none: the command is not sent;
-    /// memcached 1.6.18 crashes on it when started with `-N`).
+    /// The `stats settings` to read and keep (none: the command is not sent).
+    /// Sent to a server whose version crashes on it with NAPI ids
+    /// ([`settings_crash_with_napi_ids`]) only when its address is in
+    /// [`StatsClient::without_napi_ids`].
     pub settings: &'static [&'static str],
+    /// The servers whose pod cannot be running NAPI ids (`-N`), by what the
+    /// pod itself records ([`crate::stats::setup::may_run_napi_ids`]); empty
+    /// by default: then none of a crashing version is asked.
+    pub without_napi_ids: Arc<BTreeSet<SocketAddr>>,
+}
+
+/// memcached `version` crashes (SIGSEGV) on `stats settings` when it runs
+/// NAPI ids (`-N`), or the version cannot be read (the safe side).
+///
+/// `process_stat_settings` prints the int `settings.num_napi_ids` with `%s`
+/// (`APPEND_STAT("num_napi_ids", "%s", settings.num_napi_ids)`), which
+/// dereferences the number as a pointer: from 1.6.9, which brought NAPI ids,
+/// to 1.6.39; memcached commit 77e3e2f "Fix format specifier for
+/// nums_napi_id", first released in 1.6.40, prints it with `%d`. Without
+/// `-N` the number is 0, printed as `(null)`: no crash.
+pub fn settings_crash_with_napi_ids(version: &str) -> bool {
+    let mut parts = version.split(['.', '-', '+', ' ']);
+    let mut number = || parts.next()?.parse::<u32>().ok();
+    match (number(), number(), number()) {
+        (Some(major), Some(minor), Some(patch)) => {
+            (major, minor) == (1, 6) && (9..=39).contains(&patch)
+        }
+        _ => true,
+    }
 }
 
 /// Which client read a server.
@@ -318,6 +344,11 @@ impl StatsClient {
         match (&result, before) {
             (Ok(_), _) => (result, Some(Reader::Now(self.clone()))),
             (Err(StatsError::Auth(_) | StatsError::Tls(_)), Some(before)) => {
+                // What the pods run now decides `stats settings`, not what they ran then.
+                let before = &StatsClient {
+                    without_napi_ids: self.without_napi_ids.clone(),
+                    ..before.clone()
+                };
                 let again = before.fetch(addr).await;
                 let reader = again.is_ok().then(|| Reader::Before(before.clone()));
                 // Neither reads it: this client's refusal is the one to report.
@@ -336,13 +367,13 @@ impl StatsClient {
         let _ = tcp.set_nodelay(true);
         let exchange = async {
             match &self.tls {
-                None => self.exchange(tcp).await,
+                None => self.exchange(addr, tcp).await,
                 Some(tls) => {
                     let stream = TlsConnector::from(tls.config.clone())
                         .connect(tls.server_name.clone(), tcp)
                         .await
                         .map_err(|e| StatsError::Tls(e.to_string()))?;
-                    self.exchange(stream).await
+                    self.exchange(addr, stream).await
                 }
             }
         };
@@ -356,6 +387,7 @@ impl StatsClient {
     /// them as an ordinary item anyone could read).
     async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
+        addr: SocketAddr,
         stream: S,
     ) -> Result<ServerStats, StatsError> {
         let mut stream = BufReader::new(stream);
@@ -363,7 +395,7 @@ impl StatsClient {
         let first = read_line(&mut stream).await?;
         if first != UNAUTHENTICATED {
             let stats = read_stats(&mut stream, first).await?;
-            return self.with_settings(&mut stream, stats).await;
+            return self.with_settings(addr, &mut stream, stats).await;
         }
         let Some(c) = &self.credentials else {
             return Err(StatsError::Auth(
@@ -380,16 +412,18 @@ impl StatsClient {
         send(&mut stream, b"stats\r\n").await?;
         let first = read_line(&mut stream).await?;
         let stats = read_stats(&mut stream, first).await?;
-        self.with_settings(&mut stream, stats).await
+        self.with_settings(addr, &mut stream, stats).await
     }
 
-    /// `stats` with the [`StatsClient::settings`] of `stats settings`.
+    /// `stats` with the [`StatsClient::settings`] of `stats settings`, asked
+    /// only when [`StatsClient::may_ask_settings`].
     async fn with_settings<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
+        addr: SocketAddr,
         stream: &mut BufReader<S>,
         mut stats: ServerStats,
     ) -> Result<ServerStats, StatsError> {
-        if self.settings.is_empty() {
+        if !self.may_ask_settings(addr, &stats.version) {
             return Ok(stats);
         }
         send(stream, b"stats settings\r\n").await?;
@@ -402,6 +436,14 @@ impl StatsClient {
         })
         .await?;
         Ok(stats)
+    }
+
+    /// `stats settings` is wanted from the server at `addr`, which says it
+    /// runs `version`, and cannot crash it: its version does not crash on it,
+    /// or its pod cannot be running NAPI ids.
+    pub fn may_ask_settings(&self, addr: SocketAddr, version: &str) -> bool {
+        !self.settings.is_empty()
+            && (!settings_crash_with_napi_ids(version) || self.without_napi_ids.contains(&addr))
     }
 }
 
@@ -544,6 +586,49 @@ mod tests {
             ..before.clone()
         };
         assert!(!before.same_status(&hits));
+    }
+
+    #[test]
+    fn stats_settings_crash_1_6_9_to_1_6_39_with_napi_ids() {
+        for crashing in [
+            "1.6.9",
+            "1.6.18",
+            "1.6.39",
+            "1.6.21-12-gabcdef",
+            "",
+            "unknown",
+            "1.6",
+        ] {
+            assert!(settings_crash_with_napi_ids(crashing), "{crashing:?}");
+        }
+        for safe in ["1.6.8", "1.6.40", "1.6.41", "1.5.22", "1.7.0", "2.0.1"] {
+            assert!(!settings_crash_with_napi_ids(safe), "{safe:?}");
+        }
+    }
+
+    #[test]
+    fn stats_settings_go_to_a_crashing_version_only_where_no_napi_ids_can_run() {
+        let (free, unknown): (SocketAddr, SocketAddr) = (
+            "10.0.0.1:11211".parse().unwrap(),
+            "10.0.0.2:11211".parse().unwrap(),
+        );
+        let client = StatsClient {
+            settings: &["maxconns"],
+            without_napi_ids: Arc::new(BTreeSet::from([free])),
+            ..Default::default()
+        };
+        assert!(client.may_ask_settings(free, "1.6.18"));
+        assert!(
+            !client.may_ask_settings(unknown, "1.6.18"),
+            "not known to be free of -N"
+        );
+        assert!(!client.may_ask_settings(unknown, "garbled"));
+        assert!(client.may_ask_settings(unknown, "1.6.40"), "fixed");
+        let unwanted = StatsClient {
+            settings: &[],
+            ..client
+        };
+        assert!(!unwanted.may_ask_settings(free, "1.6.40"));
     }
 
     #[test]

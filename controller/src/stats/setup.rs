@@ -49,9 +49,9 @@ pub fn stats_client(
         None
     };
     // What a pod runs is confirmed from its `stats settings` during a change
-    // in place; memcached 1.6.18 crashes on that command when run with `-N`.
-    let run_args = args::memcached_args(spec);
-    let settings = if spec.warm_restart_enabled() && !args::napi_ids(&run_args) {
+    // in place; whether a pod is asked is decided from what that pod runs
+    // (`StatsClient::may_ask_settings`).
+    let settings = if spec.warm_restart_enabled() {
         args::CONFIRMED_SETTINGS
     } else {
         &[]
@@ -60,6 +60,7 @@ pub fn stats_client(
         tls,
         credentials,
         settings,
+        without_napi_ids: Arc::default(),
     })
 }
 

@@ -13,6 +13,19 @@ pub struct Memcached {
 }
 
 impl Memcached {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its process has not exited; `Err` with how it exited.
+    pub fn alive(&mut self) -> Result<(), std::process::ExitStatus> {
+        match self.child.try_wait().unwrap() {
+            None => Ok(()),
+            Some(status) => Err(status),
+        }
+    }
+
     /// Send `signal` (`USR1`, `TERM`) and wait (at most 10 s) until
     /// memcached has exited.
     pub fn stop_with(mut self, signal: &str) -> std::process::ExitStatus {

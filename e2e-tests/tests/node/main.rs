@@ -110,6 +110,11 @@ const SCENARIOS: &[Scenario] = &[
         warm_rotation,
     ),
     Scenario::new(
+        "warm restart: NAPI ids (-N) in each spelling memcached accepts, then removed in place: \
+         the stats probe never crashes a pod still running them, 0 container restarts, every key kept",
+        napi_ids_removed,
+    ),
+    Scenario::new(
         "warm restarts by default: a Memcached created through the PolicyServer without a word of \
          them gets them and keeps every key through a config change; one stored before the default \
          keeps its pod and stays without, applied again",

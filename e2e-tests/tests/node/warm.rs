@@ -234,6 +234,37 @@ pub(crate) fn warm_by_default(env: &mut Env) -> Result<(), String> {
     changed_in_place(env, "warm-default", "Deployment", Warm::Config, Asked::No)
 }
 
+/// The spellings of NAPI ids (`-N`) memcached accepts (getopt's clusters,
+/// attached values and long-option prefixes; its help's `--napi_ids` is not
+/// one), each with the workload it runs in.
+const NAPI_IDS: [(&[&str], &str); 5] = [
+    (&["-N", "1"], "Deployment"),
+    (&["-N1"], "StatefulSet"),
+    (&["-vN", "1"], "Deployment"),
+    (&["--napi-ids=1"], "Deployment"),
+    (&["--napi=1"], "StatefulSet"),
+];
+
+/// NAPI ids (`-N`), in each spelling memcached accepts, on a warm Memcached
+/// from its creation, then removed (the change in place memcached 1.6.9 to
+/// 1.6.39 crash in if the controller asks a pod still running them for `stats
+/// settings`): every pod restarted by its supervisor without them, 0
+/// container restarts, every key kept and served throughout.
+pub(crate) fn napi_ids_removed(env: &mut Env) -> Result<(), String> {
+    for (i, (spelling, workload)) in NAPI_IDS.into_iter().enumerate() {
+        let name = format!("napi-{i}");
+        changed_in_place(
+            env,
+            &name,
+            workload,
+            Warm::NapiIdsRemoved(spelling),
+            Asked::Yes,
+        )
+        .map_err(|e| format!("extraArgs {spelling:?}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// What [`changed_in_place`] changes.
 #[derive(Clone, Copy, PartialEq)]
 pub(crate) enum Warm {
@@ -241,6 +272,8 @@ pub(crate) enum Warm {
     Config,
     /// The auth Secret's password.
     Rotation,
+    /// These `extraArgs` (NAPI ids), removed.
+    NapiIdsRemoved(&'static [&'static str]),
 }
 
 /// Whether [`changed_in_place`]'s Memcached asks for warm restarts.
@@ -278,6 +311,9 @@ pub(crate) fn changed_in_place(
     if asked == Asked::Yes {
         spec["warmRestart"] = json!({"enabled": true});
     }
+    if let Warm::NapiIdsRemoved(args) = change {
+        spec["memcached"] = json!({"extraArgs": args});
+    }
     if change == Warm::Rotation {
         env.kubectl.apply(&auth("first"))?;
         spec["security"] =
@@ -292,7 +328,7 @@ pub(crate) fn changed_in_place(
     )?;
     let session = |ip: &str, password: &str| match change {
         Warm::Rotation => Memcache::login(ip, "op", password),
-        Warm::Config => Memcache::connect(ip),
+        Warm::Config | Warm::NapiIdsRemoved(_) => Memcache::connect(ip),
     };
     let before = pods_of(env, name)?;
     let mut pids = BTreeMap::new();
@@ -312,12 +348,16 @@ pub(crate) fn changed_in_place(
             env.kubectl.apply(&manifest(&spec))?
         }
         Warm::Rotation => env.kubectl.apply(&auth("second"))?,
+        Warm::NapiIdsRemoved(_) => {
+            spec.as_object_mut().map(|s| s.remove("memcached"));
+            env.kubectl.apply(&manifest(&spec))?
+        }
     };
     // Until every pod runs the change: how many memcacheds did not answer at
     // once, and the fewest keys the pods served together at one moment.
     let passwords: &[&str] = match change {
         Warm::Rotation => &["second", "first"],
-        Warm::Config => &[],
+        Warm::Config | Warm::NapiIdsRemoved(_) => &[],
     };
     let served = |pod: &Value| keys_served(pod, passwords, KEYS);
     let mut most_down = 0;
@@ -395,6 +435,15 @@ pub(crate) fn changed_in_place(
                 Memcache::login(&ip, "op", "first").is_err(),
                 format!("{} still accepts the old password", pod_name(pod)),
             )?,
+            // Restarted (another pid) with args free of them: the command
+            // answers (0 is printed as `(null)` before 1.6.40).
+            Warm::NapiIdsRemoved(_) => {
+                let napi_ids = memcached.stats("settings")?["num_napi_ids"].clone();
+                check(
+                    napi_ids == "(null)" || napi_ids == "0",
+                    format!("{} runs num_napi_ids {napi_ids}", pod_name(pod)),
+                )?;
+            }
         }
     }
     println!(
@@ -408,6 +457,11 @@ pub(crate) fn changed_in_place(
     check(
         kept.iter().all(|k| *k == KEYS.to_string()),
         format!("keys kept {kept:?} of {KEYS} per pod"),
+    )?;
+    let restarts = container_restarts(&after);
+    check(
+        restarts == 0 || change == Warm::Rotation,
+        format!("{restarts} container restarts"),
     )?;
     check(
         most_down <= 1,
