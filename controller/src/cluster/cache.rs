@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::store::Writer;
@@ -517,15 +517,27 @@ pub fn secret_stamp(cache: &Cache, kind: &str, ns: &str, name: &str) -> Option<S
     SecretStamp::from_annotations(&annotations?)
 }
 
-/// An EndpointSlice's endpoints and labels.
-fn keep_endpoints(slice: &mut EndpointSlice) {
+/// An EndpointSlice's endpoints, labels and controller: what tells whose
+/// pods they are (`reconcile::running`: the Service that controls the
+/// slice, each endpoint's Pod).
+pub(crate) fn keep_endpoints(slice: &mut EndpointSlice) {
     slice.metadata.annotations = None;
     slice.metadata.managed_fields = None;
-    slice.metadata.owner_references = None;
+    let owners = slice.metadata.owner_references.take().into_iter().flatten();
+    let controller = owners
+        .filter(|r| r.controller == Some(true))
+        .map(|r| OwnerReference {
+            uid: r.uid,
+            controller: r.controller,
+            ..Default::default()
+        });
+    slice.metadata.owner_references = Some(controller.collect());
     slice.ports = None;
     for endpoint in &mut slice.endpoints {
-        // The pod's name alone: the metrics name pods.
+        // The pod's kind, namespace and name: the metrics name pods.
         endpoint.target_ref = endpoint.target_ref.take().map(|r| ObjectReference {
+            kind: r.kind,
+            namespace: r.namespace,
             name: r.name,
             ..Default::default()
         });

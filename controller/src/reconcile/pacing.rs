@@ -18,12 +18,11 @@ pub(super) async fn pace(
     mc: &Memcached,
     desired: &mut StatefulSet,
 ) -> Result<Option<pacing::Warming>, Error> {
-    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    let name = mc.name_any();
     let live = live_workload(ctx, &ctx.cache.stateful_sets, mc).await?;
     let pods = || pacing::Pods {
-        ready: ready_endpoints(&ctx.cache.endpoint_slices, &ns, &name)
-            .into_iter()
-            .filter_map(|(host, address)| Some((host?, address)))
+        ready: (ready_endpoints(&ctx.cache, mc).into_iter())
+            .filter_map(|e| Some((e.hostname?, e.address)))
             .collect(),
         stats: pod_stats(ctx, mc),
     };

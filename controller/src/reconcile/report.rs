@@ -81,7 +81,7 @@ pub(super) async fn report(
         .map(|p| p.message.clone());
     let api = Api::namespaced(ctx.client.clone(), &ns);
     let status = write_status(&api, &name, mc.status.as_ref(), &observed, &stats).await?;
-    let pods = pod_names(&ctx.cache.endpoint_slices, &ns, &name);
+    let pods = pod_names(&ctx.cache, mc);
     let conditions = status.conditions.unwrap_or_default();
     (ctx.metrics.memcacheds).show(instance, &conditions, &stats, &pods);
     if let Some(message) = refused {
@@ -126,7 +126,7 @@ async fn live_numbers(
                 Some(free) => client.without_napi_ids = Arc::new(free.clone()),
                 None => client.settings = &[],
             }
-            let addresses = ready_addresses(&ctx.cache.endpoint_slices, &ns, &name);
+            let addresses = ready_addresses(&ctx.cache, mc);
             ctx.live_stats
                 .read(&ns, &name, client, addresses)
                 .unwrap_or_else(|| ClusterStats::from_status(mc.status.as_ref()))

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -14,7 +14,7 @@ use kube::runtime::reflector::Store;
 use memcached_api::Memcached;
 
 use crate::cluster::apply::is_controlled_by;
-use crate::cluster::cache::{self, scoped};
+use crate::cluster::cache::{self, Cache, scoped};
 use crate::objects::labels::MEMCACHED_PORT;
 use crate::objects::workload::{Rollout, Workload};
 use crate::reconcile::context::{Context, Error};
@@ -76,64 +76,189 @@ pub(super) fn pod_stats(ctx: &Context, mc: &Memcached) -> BTreeMap<SocketAddr, P
         .unwrap_or_default()
 }
 
-/// The pods behind the headless Service `service`, by memcached address.
-pub(super) fn pod_names(
-    slices: &Store<EndpointSlice>,
-    ns: &str,
-    service: &str,
-) -> BTreeMap<SocketAddr, String> {
-    let slices = service_slices(slices, ns, service);
-    (slices.iter())
-        .flat_map(|s| &s.endpoints)
-        .filter_map(|e| Some((e.target_ref.as_ref()?.name.clone()?, e.addresses.first()?)))
-        .filter_map(|(pod, a)| Some((SocketAddr::new(a.parse().ok()?, MEMCACHED_PORT as u16), pod)))
+/// The pods behind `mc`'s headless Service, by memcached address.
+pub(super) fn pod_names(cache: &Cache, mc: &Memcached) -> BTreeMap<SocketAddr, String> {
+    (pod_endpoints(cache, mc).iter())
+        .flat_map(|e| e.addresses.iter().map(move |a| (e, a)))
+        .filter_map(|(e, a)| Some((memcached_address(a)?, e.target_ref.as_ref()?.name.clone()?)))
         .collect()
 }
 
-/// The EndpointSlices of the headless Service `service`.
-fn service_slices(
-    slices: &Store<EndpointSlice>,
-    ns: &str,
-    service: &str,
-) -> Vec<Arc<EndpointSlice>> {
-    slices.state_filter(|s| {
-        s.metadata.namespace.as_deref() == Some(ns)
-            && s.labels()
-                .get("kubernetes.io/service-name")
-                .map(String::as_str)
-                == Some(service)
+/// The EndpointSlices of `mc`'s headless Service: those the EndpointSlice
+/// controller keeps for it, controlled by the Service (itself controlled
+/// by `mc`). One only labelled with the Service's name is someone else's.
+fn service_slices(cache: &Cache, mc: &Memcached) -> Vec<Arc<EndpointSlice>> {
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    let service = cache::get(&cache.services, &ns, &name).object;
+    let service = service.filter(|s| is_controlled_by(s.as_ref(), &mc.uid().unwrap_or_default()));
+    let Some(service_uid) = service.and_then(|s| s.uid()) else {
+        return Vec::new();
+    };
+    cache.endpoint_slices.state_filter(|s| {
+        s.metadata.namespace.as_deref() == Some(ns.as_str())
+            && s.labels().get("kubernetes.io/service-name") == Some(&name)
+            && is_controlled_by(s, &service_uid)
     })
 }
 
-/// Ready pod addresses behind the headless Service `service`.
-pub(super) fn ready_addresses(
-    slices: &Store<EndpointSlice>,
-    ns: &str,
-    service: &str,
-) -> Vec<SocketAddr> {
-    let mut addresses: Vec<SocketAddr> = ready_endpoints(slices, ns, service)
-        .into_iter()
-        .map(|(_, address)| address)
+/// The endpoints of `mc`'s pods behind its Service: each names a Pod of its
+/// namespace ([`workload_pod_name`]); the stats, and with them the
+/// credentials, go to these only.
+fn pod_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Endpoint> {
+    let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
+    let ours = |e: &Endpoint| {
+        e.target_ref.as_ref().is_some_and(|t| {
+            t.kind.as_deref() == Some("Pod")
+                && t.namespace.as_ref().is_none_or(|n| *n == ns)
+                && t.name
+                    .as_deref()
+                    .is_some_and(|pod| workload_pod_name(&name, pod))
+        })
+    };
+    (service_slices(cache, mc).iter())
+        .flat_map(|s| s.endpoints.iter().filter(|e| ours(e)).cloned())
+        .collect()
+}
+
+/// `pod` is named as the pods of the workload `name` are: `<name>-<ordinal>`
+/// (a StatefulSet's), `<name>-<hash>-<suffix>` (a Deployment's, whose
+/// generated names keep at most 58 characters before the 5 of the suffix).
+fn workload_pod_name(name: &str, pod: &str) -> bool {
+    let prefix = format!("{name}-");
+    let prefix = prefix.get(..58).unwrap_or(&prefix);
+    pod.len() > prefix.len() && pod.starts_with(prefix)
+}
+
+/// memcached's address at the endpoint address `ip`.
+fn memcached_address(ip: &str) -> Option<SocketAddr> {
+    Some(SocketAddr::new(
+        ip.parse::<IpAddr>().ok()?,
+        MEMCACHED_PORT as u16,
+    ))
+}
+
+/// Ready pod addresses behind `mc`'s headless Service.
+pub(super) fn ready_addresses(cache: &Cache, mc: &Memcached) -> Vec<SocketAddr> {
+    let mut addresses: Vec<SocketAddr> = (ready_endpoints(cache, mc).into_iter())
+        .map(|e| e.address)
         .collect();
     addresses.sort();
     addresses.dedup();
     addresses
 }
 
-/// The ready endpoints behind the headless Service `service`: each pod's
-/// hostname (a StatefulSet pod's name) and memcached address.
-pub(super) fn ready_endpoints(
-    slices: &Store<EndpointSlice>,
-    ns: &str,
-    service: &str,
-) -> Vec<(Option<String>, SocketAddr)> {
-    let slices = service_slices(slices, ns, service);
-    slices
-        .iter()
-        .flat_map(|s| &s.endpoints)
+/// A ready endpoint of one of a Memcached's pods.
+pub(super) struct Ready {
+    /// The pod's hostname (a StatefulSet pod's name).
+    pub(super) hostname: Option<String>,
+    /// Where its memcached answers.
+    pub(super) address: SocketAddr,
+}
+
+/// The ready endpoints of `mc`'s pods behind its headless Service.
+pub(super) fn ready_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
+    (pod_endpoints(cache, mc).into_iter())
         .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
-        .flat_map(|e| e.addresses.iter().map(|a| (e.hostname.clone(), a)))
-        .filter_map(|(host, a)| Some((host, a.parse::<IpAddr>().ok()?)))
-        .map(|(host, ip)| (host, SocketAddr::new(ip, MEMCACHED_PORT as u16)))
+        .flat_map(|e| {
+            let hostname = e.hostname;
+            (e.addresses
+                .into_iter()
+                .filter_map(|a| memcached_address(&a)))
+            .map(move |address| Ready {
+                hostname: hostname.clone(),
+                address,
+            })
+        })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::watcher::Event;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn owned_by(uid: &str) -> Value {
+        json!([{"apiVersion": "v1", "kind": "Service", "name": "c", "uid": uid, "controller": true}])
+    }
+
+    /// An EndpointSlice of Service `c` (by its label), controlled by `owners`,
+    /// with one ready endpoint per (pod reference, IP).
+    fn slice(name: &str, owners: Value, endpoints: &[(Value, &str)]) -> EndpointSlice {
+        let endpoints: Vec<Value> = (endpoints.iter())
+            .map(|(target, ip)| json!({"addresses": [ip], "conditions": {"ready": true}, "targetRef": target}))
+            .collect();
+        serde_json::from_value(json!({"addressType": "IPv4",
+            "metadata": {"name": name, "namespace": "ns", "ownerReferences": owners,
+                "labels": {"kubernetes.io/service-name": "c"}},
+            "endpoints": endpoints}))
+        .unwrap()
+    }
+
+    fn pod(name: &str) -> Value {
+        json!({"kind": "Pod", "namespace": "ns", "name": name, "uid": format!("uid-{name}")})
+    }
+
+    /// Credentials go only to this Memcached's pods: the endpoints of
+    /// EndpointSlices its Service controls that name one of its pods.
+    #[test]
+    fn stats_go_only_to_endpoints_of_this_memcacheds_pods() {
+        let (cache, mut writers) = cache::new();
+        let mc: Memcached = serde_json::from_value(json!({"apiVersion": "memcached.c5c3.io/v1beta1",
+            "kind": "Memcached", "metadata": {"name": "c", "namespace": "ns", "uid": "mc-uid"}, "spec": {}}))
+        .unwrap();
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "svc-uid",
+                "ownerReferences": [{"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+                    "name": "c", "uid": "mc-uid", "controller": true}]}});
+        writers
+            .services
+            .apply_watcher_event(&Event::Apply(serde_json::from_value(service).unwrap()));
+        let mut other_namespace = pod("c-abc-22222");
+        other_namespace["namespace"] = json!("other");
+        let node = json!({"kind": "Node", "name": "c-node-1"});
+        let ours = slice(
+            "c-1",
+            owned_by("svc-uid"),
+            &[
+                (pod("c-abc-11111"), "10.0.0.1"),
+                (pod("c-0"), "10.0.0.2"),
+                (pod("someone-else"), "10.0.0.3"),
+                (other_namespace, "10.0.0.4"),
+                (node, "10.0.0.5"),
+                (pod("c-"), "10.0.0.6"),
+            ],
+        );
+        let labelled_only = slice("c-2", json!([]), &[(pod("c-abc-33333"), "10.0.0.7")]);
+        let foreign = slice("c-3", owned_by("other-uid"), &[(pod("c-1"), "10.0.0.8")]);
+        // As the watch keeps them.
+        for mut s in [ours, labelled_only, foreign] {
+            cache::keep_endpoints(&mut s);
+            writers
+                .endpoint_slices
+                .apply_watcher_event(&Event::Apply(s));
+        }
+        let address = |ip: &str| SocketAddr::new(ip.parse().unwrap(), MEMCACHED_PORT as u16);
+        assert_eq!(
+            ready_addresses(&cache, &mc),
+            [address("10.0.0.1"), address("10.0.0.2")]
+        );
+        assert_eq!(
+            pod_names(&cache, &mc).into_values().collect::<Vec<_>>(),
+            ["c-abc-11111", "c-0"]
+        );
+    }
+
+    /// A Deployment pod's generated name keeps at most 58 characters of
+    /// `<name>-<hash>-`: a long name's pods are still its own.
+    #[test]
+    fn a_long_names_pods_are_named_as_its_workloads() {
+        let name = "m".repeat(60);
+        assert!(workload_pod_name(&name, &format!("{}x1y2z", &name[..58])));
+        assert!(workload_pod_name("c", "c-7d9f8b6c5d-x1y2z"));
+        assert!(workload_pod_name("c", "c-2"));
+        assert!(!workload_pod_name("c", "cache-0"));
+        assert!(!workload_pod_name("c", "c-"));
+    }
 }

@@ -58,13 +58,19 @@ async fn a_frozen_pod_delays_no_reconcile_and_is_named() {
     let deployment = path("apps/v1", "deployments", "c");
     api.lock().unwrap().objects.get_mut(&deployment).unwrap()["status"] = json!({"replicas": 1,
         "readyReplicas": 1, "updatedReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]});
+    // The Service's EndpointSlice, as the EndpointSlice controller keeps it.
+    let service = path("v1", "services", "c");
+    api.lock().unwrap().objects.get_mut(&service).unwrap()["metadata"]["uid"] = json!("svc-uid");
     insert(
         &api,
         path("discovery.k8s.io/v1", "endpointslices", "c-abc"),
         json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
             "metadata": {"name": "c-abc", "namespace": NS, "labels": {"kubernetes.io/service-name": "c",
-                "app.kubernetes.io/managed-by": "memcached-operator"}},
-            "endpoints": [{"addresses": ["127.0.0.9"], "conditions": {"ready": true}}]}),
+                "app.kubernetes.io/managed-by": "memcached-operator"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "c",
+                    "uid": "svc-uid", "controller": true}]},
+            "endpoints": [{"addresses": ["127.0.0.9"], "conditions": {"ready": true},
+                "targetRef": {"kind": "Pod", "namespace": NS, "name": "c-abc-x1y2z"}}]}),
     );
     fake_api::sync(&mut writers, &api);
 
