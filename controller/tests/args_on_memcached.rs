@@ -687,7 +687,9 @@ fn fill_and_count(addr: std::net::SocketAddr, count: usize) -> u64 {
 /// (`warm_start`), its volumes in a temp dir where the pod mounts them, the
 /// args file written as the kubelet writes the downward API volume:
 /// a changed args annotation restarts memcached warm with the new settings
-/// (a new process, every key kept), so does a changed Secret hash; the
+/// (a new process, every key kept), so does a changed Secret hash, once
+/// the Secret files changed too (or after a wait, and again when they
+/// come), while files changing alone restart nothing; the
 /// preStop hook returns once the save is done and the supervisor then waits
 /// for SIGTERM (no hook failure), and the container's next start restores
 /// every key; SIGTERM alone saves too; another `maxMemoryMB` starts cold, and
@@ -699,15 +701,26 @@ fn the_supervisor_restarts_memcached_warm_when_the_pod_changes() {
     let dir = tempfile::tempdir().unwrap();
     // memcached drops to an unprivileged user when the tests run as root.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let (data, run) = (dir.path().join("data"), dir.path().join("run"));
-    for d in [&data, &run] {
+    let (data, run, auth) = (
+        dir.path().join("data"),
+        dir.path().join("run"),
+        dir.path().join("auth"),
+    );
+    for d in [&data, &run, &auth] {
         std::fs::create_dir(d).unwrap();
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
     }
+    // The pod's paths, here; the wait for Secret files 8 s.
+    let wait = format!("-lt {}", warm_start::SECRET_FILES_WAIT_SECONDS);
     let local = |text: &str| {
         text.replace(warm_start::RUN_DIR, &run.display().to_string())
             .replace(WARM_RESTART_DIR, &data.display().to_string())
+            .replace(AUTH_DIR, &auth.display().to_string())
+            .replace(&wait, "-lt 8")
     };
+    // What the kubelet writes from the auth Secret.
+    let mount =
+        |password: &str| std::fs::write(auth.join("auth"), format!("op:{password}\n")).unwrap();
     let port = common::free_port();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     // What the kubelet writes from the pod's annotations.
@@ -743,6 +756,8 @@ fn the_supervisor_restarts_memcached_warm_when_the_pod_changes() {
     );
     assert_eq!(fill_and_count(addr, 0), 5_000, "warm across the change");
 
+    // A rotated Secret: the kubelet refreshes its files with the hash.
+    mount("second");
     annotate(warm(2, 512), "rotated");
     let rotated = wait_for_new_process(addr, &changed["pid"]);
     assert_eq!(
@@ -750,6 +765,29 @@ fn the_supervisor_restarts_memcached_warm_when_the_pod_changes() {
         5_000,
         "warm across a Secret change"
     );
+
+    // The hash before the files (the kubelet's Secret cache behind): the
+    // restart waits for them.
+    annotate(warm(2, 512), "rotated again");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(settings(addr)["pid"], rotated["pid"], "waits for the files");
+    mount("third");
+    let refreshed = wait_for_new_process(addr, &rotated["pid"]);
+
+    // Files later than the wait: restarted without them, and again once
+    // they come (nothing else would).
+    annotate(warm(2, 512), "rotated late");
+    let early = wait_for_new_process(addr, &refreshed["pid"]);
+    mount("fourth");
+    let late = wait_for_new_process(addr, &early["pid"]);
+    assert_eq!(fill_and_count(addr, 0), 5_000, "warm across a late refresh");
+
+    // Files that change while the hash does not (the kubelet refreshes
+    // every pod's at once) restart nothing.
+    mount("fifth");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(settings(addr)["pid"], late["pid"], "not restarted");
+    let rotated = late;
 
     // The preStop hook returns once the save is done; the supervisor waits
     // for the kubelet's SIGTERM.
@@ -837,7 +875,8 @@ impl Drop for Supervised {
 
 /// Wait (at most 15 s) until `done`.
 fn wait_until(mut done: impl FnMut() -> bool, what: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    // A bound for a failure, not a measure: a busy machine takes its time.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !done() {
         assert!(
             std::time::Instant::now() < deadline,

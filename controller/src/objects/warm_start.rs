@@ -20,14 +20,15 @@
 //!
 //! memcached restores a save only when the wall clock has moved on a second
 //! since it (its `stop_time` check), so a start after a save waits a second.
-//! A new Secret hash waits a second more before the save: the kubelet
-//! refreshes the pod's Secret files in the same pass as its annotations.
+//! A new Secret hash waits for the kubelet's refreshed Secret files (by
+//! content, at most [`SECRET_FILES_WAIT_SECONDS`]) before the save, and
+//! restarts memcached once more if they come later.
 
 use k8s_openapi::api::core::v1::{
     DownwardAPIVolumeFile, DownwardAPIVolumeSource, ObjectFieldSelector, Volume,
 };
 
-use crate::objects::args::{MEMORY_FILE, WARM_RESTART_DIR};
+use crate::objects::args::{AUTH_DIR, MEMORY_FILE, TLS_DIR, WARM_RESTART_DIR};
 use crate::objects::labels::SECRET_HASH_ANNOTATION;
 
 /// Pod annotation: memcached's args, one per line (what the pod runs).
@@ -57,18 +58,31 @@ pub fn command() -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), script()]
 }
 
+/// How long the supervisor waits, after the Secret hash changed, for the
+/// kubelet to refresh the mounted Secret files before it restarts memcached
+/// anyway (it restarts it again once they change).
+pub const SECRET_FILES_WAIT_SECONDS: u32 = 60;
+
 /// The supervisor (POSIX sh: dash, busybox).
+///
+/// A new Secret hash restarts memcached once the mounted Secret files
+/// differ (by content) from those it started with, or after
+/// [`SECRET_FILES_WAIT_SECONDS`]; restarted before they did, it restarts it
+/// again when they do. Files that change while the hash does not (the
+/// kubelet refreshes every pod's at once) restart nothing: the controller
+/// gives pods a new hash one at a time.
 fn script() -> String {
     format!(
         r#"run={RUN_DIR} data={WARM_RESTART_DIR}
 rm -f "$data/{SAVED}"
-saved=
+saved= stale=
 config() {{ cat "$run/args" "$run/secrets" 2>/dev/null; }}
+files() {{ cat {AUTH_DIR}/* {TLS_DIR}/* 2>/dev/null | cksum; }}
 stop() {{ kill -USR1 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }}
 trap 'stop; saved=1; touch "$data/{SAVED}"' USR1
 trap 'stop; exit 0' TERM
 while :; do
-  started=$(config) secrets=$(cat "$run/secrets" 2>/dev/null)
+  started=$(config) secrets=$(cat "$run/secrets" 2>/dev/null) mounted=$(files)
   if [ -e "$data/{MEMORY_FILE}.meta" ]; then sleep 1; fi
   set -f; IFS='
 '
@@ -78,7 +92,16 @@ while :; do
   while [ -z "$saved" ] && kill -0 "$pid" 2>/dev/null; do
     sleep 1
     if [ "$(config)" != "$started" ]; then
-      if [ "$(cat "$run/secrets" 2>/dev/null)" != "$secrets" ]; then sleep 1; fi
+      if [ "$(cat "$run/secrets" 2>/dev/null)" != "$secrets" ]; then
+        waited=0
+        while [ -z "$saved" ] && [ "$(files)" = "$mounted" ] && [ "$waited" -lt {SECRET_FILES_WAIT_SECONDS} ]; do
+          sleep 1; waited=$((waited + 1))
+        done
+        if [ "$(files)" = "$mounted" ]; then stale=1; else stale=; fi
+      fi
+      if [ -z "$saved" ]; then stop; continue 2; fi
+    elif [ -n "$stale" ] && [ "$(files)" != "$mounted" ]; then
+      stale=
       if [ -z "$saved" ]; then stop; continue 2; fi
     fi
   done
