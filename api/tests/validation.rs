@@ -399,3 +399,28 @@ fn warns_about_risky_but_legal_specs() {
     assert_eq!(w.len(), 2);
     assert!(w[0].contains("exporter cannot authenticate"));
 }
+
+/// `-L` preallocates a page per slab class as the memory file does: below
+/// the geometry's minimum it is refused on `maxMemoryMB`, warm restarts or not.
+#[test]
+fn large_pages_need_the_preallocation_minimum() {
+    let cold = |mb: i32, args: &[&str]| {
+        errors(json!({"warmRestart": {"enabled": false},
+            "memcached": {"maxMemoryMB": mb, "extraArgs": args}}))
+    };
+    for spelling in [&["-L"][..], &["--enable-largepages"], &["-vL"]] {
+        let refused = cold(38, spelling);
+        assert_eq!(refused.len(), 1, "{spelling:?}: {refused:?}");
+        assert!(
+            refused[0].starts_with(
+                "spec.memcached.maxMemoryMB: Invalid value: 38: extraArgs -L preallocates"
+            ) && refused[0].contains("raise maxMemoryMB to 39 or leave -L out"),
+            "{refused:?}"
+        );
+        assert_eq!(cold(39, spelling), Vec::<String>::new(), "{spelling:?}");
+    }
+    // Another geometry, another minimum; no -L, no minimum.
+    assert_eq!(cold(62, &["-L", "-f", "1.1"]).len(), 1);
+    assert_eq!(cold(63, &["-L", "-f", "1.1"]), Vec::<String>::new());
+    assert_eq!(cold(16, &["-f", "1.1"]), Vec::<String>::new());
+}

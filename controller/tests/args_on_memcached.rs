@@ -662,6 +662,52 @@ fn warm_restarts_start_from_the_policys_minimum_memory() {
     assert!(matches!(outcome, Outcome::Serves(_)), "{outcome:?}");
 }
 
+/// Large pages (`-L`, in each spelling) preallocate as the memory file does:
+/// below the minimum the policy refuses them naming `maxMemoryMB`, warm
+/// restarts or not, and memcached exits; at it the policy admits them and
+/// memcached serves (or, on a kernel without transparent huge pages, refuses
+/// `-L` itself, whatever the memory).
+#[test]
+fn large_pages_start_from_the_policys_minimum_memory() {
+    for spelling in [&["-L"][..], &["--enable-largepages"], &["-vL"]] {
+        let judged = |mb: i32| {
+            let spec = json!({"warmRestart": {"enabled": false},
+                "memcached": {"maxMemoryMB": mb, "extraArgs": spelling}});
+            let spec: MemcachedSpec = serde_json::from_value(spec).unwrap();
+            let name = ObjectName {
+                name: "cache",
+                generate_name: "",
+            };
+            let checked = check(name, spec, &Options::default());
+            let errors: Vec<String> = checked.errors.iter().map(ToString::to_string).collect();
+            (errors, memcached_args(&checked.spec))
+        };
+        let no_huge_pages = |text: &str| text.contains("Cannot enable large pages");
+        let (errors, args) = judged(39);
+        assert_eq!(errors, Vec::<String>::new(), "{spelling:?} at 39");
+        match run(&args) {
+            Outcome::Serves(_) => {}
+            Outcome::Exited(Some(1), text) if no_huge_pages(&text) => {}
+            other => panic!("{spelling:?} at 39: {other:?}"),
+        }
+        let (errors, args) = judged(38);
+        assert!(
+            errors.len() == 1
+                && errors[0].starts_with(
+                    "spec.memcached.maxMemoryMB: Invalid value: 38: extraArgs -L preallocates"
+                )
+                && errors[0].contains("needs at least 39 "),
+            "{spelling:?} at 38: {errors:?}"
+        );
+        match run(&args) {
+            Outcome::Exited(Some(1), text)
+                if text.contains("Error while preallocating slab memory!")
+                    || no_huge_pages(&text) => {}
+            other => panic!("{spelling:?} at 38: {other:?}"),
+        }
+    }
+}
+
 /// `count` keys set over the text protocol, then memcached's `curr_items`.
 fn fill_and_count(addr: std::net::SocketAddr, count: usize) -> u64 {
     use std::io::{BufRead, BufReader, Write};

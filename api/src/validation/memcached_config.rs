@@ -39,8 +39,36 @@ pub fn validate_memcached_config(config: &MemcachedConfig, warm: bool, path: &Pa
     // memcached exits on any of those before it preallocates.
     if warm && errors.is_empty() {
         errors.extend(warm_restart_memory(config, path));
+    } else if errors.is_empty() && large_pages(args_of(config)) {
+        errors.extend(large_pages_memory(config, path));
     }
     errors
+}
+
+/// `spec.memcached.extraArgs`, none when absent.
+fn args_of(config: &MemcachedConfig) -> &[String] {
+    config.extra_args.as_deref().unwrap_or_default()
+}
+
+/// `args` ask for large pages (`-L`, `--enable-largepages`, in any spelling
+/// getopt gives memcached): memcached then preallocates its slab pages as
+/// with its memory file, or exits where the kernel has no huge pages.
+fn large_pages(args: &[String]) -> bool {
+    extra_args::getopt::parse(args).0.iter().any(|o| o.short == 'L')
+}
+
+/// With `-L` memcached preallocates a page per slab class, and exits when
+/// `maxMemoryMB` cannot hold them ([`ShortOfMemory`]), warm restarts or not.
+fn large_pages_memory(config: &MemcachedConfig, path: &Path) -> Option<FieldError> {
+    let short = ShortOfMemory::of(config)?;
+    let detail = format!(
+        "extraArgs -L preallocates one 1 MB page per slab class: memcached needs at least {} for \
+         this geometry and exits with \"Error while preallocating slab memory!\"; raise \
+         maxMemoryMB to {} or leave -L out",
+        short.minimum_mb, short.minimum_mb
+    );
+    let path = path.child("maxMemoryMB");
+    Some(FieldError::invalid(path, short.max_memory_mb, detail).at(Stage::Runtime))
 }
 
 /// With its memory file memcached preallocates a page per slab class, and
