@@ -423,3 +423,225 @@ pub(crate) fn controller_pods(
     }
     Ok(pods)
 }
+
+/// The README's path for a cluster that runs Kubewarden (its "Install on a
+/// cluster"), its two commands as written there: `helm install` of the chart
+/// as a release publishes it, the policy included, with no other value than
+/// the node's scheduling (the chart comes from the suite's registry, where
+/// `make push-chart` put the same chart, by digest), then `kubectl apply` of
+/// the example it names (the file of this checkout, which its release tag
+/// holds). On Kubewarden from its own charts (needs [`KUBEWARDEN`]), the
+/// chart's ClusterAdmissionPolicy (the release's own policy artifact, the
+/// PolicyServer `default`) turns active and alone judges Memcacheds (the
+/// suite's deploy/policy.yaml is taken away meanwhile): the example runs,
+/// the seed example with three errors is refused with each of its messages,
+/// the minimal one is stored with every default the policy's fixture names
+/// and its pod runs on the node. Uninstalled, the policy goes with the release.
+pub(crate) fn chart_with_policy(env: &mut Env) -> Result<(), String> {
+    let install = readme_command("helm install")?;
+    let helm = stop_suite_controller(env)?;
+    let suite_policy = env.protect.name.clone();
+    env.kubectl.ok(&[
+        "delete",
+        "clusteradmissionpolicy",
+        &suite_policy,
+        "--wait=true",
+    ])?;
+    env.wait_for_no_protection()?;
+    let outcome = installed_policy_judges(env, &helm, &install);
+    if outcome.is_err() {
+        if let (Some(release), Some(namespace)) = (install.get(2), after(&install, "-n")) {
+            let _ = helm.uninstall(release, namespace);
+        }
+    }
+    // Whatever happened: the suite's policy judges the scenarios after.
+    let path = e2e_tests::workspace_root().join("deploy/policy.yaml");
+    env.kubectl.ok(&["apply", "-f", &path.to_string_lossy()])?;
+    kubewarden_charts::wait_active(&env.kubectl, &suite_policy, Duration::from_secs(180))?;
+    env.wait_for_protection()?;
+    outcome
+}
+
+/// A command of the README's "Install on a cluster" section: the line that
+/// starts with `start`, in words.
+fn readme_command(start: &str) -> Result<Vec<String>, String> {
+    let path = e2e_tests::workspace_root().join("README.md");
+    let readme = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let section = readme.split("\n## Install on a cluster\n").nth(1);
+    let section = section.and_then(|s| s.split("\n## ").next());
+    (section.into_iter().flat_map(str::lines))
+        .map(str::trim)
+        .find(|line| line.starts_with(start))
+        .map(|line| line.split_whitespace().map(str::to_string).collect())
+        .ok_or_else(|| format!("README.md's \"Install on a cluster\" has no `{start} ...` line"))
+}
+
+/// The word after `flag` in `command`.
+fn after<'a>(command: &'a [String], flag: &str) -> Option<&'a str> {
+    let at = command.iter().position(|w| w == flag)?;
+    command.get(at + 1).map(String::as_str)
+}
+
+/// [`chart_with_policy`]'s checks, the chart installed as `install` says.
+fn installed_policy_judges(env: &Env, helm: &Helm, install: &[String]) -> Result<(), String> {
+    let chart = std::fs::read_to_string(Helm::chart().join("Chart.yaml")).unwrap_or_default();
+    let version = (chart.lines()).find_map(|l| l.strip_prefix("version: "));
+    let (release, namespace) = match (install.get(2), after(install, "-n")) {
+        (Some(release), Some(namespace))
+            if install.get(3).map(String::as_str)
+                == Some("oci://ghcr.io/c5c3/charts/memcached-operator")
+                && after(install, "--version") == version =>
+        {
+            (release.as_str(), namespace)
+        }
+        _ => {
+            return Err(format!(
+                "README.md installs {install:?}, not the chart {version:?} of this checkout"
+            ));
+        }
+    };
+    let published = publish_chart(env, helm)?;
+    let values = env.cluster.workdir.join("policy-values.json");
+    std::fs::write(&values, node::scheduling().to_string())
+        .map_err(|e| format!("{}: {e}", values.display()))?;
+    let started = Instant::now();
+    helm.install_reference(
+        &published,
+        release,
+        namespace,
+        &["--plain-http", "-f", &values.to_string_lossy()],
+    )?;
+    let instance = format!("app.kubernetes.io/instance={release}");
+    let policies = env
+        .kubectl
+        .get(&["clusteradmissionpolicies", "-l", &instance])?;
+    let installed = match policies["items"].as_array().map(Vec::as_slice) {
+        Some([policy]) => policy.clone(),
+        _ => return Err(format!("the release's policies: {}", policies["items"])),
+    };
+    let policy = installed["metadata"]["name"].as_str().unwrap_or_default();
+    let active = kubewarden_charts::wait_active(&env.kubectl, policy, Duration::from_secs(180))?;
+    let activated = started.elapsed();
+    check(
+        installed["spec"]["policyServer"] == "default"
+            && installed["spec"]["module"] == env.protect.module(),
+        format!(
+            "the chart's policy (deploy/policy.yaml's module is {}): {}",
+            env.protect.module(),
+            installed["spec"]
+        ),
+    )?;
+    controller_pods(env, release, namespace, 2)?;
+
+    // The README's example, as it says.
+    let apply = readme_command("kubectl apply")?;
+    let url = apply.last().cloned().unwrap_or_default();
+    let example_path = url
+        .split_once(&format!("/v{}/", version.unwrap_or_default()))
+        .map(|(_, path)| e2e_tests::workspace_root().join(path))
+        .filter(|path| path.is_file())
+        .ok_or_else(|| format!("README.md applies {url}, no file of this release"))?;
+    let text = std::fs::read_to_string(&example_path)
+        .map_err(|e| format!("{}: {e}", example_path.display()))?;
+    let example: Value =
+        serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", example_path.display()))?;
+    let file = example_path.to_string_lossy();
+    let mut local: Vec<&str> = apply.iter().skip(1).map(String::as_str).collect();
+    local.pop();
+    local.push(&file);
+    env.kubectl.ok(&local)?;
+    let example_name = example["metadata"]["name"].as_str().unwrap_or_default();
+    let replicas = example["spec"]["replicas"].as_i64().unwrap_or(1);
+    wait_ready(env, "default", example_name, replicas)?;
+    env.kubectl.ok(&[
+        "delete",
+        "memcached",
+        example_name,
+        "-n",
+        "default",
+        "--wait=true",
+    ])?;
+
+    ensure_namespace(env, NAMESPACE)?;
+    let fixture = |kind: &str, example: &str| -> Result<Value, String> {
+        let path = e2e_tests::workspace_root()
+            .join(format!("e2e-tests/fixtures/{kind}/{example}-v1beta1.json"));
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let example = |name: &str| -> Result<(Value, Value), String> {
+        let mut object = fixture("requests", name)?["request"]["object"].clone();
+        object["metadata"]["namespace"] = json!(NAMESPACE);
+        Ok((object, fixture("expected", name)?))
+    };
+
+    let (violations, expected) = example("seed-multiple-violations")?;
+    let refused = env
+        .kubectl
+        .run(&["apply", "-f", "-"], Some(&violations.to_string()));
+    let webhook = format!("admission webhook \"clusterwide-{policy}.kubewarden.admission\" denied");
+    let errors: Vec<&str> = (expected["errors"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    check(
+        !refused.success
+            && refused.stderr.contains(&webhook)
+            && !errors.is_empty()
+            && errors.iter().all(|e| refused.stderr.contains(e)),
+        format!(
+            "seed-multiple-violations: {}{} (expected {webhook} with {errors:?})",
+            refused.stdout, refused.stderr
+        ),
+    )?;
+
+    let (mut minimal, expected) = example("seed-minimal-cr-after-defaulting")?;
+    let name = minimal["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    minimal["spec"] = node::scheduling();
+    env.kubectl.apply(&minimal.to_string())?;
+    let stored = env.kubectl.get(&["memcached", &name, "-n", NAMESPACE])?;
+    let defaults = &expected["object"]["spec"];
+    check(
+        defaults.as_object().is_some_and(|d| !d.is_empty()) && holds(&stored["spec"], defaults),
+        format!("stored {} without the defaults {defaults}", stored["spec"]),
+    )?;
+    wait_ready(env, NAMESPACE, &name, 1)?;
+    let pods = instance_objects(env, "pods", NAMESPACE, &name)?;
+    check(
+        pods.len() == 1 && pods[0]["spec"]["nodeName"] == node::NAME,
+        format!("{name}'s pods: {:?}", summary(&pods)),
+    )?;
+    println!(
+        "     README's helm install: {policy} active {:.1}s after it ({:.1}s after it was \
+         created); README's example {example_name} Ready with {replicas} replicas; \
+         seed-multiple-violations refused with its {} messages; {name} stored with the defaults \
+         and Ready on the node",
+        activated.as_secs_f64(),
+        active.as_secs_f64(),
+        errors.len()
+    );
+    env.kubectl
+        .ok(&["delete", "memcached", &name, "-n", NAMESPACE, "--wait=true"])?;
+    helm.uninstall(release, namespace)?;
+    nothing_left(env, &[release], namespace)?;
+    let gone = env
+        .kubectl
+        .run(&["get", "clusteradmissionpolicy", policy], None);
+    check(
+        !gone.success && gone.stderr.contains("NotFound"),
+        format!("the policy outlived its release: {}", gone.stdout),
+    )
+}
+
+/// Every leaf of `want` is in `have`, at the same place.
+fn holds(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(have), Value::Object(want)) => want
+            .iter()
+            .all(|(key, want)| have.get(key).is_some_and(|have| holds(have, want))),
+        (have, want) => have == want,
+    }
+}

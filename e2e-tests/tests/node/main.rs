@@ -187,6 +187,14 @@ const SCENARIOS: &[Scenario] = &[
         chart_watching_namespaces,
     ),
     Scenario::new(
+        "helm install of the published chart alone, policy included, on Kubewarden from its \
+         charts: the chart's policy turns active and judges: a seed example refused with each of \
+         its messages, the minimal one stored defaulted and Ready on the node; uninstalled, the \
+         policy goes too",
+        chart_with_policy,
+    )
+    .needs(&[KUBEWARDEN]),
+    Scenario::new(
         "monitoring as users run it: kube-prometheus-stack's Prometheus scrapes every target the \
          chart and the Memcacheds create (the controller over TLS with its token), each alert \
          fires on real data and resolves, an authenticated cache's too; every dashboard query \
