@@ -66,7 +66,8 @@ pub const SECRET_FILES_WAIT_SECONDS: u32 = 60;
 /// The supervisor (POSIX sh: dash, busybox).
 ///
 /// A new Secret hash restarts memcached once the mounted Secret files
-/// differ (by content) from those it started with, or after
+/// differ (by content: `cat`, which every image's shell has, busybox's as
+/// a builtin) from those it started with, or after
 /// [`SECRET_FILES_WAIT_SECONDS`]; restarted before they did, it restarts it
 /// again when they do. Files that change while the hash does not (the
 /// kubelet refreshes every pod's at once) restart nothing: the controller
@@ -77,7 +78,7 @@ fn script() -> String {
 rm -f "$data/{SAVED}"
 saved= stale=
 config() {{ cat "$run/args" "$run/secrets" 2>/dev/null; }}
-files() {{ cat {AUTH_DIR}/* {TLS_DIR}/* 2>/dev/null | cksum; }}
+files() {{ cat {AUTH_DIR}/* {TLS_DIR}/* 2>/dev/null; }}
 stop() {{ kill -USR1 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }}
 trap 'stop; saved=1; touch "$data/{SAVED}"' USR1
 trap 'stop; exit 0' TERM
