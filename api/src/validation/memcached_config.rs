@@ -54,7 +54,10 @@ fn args_of(config: &MemcachedConfig) -> &[String] {
 /// getopt gives memcached): memcached then preallocates its slab pages as
 /// with its memory file, or exits where the kernel has no huge pages.
 fn large_pages(args: &[String]) -> bool {
-    extra_args::getopt::parse(args).0.iter().any(|o| o.short == 'L')
+    extra_args::getopt::parse(args)
+        .0
+        .iter()
+        .any(|o| o.short == 'L')
 }
 
 /// With `-L` memcached preallocates a page per slab class, and exits when

@@ -39,7 +39,9 @@ use serde::de::DeserializeOwned;
 
 use crate::cluster::apply::compact_managed_fields;
 use crate::cluster::stored::Stored;
-use crate::objects::intent::{BASE_ANNOTATION, INTENT_ANNOTATION, TEMPLATE_ANNOTATION};
+use crate::objects::intent::{
+    BASE_ANNOTATION, INTENT_ANNOTATION, INTENT_SPEC_ANNOTATION, TEMPLATE_ANNOTATION,
+};
 use crate::objects::labels::SECRET_HASH_ANNOTATION;
 use crate::objects::secret_stamp::{SECRET_VERSIONS_ANNOTATION, SecretStamp};
 use crate::objects::service_monitor;
@@ -474,12 +476,13 @@ fn keep_own_meta<K: Resource>(object: &mut K) {
 /// The workload annotations reconcile reads: [`SecretStamp`],
 /// [`TemplateStamp`](crate::objects::intent::TemplateStamp) and the image being
 /// applied in place ([`crate::rollout::in_place`]).
-const STAMPS: [&str; 6] = [
+const STAMPS: [&str; 7] = [
     SECRET_HASH_ANNOTATION,
     SECRET_VERSIONS_ANNOTATION,
     INTENT_ANNOTATION,
     TEMPLATE_ANNOTATION,
     BASE_ANNOTATION,
+    INTENT_SPEC_ANNOTATION,
     IN_PLACE_ANNOTATION,
 ];
 
@@ -568,6 +571,24 @@ mod tests {
 
     fn status(code: u16) -> Box<Status> {
         Status::failure("", "").with_code(code).boxed()
+    }
+
+    /// What reconcile decides a change in place by survives the store: the
+    /// whole template stamp of a workload as rendered.
+    #[test]
+    fn a_workload_keeps_its_template_stamp_in_the_store() {
+        use crate::objects::intent::TemplateStamp;
+        let mc: Memcached = serde_json::from_value(serde_json::json!({
+            "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"warmRestart": {"enabled": true}}}))
+        .unwrap();
+        let spec = memcached_api::apply_defaults(mc.spec.clone());
+        let mut deployment = crate::objects::deployment::build(&mc, &spec, Some("h"), "auth");
+        let rendered = TemplateStamp::of(&deployment).unwrap();
+        assert!(rendered.base.is_some() && rendered.spec.is_some());
+        keep_status(&mut deployment);
+        assert_eq!(TemplateStamp::of(&deployment), Some(rendered));
     }
 
     #[test]

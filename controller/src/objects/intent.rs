@@ -15,6 +15,13 @@
 //! [`crate::objects::warm_start`]) but with the memory geometry of those args, tells
 //! a change warm restarts apply in place (see [`crate::rollout::in_place`]).
 //!
+//! The intent itself is stamped too ([`INTENT_SPEC_ANNOTATION`]): a change
+//! the policy's own classification calls warm ([`pod_changes::restart`],
+//! the warning `kubectl apply` shows) is applied in place even when this
+//! controller renders the rest of the template differently from the one
+//! that rendered the running pods (a new supervisor, a new volume): those
+//! reach the pods at their next restart, never by restarting them.
+//!
 //! The digests are SHA-256 of canonical JSON (object keys sorted), so they
 //! are the same for every build of every version of the controller.
 
@@ -27,8 +34,9 @@ use ring::digest::{SHA256, digest};
 use serde::Serialize;
 use serde_json::json;
 
+use memcached_api::apply_defaults;
 use memcached_api::extra_args::memory_file;
-use memcached_api::pod_changes::RESTART_TRIGGER_ANNOTATION;
+use memcached_api::pod_changes::{self, PodSource, RESTART_TRIGGER_ANNOTATION, Restart};
 
 use crate::objects::labels::{MEMCACHED_CONTAINER, SECRET_HASH_ANNOTATION, VERSION_LABEL};
 use crate::objects::warm_start::ARGS_ANNOTATION;
@@ -40,6 +48,9 @@ pub const TEMPLATE_ANNOTATION: &str = "memcached.c5c3.io/template-hash";
 /// Workload annotation: the digest of its pod template without what a pod
 /// takes in place ([`base_digest`]).
 pub const BASE_ANNOTATION: &str = "memcached.c5c3.io/template-base-hash";
+/// Workload annotation: what [`INTENT_ANNOTATION`] digests, but the
+/// Secrets' hash ([`intent_spec`]), as JSON.
+pub const INTENT_SPEC_ANNOTATION: &str = "memcached.c5c3.io/intent-spec";
 
 /// The stamps of one pod template.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +62,9 @@ pub struct TemplateStamp {
     /// [`base_digest`] of the template (absent on workloads stamped
     /// before it existed).
     pub base: Option<String>,
+    /// [`intent_spec`] of the Memcached (absent on workloads stamped before
+    /// it existed).
+    pub spec: Option<String>,
 }
 
 impl TemplateStamp {
@@ -65,6 +79,7 @@ impl TemplateStamp {
             intent: annotations.get(INTENT_ANNOTATION)?.clone(),
             template: annotations.get(TEMPLATE_ANNOTATION)?.clone(),
             base: annotations.get(BASE_ANNOTATION).cloned(),
+            spec: annotations.get(INTENT_SPEC_ANNOTATION).cloned(),
         })
     }
 
@@ -75,6 +90,9 @@ impl TemplateStamp {
         if let Some(base) = self.base {
             annotations.insert(BASE_ANNOTATION.into(), base);
         }
+        if let Some(spec) = self.spec {
+            annotations.insert(INTENT_SPEC_ANNOTATION.into(), spec);
+        }
     }
 
     /// True when this rendering must not replace the `running` one: it was
@@ -84,15 +102,67 @@ impl TemplateStamp {
     }
 
     /// True when the user changed the intent and this template differs
-    /// from the `running` one only in what a pod takes in place. The same
-    /// intent rendered differently is held instead: a new default image of a
-    /// new controller version restarts no pod.
+    /// from the `running` one only in what a pod takes in place, or the
+    /// change of the intent is one warm restarts take in place by the
+    /// policy's classification ([`warm_change`]), whatever else this
+    /// controller renders differently. The same intent rendered differently
+    /// is held instead: a new default image of a new controller version
+    /// restarts no pod.
     pub fn in_place_change(&self, running: &TemplateStamp) -> bool {
-        self.intent != running.intent
-            && self.template != running.template
-            && self.base.is_some()
-            && self.base == running.base
+        let base = self.base.is_some() && self.base == running.base;
+        let warm = (running.spec.as_deref().zip(self.spec.as_deref()))
+            .is_some_and(|(old, new)| warm_change(old, new));
+        self.intent != running.intent && self.template != running.template && (base || warm)
     }
+}
+
+/// What the user asked of a Memcached's pods but the Secrets' hash: its
+/// stored spec without `replicas` and its restart trigger, as JSON.
+pub fn intent_spec(mc: &Memcached) -> String {
+    let spec = MemcachedSpec {
+        replicas: None,
+        ..mc.spec.clone()
+    };
+    json!({"spec": spec, "restartTrigger": restart_trigger(mc)}).to_string()
+}
+
+/// From intent `old` to `new` ([`intent_spec`]s), with warm restarts on
+/// before and after, the running pods restart warm or not at all
+/// ([`pod_changes::restart`], what `kubectl apply` warns of): a change in
+/// place. An intent that does not read is none.
+pub fn warm_change(old: &str, new: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Intent {
+        spec: MemcachedSpec,
+        restart_trigger: Option<String>,
+    }
+    let read = |text: &str| serde_json::from_str::<Intent>(text).ok();
+    let (Some(old), Some(new)) = (read(old), read(new)) else {
+        return false;
+    };
+    let (old_spec, new_spec) = (apply_defaults(old.spec), apply_defaults(new.spec));
+    let before = PodSource {
+        spec: &old_spec,
+        restart_trigger: old.restart_trigger.as_deref(),
+        running: None,
+    };
+    let after = PodSource {
+        spec: &new_spec,
+        restart_trigger: new.restart_trigger.as_deref(),
+        running: None,
+    };
+    old_spec.warm_restart_enabled()
+        && new_spec.warm_restart_enabled()
+        && matches!(
+            pod_changes::restart(&before, &after),
+            Restart::Warm | Restart::None
+        )
+}
+
+/// The Memcached's [`RESTART_TRIGGER_ANNOTATION`].
+fn restart_trigger(mc: &Memcached) -> Option<&String> {
+    (mc.metadata.annotations.as_ref()).and_then(|a| a.get(RESTART_TRIGGER_ANNOTATION))
 }
 
 /// The digest of what the user asked of `mc`'s pods: its stored spec without
@@ -103,11 +173,7 @@ pub fn intent(mc: &Memcached, secret_hash: Option<&str>) -> String {
         replicas: None,
         ..mc.spec.clone()
     };
-    let trigger = mc
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(RESTART_TRIGGER_ANNOTATION));
+    let trigger = restart_trigger(mc);
     canonical_digest(&json!({"spec": spec, "secrets": secret_hash, "restartTrigger": trigger}))
 }
 
@@ -193,6 +259,7 @@ mod tests {
             intent: intent.into(),
             template: template.into(),
             base: Some("b".into()),
+            spec: Some("{}".into()),
         };
         let running = stamp("i", "t");
         assert!(stamp("i", "t2").held_by(&running), "controller's change");
@@ -219,6 +286,7 @@ mod tests {
             intent: intent.into(),
             template: template_digest(t),
             base: Some(base_digest(t)),
+            spec: None,
         };
         let running = stamp(&template("memcached:1.6.38", "exporter:0.15"), "i");
         let bumped = stamp(&template("memcached:1.6.39", "exporter:0.15"), "i2");
@@ -242,6 +310,82 @@ mod tests {
             !bumped.in_place_change(&unstamped),
             "stamped by an older controller"
         );
+    }
+
+    /// The intent of a warm Memcached with `memcached` and `trigger`.
+    fn warm(memcached_config: serde_json::Value, trigger: Option<&str>) -> String {
+        let spec = json!({"warmRestart": {"enabled": true}, "memcached": memcached_config});
+        intent_spec(&memcached(spec, trigger))
+    }
+
+    #[test]
+    fn warm_changes_are_the_policys_warm_changes() {
+        let running = warm(json!({"threads": 4}), None);
+        assert!(warm_change(&running, &warm(json!({"threads": 2}), None)));
+        assert!(
+            warm_change(&running, &running),
+            "a rotation: the spec alone unchanged"
+        );
+        let image = intent_spec(&memcached(
+            json!({"warmRestart": {"enabled": true}, "memcached": {"threads": 4}, "image": "memcached:1.6.45"}),
+            None,
+        ));
+        assert!(warm_change(&running, &image));
+        for cold in [
+            warm(json!({"threads": 4, "maxMemoryMB": 128}), None),
+            warm(json!({"threads": 4}), Some("now")),
+            intent_spec(&memcached(json!({"memcached": {"threads": 2}}), None)),
+            intent_spec(&memcached(
+                json!({"warmRestart": {"enabled": true}, "memcached": {"threads": 4},
+                    "resources": {"limits": {"memory": "1Gi"}}}),
+                None,
+            )),
+            "not json".to_string(),
+        ] {
+            assert!(!warm_change(&running, &cold), "{cold}");
+        }
+    }
+
+    /// A controller upgrade that renders the rest of the template otherwise
+    /// (another supervisor: another base), then a warm change: in place.
+    #[test]
+    fn a_warm_change_goes_in_place_whatever_else_a_new_controller_renders() {
+        let stamp = |intent: &str, base: &str, spec: Option<String>| TemplateStamp {
+            intent: intent.into(),
+            template: format!("t-{intent}-{base}"),
+            base: Some(base.into()),
+            spec,
+        };
+        let running = stamp(
+            "i",
+            "old-supervisor",
+            Some(warm(json!({"threads": 4}), None)),
+        );
+        let threads = stamp(
+            "i2",
+            "new-supervisor",
+            Some(warm(json!({"threads": 2}), None)),
+        );
+        assert!(threads.in_place_change(&running));
+        let memory = stamp(
+            "i3",
+            "new-supervisor",
+            Some(warm(json!({"threads": 4, "maxMemoryMB": 128}), None)),
+        );
+        assert!(!memory.in_place_change(&running), "the geometry: cold");
+        let unstamped = TemplateStamp {
+            spec: None,
+            ..running.clone()
+        };
+        assert!(
+            !threads.in_place_change(&unstamped),
+            "stamped before the intent was: the bases decide"
+        );
+        let same_intent = stamp("i", "new-supervisor", running.spec.clone());
+        assert!(!same_intent.in_place_change(&running), "held, not changed");
+        let mut annotations = BTreeMap::new();
+        running.clone().annotate(&mut annotations);
+        assert_eq!(TemplateStamp::from_annotations(&annotations), Some(running));
     }
 
     #[test]

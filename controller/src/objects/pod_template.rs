@@ -123,6 +123,7 @@ pub fn build(
         intent: intent::intent(mc, secret_hash),
         template: intent::template_digest(&pod),
         base: Some(intent::base_digest(&pod)),
+        spec: Some(intent::intent_spec(mc)),
     };
     stamp.annotate(meta.annotations.get_or_insert_default());
     Template {

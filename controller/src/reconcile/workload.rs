@@ -135,11 +135,16 @@ pub(super) async fn converge_workload<New: Workload, Old: Workload>(
 }
 
 /// The stamp of `live`'s running pod template when it must be kept instead
-/// of `desired`'s (see [`crate::objects::intent`]).
+/// of `desired`'s (see [`crate::objects::intent`]); stamped by a controller
+/// before the intent itself was, it gets the intent (the same as desired's),
+/// so the next warm change goes in place.
 fn held_template<W: Workload>(desired: &W, live: Option<&W>, uid: &str) -> Option<TemplateStamp> {
     let live = live.filter(|l| is_controlled_by(*l, uid))?;
-    let running = TemplateStamp::of(live)?;
-    TemplateStamp::of(desired)?
-        .held_by(&running)
-        .then_some(running)
+    let mut running = TemplateStamp::of(live)?;
+    let desired = TemplateStamp::of(desired)?;
+    if !desired.held_by(&running) {
+        return None;
+    }
+    running.spec = running.spec.or(desired.spec);
+    Some(running)
 }

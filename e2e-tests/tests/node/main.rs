@@ -31,7 +31,9 @@ use e2e_tests::cluster::scenario::{
 };
 use e2e_tests::cluster::signing;
 use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
-use memcached_controller::objects::intent::TEMPLATE_ANNOTATION;
+use memcached_controller::objects::intent::{
+    BASE_ANNOTATION, INTENT_SPEC_ANNOTATION, TEMPLATE_ANNOTATION,
+};
 use serde_json::{Value, json};
 
 mod chart;
@@ -113,6 +115,16 @@ const SCENARIOS: &[Scenario] = &[
         "warm restart: NAPI ids (-N) in each spelling memcached accepts, then removed in place: \
          the stats probe never crashes a pod still running them, 0 container restarts, every key kept",
         napi_ids_removed,
+    ),
+    Scenario::new(
+        "warm restart after a controller upgrade that renders another supervisor: a config \
+         change still reaches every pod in place, 0 pods replaced, every key kept",
+        warm_change_after_upgrade,
+    ),
+    Scenario::new(
+        "small caches start: maxMemoryMB 16 gets warm restarts off and kubectl apply says why, 39 \
+         gets them on; both pods serve, never restarted",
+        small_caches_start,
     ),
     Scenario::new(
         "warm restarts by default: a Memcached created through the PolicyServer without a word of \

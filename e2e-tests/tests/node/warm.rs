@@ -275,6 +275,10 @@ pub(crate) enum Warm {
     Rotation,
     /// These `extraArgs` (NAPI ids), removed.
     NapiIdsRemoved(&'static [&'static str]),
+    /// `threads` and `maxConnections`, after a controller upgrade: the
+    /// workload stamped as a controller that rendered another supervisor
+    /// (another base digest) and stamped no intent left it.
+    ConfigAfterUpgrade,
 }
 
 /// Whether [`changed_in_place`]'s Memcached asks for warm restarts.
@@ -329,7 +333,7 @@ pub(crate) fn changed_in_place(
     )?;
     let session = |ip: &str, password: &str| match change {
         Warm::Rotation => Memcache::login(ip, "op", password),
-        Warm::Config | Warm::NapiIdsRemoved(_) => Memcache::connect(ip),
+        Warm::Config | Warm::NapiIdsRemoved(_) | Warm::ConfigAfterUpgrade => Memcache::connect(ip),
     };
     let before = pods_of(env, name)?;
     let mut pids = BTreeMap::new();
@@ -342,9 +346,12 @@ pub(crate) fn changed_in_place(
         );
     }
     let kind = workload.to_lowercase();
+    if change == Warm::ConfigAfterUpgrade {
+        upgraded_from_another_supervisor(env, &kind, name)?;
+    }
     let changed = Instant::now();
     match change {
-        Warm::Config => {
+        Warm::Config | Warm::ConfigAfterUpgrade => {
             spec["memcached"] = json!({"threads": 2, "maxConnections": 512});
             env.kubectl.apply(&manifest(&spec))?
         }
@@ -358,7 +365,7 @@ pub(crate) fn changed_in_place(
     // once, and the fewest keys the pods served together at one moment.
     let passwords: &[&str] = match change {
         Warm::Rotation => &["second", "first"],
-        Warm::Config | Warm::NapiIdsRemoved(_) => &[],
+        Warm::Config | Warm::NapiIdsRemoved(_) | Warm::ConfigAfterUpgrade => &[],
     };
     let served = |pod: &Value| keys_served(pod, passwords, KEYS);
     let mut most_down = 0;
@@ -420,7 +427,7 @@ pub(crate) fn changed_in_place(
         let mut memcached = session(&ip, password)?;
         kept.push(memcached.stats("")?["curr_items"].clone());
         match change {
-            Warm::Config => {
+            Warm::Config | Warm::ConfigAfterUpgrade => {
                 let settings = memcached.stats("settings")?;
                 check(
                     settings["num_threads"] == "2" && settings["maxconns"] == "512",
@@ -472,4 +479,102 @@ pub(crate) fn changed_in_place(
     env.kubectl
         .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
         .map(drop)
+}
+
+/// A controller upgrade, then a config change warm restarts take: the
+/// workload's stamps set as a controller that rendered another supervisor
+/// (another base digest, another template digest) and stamped no intent
+/// leaves them, and the controller restarted; then `threads` and
+/// `maxConnections` changed (as [`warm_config_change`]): every pod takes it
+/// in place, 0 pods replaced, every key kept.
+pub(crate) fn warm_change_after_upgrade(env: &mut Env) -> Result<(), String> {
+    changed_in_place(
+        env,
+        "warm-upgrade",
+        "Deployment",
+        Warm::ConfigAfterUpgrade,
+        Asked::Yes,
+    )
+}
+
+/// The workload `kind`/`name` stamped as an older controller with another
+/// supervisor leaves it, the controller restarted; until the new one holds
+/// the running template and stamps the intent it runs.
+fn upgraded_from_another_supervisor(env: &mut Env, kind: &str, name: &str) -> Result<(), String> {
+    const OLDER: &str = "00000000000000000000000000000000";
+    env.kubectl.ok(&[
+        "annotate",
+        kind,
+        name,
+        "-n",
+        NAMESPACE,
+        "--overwrite",
+        &format!("{BASE_ANNOTATION}={OLDER}"),
+        &format!("{TEMPLATE_ANNOTATION}={OLDER}"),
+        &format!("{INTENT_SPEC_ANNOTATION}-"),
+    ])?;
+    env.replace_operator("operator-upgraded-warm")?;
+    wait_for("the template held, the intent stamped", SETTLE, || {
+        let workload = env.kubectl.get(&[kind, name, "-n", NAMESPACE])?;
+        let annotations = &workload["metadata"]["annotations"];
+        (annotations[BASE_ANNOTATION] == OLDER && annotations[INTENT_SPEC_ANNOTATION].is_string())
+            .then_some(())
+            .ok_or_else(|| format!("annotations {annotations}"))
+    })?;
+    println!("     {kind}/{name} stamped as by a controller with another supervisor; held");
+    Ok(())
+}
+
+/// What memcached cannot start warm starts cold: Memcacheds created with
+/// `maxMemoryMB` 16 (the schema's least) and 39 (the least warm restarts need
+/// with the default geometry), neither naming warm restarts. The first is
+/// stored with them off and `kubectl apply` says why, the second with them
+/// on; each pod runs on the node, serves its `-m`, and never restarted.
+pub(crate) fn small_caches_start(env: &mut Env) -> Result<(), String> {
+    ensure_namespace(env, NAMESPACE)?;
+    for (name, mb, warm) in [("small-16", 16, false), ("small-39", 39, true)] {
+        let mut spec = node::scheduling();
+        spec["memcached"] = json!({"maxMemoryMB": mb});
+        let manifest = memcached_as_written(NAMESPACE, name, spec);
+        let applied = env.kubectl.run(&["apply", "-f", "-"], Some(&manifest));
+        let warned = applied
+            .stderr
+            .contains("spec.warmRestart.enabled defaulted to false");
+        check(
+            applied.success && warned != warm,
+            format!(
+                "{name}: kubectl apply: {}{}",
+                applied.stdout, applied.stderr
+            ),
+        )?;
+        let stored = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+        check(
+            stored["spec"]["warmRestart"]["enabled"] == warm,
+            format!("{name} stored {}", stored["spec"]),
+        )?;
+        wait_ready(env, NAMESPACE, name, 1)?;
+        let pods = instance_objects(env, "pods", NAMESPACE, name)?;
+        let pod = pods.first().ok_or(format!("{name} has no pod"))?;
+        let settings = Memcache::connect(&pod_ip(pod)?)?.stats("settings")?;
+        let restarts = container_restarts(&pods);
+        check(
+            settings["maxbytes"] == (mb * 1024 * 1024).to_string() && restarts == 0,
+            format!(
+                "{name} serves maxbytes {}, {restarts} container restarts",
+                settings["maxbytes"]
+            ),
+        )?;
+        println!(
+            "     maxMemoryMB {mb}: warm restarts {}, Ready and serving {} bytes, 0 container restarts",
+            if warm {
+                "on"
+            } else {
+                "off, and kubectl apply said why"
+            },
+            settings["maxbytes"]
+        );
+        env.kubectl
+            .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])?;
+    }
+    Ok(())
 }
