@@ -449,10 +449,10 @@ pub(crate) fn chart_with_policy(env: &mut Env) -> Result<(), String> {
     ])?;
     env.wait_for_no_protection()?;
     let outcome = installed_policy_judges(env, &helm, &install);
-    if outcome.is_err() {
-        if let (Some(release), Some(namespace)) = (install.get(2), after(&install, "-n")) {
-            let _ = helm.uninstall(release, namespace);
-        }
+    if let (Err(_), Some(release), Some(namespace)) =
+        (&outcome, install.get(2), after(&install, "-n"))
+    {
+        let _ = helm.uninstall(release, namespace);
     }
     // Whatever happened: the suite's policy judges the scenarios after.
     let path = e2e_tests::workspace_root().join("deploy/policy.yaml");
