@@ -38,7 +38,9 @@ use memcached_api::apply_defaults;
 use memcached_api::extra_args::memory_file;
 use memcached_api::pod_changes::{self, PodSource, RESTART_TRIGGER_ANNOTATION, Restart};
 
-use crate::objects::labels::{MEMCACHED_CONTAINER, SECRET_HASH_ANNOTATION, VERSION_LABEL};
+use crate::objects::labels::{
+    IMAGE_ANNOTATION, MEMCACHED_CONTAINER, SECRET_HASH_ANNOTATION, VERSION_LABEL,
+};
 use crate::objects::warm_start::ARGS_ANNOTATION;
 
 /// Workload annotation: the digest of the intent its pod template was rendered for.
@@ -183,8 +185,8 @@ pub fn template_digest(template: &PodTemplateSpec) -> String {
 }
 
 /// The digest of a pod template without what a running pod takes in place:
-/// the memcached container's image and the version label that follows it,
-/// the args annotation and the Secret hash annotation. The memory geometry
+/// the memcached container's image, the version label and image annotation
+/// that follow it, the args annotation and the Secret hash annotation. The memory geometry
 /// of those args stays in (a save restores only into the same geometry).
 pub fn base_digest(template: &PodTemplateSpec) -> String {
     let mut base = template.clone();
@@ -195,6 +197,7 @@ pub fn base_digest(template: &PodTemplateSpec) -> String {
         }
         if let Some(annotations) = metadata.annotations.as_mut() {
             annotations.remove(SECRET_HASH_ANNOTATION);
+            annotations.remove(IMAGE_ANNOTATION);
             if let Some(args) = annotations.remove(ARGS_ANNOTATION) {
                 let args: Vec<String> = args.lines().map(String::from).collect();
                 geometry = memory_file::geometry(&args);

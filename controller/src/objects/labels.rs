@@ -18,6 +18,10 @@ pub const METRICS_PORT: i32 = 9150;
 pub const MEMCACHED_CONTAINER: &str = "memcached";
 /// Pod-template annotation with a hash of the referenced Secrets' data.
 pub const SECRET_HASH_ANNOTATION: &str = "memcached.c5c3.io/secret-hash";
+/// Pod-template annotation (warm restarts): the memcached image the pod was
+/// given, which a webhook that rewrites container images (a registry
+/// mirror) leaves as it is, so a change in place reads what was asked.
+pub const IMAGE_ANNOTATION: &str = "memcached.c5c3.io/image";
 
 /// The labels that select a Memcached's pods.
 pub fn selector_labels(mc: &impl Resource) -> BTreeMap<String, String> {

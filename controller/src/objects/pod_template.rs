@@ -72,6 +72,7 @@ pub fn build(
     if spec.warm_restart_enabled() {
         let args = warm_start::args_annotation(&args::memcached_args(spec));
         annotations.insert(warm_start::ARGS_ANNOTATION.into(), args);
+        annotations.insert(labels::IMAGE_ANNOTATION.into(), image.clone());
     }
     if let Some(hash) = secret_hash {
         annotations.insert(SECRET_HASH_ANNOTATION.into(), hash.into());

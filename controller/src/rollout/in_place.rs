@@ -318,7 +318,7 @@ pub(crate) async fn step(
     let Some(record) = change.patch_for(next, seen) else {
         return Ok(progress);
     };
-    let mut patch = patch;
+    let mut patch = change.for_pod(next, patch);
     json_merge(&mut patch, record);
     let name = next.name_any();
     pods.patch(&name, &manager(), &Patch::Strategic(patch))

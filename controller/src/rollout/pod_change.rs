@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::objects::args;
 use crate::objects::labels::{
-    MEMCACHED_CONTAINER, MEMCACHED_PORT, SECRET_HASH_ANNOTATION, VERSION_LABEL,
+    IMAGE_ANNOTATION, MEMCACHED_CONTAINER, MEMCACHED_PORT, SECRET_HASH_ANNOTATION, VERSION_LABEL,
 };
 use crate::objects::warm_start::{ARGS_ANNOTATION, NAPI_IDS_RAN_ANNOTATION, annotation_args};
 use crate::rollout::pacing::{Peers, Waits, Warming};
@@ -82,7 +82,11 @@ impl Change {
         json!({
             "metadata": {
                 "labels": {VERSION_LABEL: self.version},
-                "annotations": {ARGS_ANNOTATION: self.args, SECRET_HASH_ANNOTATION: self.secrets},
+                "annotations": {
+                    ARGS_ANNOTATION: self.args,
+                    SECRET_HASH_ANNOTATION: self.secrets,
+                    IMAGE_ANNOTATION: self.image,
+                },
             },
             "spec": {"containers": [{"name": MEMCACHED_CONTAINER, "image": self.image}]},
         })
@@ -93,9 +97,22 @@ impl Change {
         self.new_image(pod) || self.new_config(pod)
     }
 
-    /// `pod` does not run this change's image.
-    fn new_image(&self, pod: &Pod) -> bool {
-        pod_image(pod) != Some(self.image.as_str())
+    /// `pod` was not given this change's image: by its image annotation (a
+    /// webhook that rewrites images, to a registry mirror, leaves it alone),
+    /// else, on a pod rendered without one, by its container's image.
+    pub fn new_image(&self, pod: &Pod) -> bool {
+        let given = pod.annotations().get(IMAGE_ANNOTATION).map(String::as_str);
+        given.or_else(|| pod_image(pod)) != Some(self.image.as_str())
+    }
+
+    /// `patch` (of [`Change::patch`]) for `pod`: without the container's
+    /// image when the pod was given it already, so a new configuration never
+    /// writes back an image a webhook rewrote.
+    pub fn for_pod(&self, pod: &Pod, mut patch: Value) -> Value {
+        if let (false, Some(fields)) = (self.new_image(pod), patch.as_object_mut()) {
+            fields.remove("spec");
+        }
+        patch
     }
 
     /// `pod`'s args or Secret hash differ from this change's.
@@ -503,6 +520,44 @@ mod tests {
             hit_ratio: None,
         });
         assert_eq!(taken(&same_pid, &seen, peers), Taken::Yes);
+    }
+
+    /// A webhook rewrote the pod's image to a mirror at admission: the pod
+    /// was given the change's image all the same (its annotation says so), so
+    /// a new configuration patches no image (no loop, no un-mirrored image
+    /// written back); a new image is patched, with its annotation.
+    #[test]
+    fn a_mirrored_image_is_the_image_the_pod_was_given() {
+        let running = template("memcached:1.6", Some("-t\n4"), None);
+        let mut pod = pod(&running, 0, json!({IMAGE_ANNOTATION: "memcached:1.6"}));
+        let container = &mut pod.spec.as_mut().unwrap().containers[0];
+        container.image = Some("mirror.example/library/memcached:1.6".into());
+        let same = Change::of(&running).unwrap();
+        assert!(!same.lags(&pod), "no loop on a rewritten image");
+        let threads = Change::of(&template("memcached:1.6", Some("-t\n2"), None)).unwrap();
+        assert!(threads.lags(&pod));
+        let patch = threads.for_pod(&pod, threads.patch());
+        assert!(patch.get("spec").is_none(), "{patch}");
+        assert_eq!(patch["metadata"]["annotations"][ARGS_ANNOTATION], "-t\n2");
+        let bumped = Change::of(&template("memcached:1.6.45", Some("-t\n4"), None)).unwrap();
+        let patch = bumped.for_pod(&pod, bumped.patch());
+        assert_eq!(
+            patch["spec"]["containers"][0]["image"], "memcached:1.6.45",
+            "{patch}"
+        );
+        assert_eq!(
+            patch["metadata"]["annotations"][IMAGE_ANNOTATION],
+            "memcached:1.6.45"
+        );
+        // A pod rendered before the annotation: its container's image tells.
+        let mut legacy = pod.clone();
+        legacy
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .remove(IMAGE_ANNOTATION);
+        assert!(same.lags(&legacy));
     }
 
     /// A pod at `ip` whose memcached container has `args`, with `annotations`.

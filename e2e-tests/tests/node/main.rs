@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use e2e_tests::cluster::api_requests::request_counts;
 use e2e_tests::cluster::helm::{self, Helm};
 use e2e_tests::cluster::http;
 use e2e_tests::cluster::kubewarden::KUBEWARDEN_NAMESPACE;
@@ -120,6 +121,12 @@ const SCENARIOS: &[Scenario] = &[
         "warm restart after a controller upgrade that renders another supervisor: a config \
          change still reaches every pod in place, 0 pods replaced, every key kept",
         warm_change_after_upgrade,
+    ),
+    Scenario::new(
+        "a registry mirror rewriting memcached images at admission (a MutatingAdmissionPolicy): \
+         a config change and an image change complete warm, the rewritten image kept, each pod \
+         patched once per change",
+        mirrored_images,
     ),
     Scenario::new(
         "small caches start: maxMemoryMB 16 gets warm restarts off and kubectl apply says why, 39 \
