@@ -287,6 +287,8 @@ pub(crate) fn helm_test_passes(
 /// (`oci://<registry>/charts/memcached-operator@sha256:...`).
 pub(crate) fn publish_chart(env: &Env, helm: &Helm) -> Result<String, String> {
     let keys = env.cluster.workdir.join("chart-keys");
+    // Fresh keys each time: cosign refuses to overwrite a key pair.
+    let _ = std::fs::remove_dir_all(&keys);
     let (key, public) = helm::key_pair(&keys, "release")?;
     let (_, other) = helm::key_pair(&keys, "other")?;
     let repository = format!("oci://{}/charts", env.registry.address());
