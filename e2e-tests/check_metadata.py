@@ -20,6 +20,8 @@ settings_source = (ROOT / "policy-wasm/src/settings.rs").read_text()
 version = metadata["annotations"]["io.kubewarden.policy.version"]
 oci = metadata["annotations"]["io.kubewarden.policy.ociUrl"]
 
+sorted_resources = lambda resources: sorted(resources, key=lambda r: (r["apiVersion"], r["kind"]))
+
 checks = {
     "policy version is the crate version": version == crate_version,
     "artifacthub version is the policy version": artifacthub["version"] == version,
@@ -31,14 +33,17 @@ checks = {
     "artifacthub rules are metadata.yml's": yaml.safe_load(artifacthub["annotations"]["kubewarden/rules"]) == metadata["rules"],
     "artifacthub mutation flag is metadata.yml's": artifacthub["annotations"]["kubewarden/mutation"] == str(metadata["mutating"]).lower(),
     "artifacthub questions are questions-ui.yml": yaml.safe_load(artifacthub["annotations"]["kubewarden/questions-ui"]) == questions,
+    # A set to Kubewarden: kwctl scaffold lists it sorted.
     "artifacthub context-aware resources are metadata.yml's":
-        yaml.safe_load(artifacthub["annotations"]["kubewarden/contextAwareResources"]) == metadata["contextAwareResources"],
+        sorted_resources(yaml.safe_load(artifacthub["annotations"]["kubewarden/contextAwareResources"]))
+        == sorted_resources(metadata["contextAwareResources"]),
     "artifacthub resources are metadata.yml's": artifacthub["annotations"]["kubewarden/resources"]
         == metadata["annotations"]["io.artifacthub.resources"],
-    "metadata is a wapc Kubernetes policy, audited, reads Namespaces only": metadata["executionMode"] == "kubewarden-wapc"
+    "metadata is a wapc Kubernetes policy, audited, reads Namespaces and Memcacheds only": metadata["executionMode"] == "kubewarden-wapc"
         and metadata["policyType"] == "kubernetes"
         and metadata["backgroundAudit"] is True
-        and metadata.get("contextAwareResources") == [{"apiVersion": "v1", "kind": "Namespace"}]
+        and metadata.get("contextAwareResources") == [{"apiVersion": "v1", "kind": "Namespace"},
+                                                       {"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached"}]
         and metadata.get("hostCapabilities") == ["kubernetes/get_resource"],
     # kwctl and policy-server parse it as semver and refuse the policy on an older release.
     # At the workspace root Artifact Hub would show the root README (the project's); the package

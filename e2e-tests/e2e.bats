@@ -185,6 +185,55 @@ run_baseline() {
   [ "$(jq '.warnings | length' <<<"$output")" = 1 ]
 }
 
+# kubectl scale of my-cache (namespace default) from 3 to 5, and a replay session in which the
+# namespace enforces restricted and the stored Memcached, admitted at baseline, runs as root.
+SCALE_UP="$FIXTURES/requests/scale-replicas-within-bounds.json"
+SCALE_UP_SESSION="$FIXTURES/sessions/scale-up-root-in-restricted-namespace.yml"
+
+# kwctl run of a request file at podSecurityLevel baseline, replaying the session given.
+run_baseline_replaying() {
+  run --separate-stderr "$KWCTL" run --request-path "$1" --settings-json '{"podSecurityLevel": "baseline"}' \
+    --allow-context-aware --replay-host-capabilities-interactions "$2" "$POLICY"
+  [ "$status" -eq 0 ] || fail "kwctl exited $status: $stderr"
+  output=$(response "$output")
+}
+
+@test "a scale-up is refused as the same apply is where the namespace enforces more (kwctl replay of both reads)" {
+  run_baseline_replaying "$SCALE_UP" "$SCALE_UP_SESSION"
+  scale=$output
+  [ "$(jq .allowed <<<"$scale")" = false ]
+  [ "$(jq .status.code <<<"$scale")" = 403 ]
+  [[ "$(jq -r .status.message <<<"$scale")" == 'Memcached.memcached.c5c3.io "my-cache" is forbidden: violates PodSecurity "restricted:latest" (enforced by namespace "default"): '*'runAsUser=0 (container "memcached" must not set runAsUser=0)'* ]]
+  # kubectl apply of the same count: an UPDATE of the Memcached the session stores, its replicas 5.
+  stored=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))[1]["response"]["payload"])' "$SCALE_UP_SESSION")
+  jq --argjson stored "$stored" '.request |= (.kind = {group: "memcached.c5c3.io", version: "v1beta1", kind: "Memcached"}
+      | .requestKind = .kind | del(.subResource, .requestSubResource)
+      | .oldObject = $stored | .object = ($stored | .spec.replicas = 5))' "$SCALE_UP" >"$BATS_TEST_TMPDIR/apply.json"
+  run_baseline_replaying "$BATS_TEST_TMPDIR/apply.json" "$FIXTURES/sessions/namespace-restricted.yml"
+  [ "$(jq .status.code <<<"$output")" = 403 ]
+  [ "$(jq .status.message <<<"$output")" = "$(jq .status.message <<<"$scale")" ]
+  [ "$(jq -c .warnings <<<"$output")" = "$(jq -c .warnings <<<"$scale")" ]
+}
+
+@test "a scale-up whose Memcached cannot be read is admitted with a warning naming the grant" {
+  # The session answers the Namespace only: the Memcached read finds no recorded answer.
+  run_baseline_replaying "$SCALE_UP" "$FIXTURES/sessions/namespace-restricted.yml"
+  [ "$(jq .allowed <<<"$output")" = true ]
+  [[ "$(jq -r '.warnings[-1]' <<<"$output")" == 'Memcached.memcached.c5c3.io "my-cache" could not be read ('*'): this scale-up was not judged against PodSecurity "restricted:latest" (enforced by namespace "default"), '*'get, list and watch on memcacheds.memcached.c5c3.io'* ]]
+}
+
+@test "a scale-down is never refused for Pod Security, where a scale-up would read and warn" {
+  # An empty replay session: a scale-up reads, finds no recorded answer and warns (below); a
+  # scale-down needs nothing (policy-wasm/src/request.rs proves it reads nothing).
+  printf -- '---\n[]\n' >"$BATS_TEST_TMPDIR/empty.yml"
+  run_baseline_replaying "$SCALE_UP" "$BATS_TEST_TMPDIR/empty.yml"
+  [ "$(jq '.warnings | length' <<<"$output")" -ge 1 ]
+  jq '.request.object.spec.replicas = 1' "$SCALE_UP" >"$BATS_TEST_TMPDIR/down.json"
+  run_baseline_replaying "$BATS_TEST_TMPDIR/down.json" "$BATS_TEST_TMPDIR/empty.yml"
+  [ "$(jq .allowed <<<"$output")" = true ]
+  [ "$(jq '.warnings // [] | length' <<<"$output")" = 0 ]
+}
+
 @test "deploy/policy.yaml (protect, mutating) rejects an invalid CR with every error" {
   run --separate-stderr "$KWCTL" run --request-path "$INVALID" "${UNLABELLED[@]}" "$(local_manifest policy)"
   [ "$status" -eq 0 ]
@@ -221,9 +270,11 @@ run_baseline() {
   metadata=$(python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))' "$ROOT/metadata.yml")
   # Every field of metadata.yml but the annotations, which are checked below: a field kwctl
   # drops or renames (e.g. minimumKubewardenVersion, which kwctl run and policy-server enforce)
-  # fails here.
+  # fails here. contextAwareResources is a set to Kubewarden (kwctl lists it sorted).
   for field in $(jq -r 'del(.annotations) | keys[]' <<<"$metadata"); do
-    [ "$(jq -cS ".$field" <<<"$inspected")" = "$(jq -cS ".$field" <<<"$metadata")" ] || fail "$field: $(jq -c ".$field" <<<"$inspected")"
+    filter=".$field"
+    [ "$field" != contextAwareResources ] || filter=".$field | sort"
+    [ "$(jq -cS "$filter" <<<"$inspected")" = "$(jq -cS "$filter" <<<"$metadata")" ] || fail "$field: $(jq -c ".$field" <<<"$inspected")"
   done
   [ "$(jq -r '.protocolVersion' <<<"$inspected")" = v1 ]
   annotations=$(jq -c .annotations <<<"$inspected")

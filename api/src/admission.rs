@@ -1,7 +1,8 @@
 //! The admission decision for one request: default, validate the defaulted
 //! object, and answer accept, mutate or reject; a `scale` subresource update
-//! has its replica count judged. Transport-free: the waPC glue and the tests
-//! feed it decoded requests.
+//! has its replica count judged, and a scale-up its new pods' Pod Security.
+//! Transport-free: the waPC glue and the tests feed it decoded requests, with
+//! what it read from the cluster ([`needs_namespace`], [`needs_memcached`]).
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -60,6 +61,9 @@ pub struct Request {
     pub namespace: String,
     /// The namespace's Pod Security `enforce` label, when the caller read it.
     pub namespace_enforce: NamespaceEnforce,
+    /// The stored Memcached a `scale` update addresses, when the caller read
+    /// it ([`needs_memcached`]).
+    pub memcached: StoredMemcached,
 }
 
 /// The `pod-security.kubernetes.io/enforce` label of the request's namespace,
@@ -72,6 +76,21 @@ pub enum NamespaceEnforce {
     /// The label's value, `None` when the namespace has none.
     Label(Option<String>),
     /// The namespace could not be read: `restricted` is judged, with a warning.
+    Unreadable(String),
+}
+
+/// The Memcached a `scale` subresource update addresses, as the caller read
+/// it from the cluster (`memcached.c5c3.io/v1beta1`, the request's name and
+/// namespace): the Scale says nothing of the pods it adds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum StoredMemcached {
+    /// Not read: no lookup was needed (see [`needs_memcached`]).
+    #[default]
+    NotRead,
+    /// The object as the cluster stores it.
+    Object(Value),
+    /// It could not be read (RBAC not granted, not found): the scale-up is
+    /// admitted with a warning.
     Unreadable(String),
 }
 
@@ -98,14 +117,27 @@ impl Default for Settings {
 }
 
 /// Whether judging `request` needs its namespace's Pod Security label: it
-/// creates or updates a Memcached, and the settings' level is below the
-/// strictest (a label can only make the judgement stricter).
+/// creates or updates a Memcached, or scales one up through the `scale`
+/// subresource, and the settings' level is below the strictest (a label can
+/// only make the judgement stricter).
 pub fn needs_namespace(request: &Request, settings: &Settings) -> bool {
     settings.pod_security < Level::Restricted
         && matches!(request.operation.as_str(), "CREATE" | "UPDATE")
-        && request.sub_resource.is_empty()
-        && request.group == GROUP
-        && request.kind == KIND
+        && ((request.sub_resource.is_empty() && request.group == GROUP && request.kind == KIND)
+            || scale_up(request))
+}
+
+/// Whether judging `request` needs the stored Memcached, once its namespace
+/// was read ([`needs_namespace`]): a scale-up through the `scale`
+/// subresource (more replicas than the old Scale's) whose namespace asks for
+/// more than the settings' level. At `restricted` nothing is read: every
+/// admitted Memcached already meets any level a namespace can ask for. A
+/// namespace that could not be read counts as `restricted`, as [`review`]
+/// judges an apply there.
+pub fn needs_memcached(request: &Request, settings: &Settings) -> bool {
+    settings.pod_security < Level::Restricted
+        && scale_up(request)
+        && EffectiveLevel::of(request, settings).level > settings.pod_security
 }
 
 /// The answer to one request.
@@ -155,7 +187,7 @@ pub fn review(request: Request, settings: &Settings) -> Decision {
     }
     match request.sub_resource.as_str() {
         "" => {}
-        "scale" => return review_scale(&request, &settings.options),
+        "scale" => return review_scale(request, settings),
         _ => return accept,
     }
     if request.group != GROUP || request.kind != KIND {
@@ -454,16 +486,21 @@ fn judge_pod_security<F: FnOnce() -> Defaulted>(
         warnings.push(added_warning());
         return Ok(completed);
     }
-    let enforced_by = if level.enforced_by_namespace {
+    Err(format!(
+        "violates PodSecurity \"{}:latest\"{}: {}",
+        level.level,
+        enforced_by(request, level),
+        joined(&violations)
+    ))
+}
+
+/// ` (enforced by namespace "<name>")` when the namespace's label set the level.
+fn enforced_by(request: &Request, level: &EffectiveLevel) -> String {
+    if level.enforced_by_namespace {
         format!(" (enforced by namespace {:?})", request.namespace)
     } else {
         String::new()
-    };
-    Err(format!(
-        "violates PodSecurity \"{}:latest\"{enforced_by}: {}",
-        level.level,
-        joined(&violations)
-    ))
+    }
 }
 
 /// Violations as Pod Security admission lists them: comma-separated.
@@ -493,15 +530,18 @@ fn rejection(request: &Request, errors: &ErrorList, warnings: Vec<String>) -> De
 /// the API server's wording for the Memcached. The Scale holds nothing else of
 /// the object, not even whether autoscaling is enabled, so rules that tie the
 /// replica count to other fields cannot be checked here.
-fn review_scale(request: &Request, options: &Options) -> Decision {
-    if request.resource_group != GROUP
-        || request.resource != RESOURCE
-        || request.group != SCALE_GROUP
-        || request.kind != SCALE_KIND
-    {
-        return Decision::Accept {
-            warnings: Vec::new(),
-        };
+///
+/// A scale-up creates pods, which Pod Security admission judges: when the
+/// namespace asks for more than the settings, the stored Memcached the caller
+/// read ([`needs_memcached`]) is judged as `kubectl apply` of the same count
+/// would be ([`judge_scale_up`]). Scaling down or to the same count creates no
+/// pod and is never refused for Pod Security.
+fn review_scale(mut request: Request, settings: &Settings) -> Decision {
+    let accept = || Decision::Accept {
+        warnings: Vec::new(),
+    };
+    if !is_memcached_scale(&request) {
+        return accept();
     }
     let replicas = match scale_replicas(&request.object) {
         Ok(replicas) => replicas,
@@ -512,17 +552,175 @@ fn review_scale(request: &Request, options: &Options) -> Decision {
         ..MemcachedSpec::default()
     });
     let replicas_path = spec_path("replicas");
-    let errors: ErrorList = validation::validate(&spec, options)
+    let errors: ErrorList = validation::validate(&spec, &settings.options)
         .into_iter()
         .filter(|e| e.field.to_string() == replicas_path)
         .collect();
-    if errors.is_empty() {
-        Decision::Accept {
-            warnings: Vec::new(),
-        }
-    } else {
-        rejection(request, &errors, Vec::new())
+    if !errors.is_empty() {
+        return rejection(&request, &errors, Vec::new());
     }
+    if !scale_up(&request) {
+        return accept();
+    }
+    let level = EffectiveLevel::of(&request, settings);
+    if level.level <= settings.pod_security {
+        return accept();
+    }
+    match std::mem::take(&mut request.memcached) {
+        StoredMemcached::NotRead => accept(),
+        StoredMemcached::Object(stored) => {
+            judge_scale_up(request, stored, replicas, &level, settings)
+        }
+        StoredMemcached::Unreadable(why) => Decision::Accept {
+            warnings: level
+                .warning
+                .clone()
+                .into_iter()
+                .chain([unjudged_scale_up(&request, &level, &why)])
+                .collect(),
+        },
+    }
+}
+
+/// The warning of a scale-up admitted without its Pod Security judgement:
+/// the stored Memcached could not be read. Admitted rather than refused
+/// (fail open): a cluster that did not grant the read would otherwise refuse
+/// every scale-up of every HorizontalPodAutoscaler in such a namespace, while
+/// Pod Security admission still refuses any pod that breaks the level.
+fn unjudged_scale_up(request: &Request, level: &EffectiveLevel, why: &str) -> String {
+    format!(
+        "{QUALIFIED_KIND} {:?} could not be read ({why}): this scale-up was not judged against PodSecurity \
+         \"{}:latest\"{}, and Pod Security admission refuses every new pod that violates it; grant Kubewarden's \
+         policy-server's ServiceAccount get, list and watch on memcacheds.memcached.c5c3.io (the \
+         memcached-operator chart does with policy.policyServerRBAC; with deploy/policy.yaml, add them to \
+         kubewarden-defaults' policyServer.permissions)",
+        request.name,
+        level.level,
+        enforced_by(request, level)
+    )
+}
+
+/// A scale-up's Pod Security, judged as `kubectl apply` of the stored
+/// Memcached with the new count would be: the same refusal, in the same
+/// words (code 403). The Scale cannot carry what the apply's defaulting would
+/// add for the level (the new pods are built from the stored spec as it is),
+/// so a stored spec that meets the level only once completed is refused too,
+/// with a warning that an apply completes it.
+fn judge_scale_up(
+    request: Request,
+    stored: Value,
+    replicas: i32,
+    level: &EffectiveLevel,
+    settings: &Settings,
+) -> Decision {
+    let Some(object) = stored.as_object() else {
+        let why = format!("the host answered a {}, not an object", json_type(&stored));
+        return Decision::Accept {
+            warnings: vec![unjudged_scale_up(&request, level, &why)],
+        };
+    };
+    let version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.split_once('/'))
+        .map(|(_, version)| version)
+        .filter(|version| VERSIONS.contains(version))
+        .unwrap_or("v1beta1")
+        .to_string();
+    let mut scaled = stored.clone();
+    match scaled.get_mut("spec") {
+        Some(Value::Object(spec)) => {
+            spec.insert("replicas".into(), replicas.into());
+        }
+        _ => scaled["spec"] = serde_json::json!({"replicas": replicas}),
+    }
+    let apply = Request {
+        operation: "UPDATE".into(),
+        group: GROUP.into(),
+        version,
+        kind: KIND.into(),
+        resource_group: GROUP.into(),
+        resource: RESOURCE.into(),
+        sub_resource: String::new(),
+        name: request.name.clone(),
+        object: scaled,
+        old_object: stored,
+        namespace: request.namespace.clone(),
+        namespace_enforce: request.namespace_enforce.clone(),
+        memcached: StoredMemcached::NotRead,
+    };
+    let pods = decode(&apply.object, "object").map(apply_defaults);
+    match (review(apply, settings), pods) {
+        (
+            refused @ Decision::Reject {
+                code: FORBIDDEN_CODE,
+                ..
+            },
+            _,
+        ) => refused,
+        // The apply is invalid for another reason (autoscaling enabled, which
+        // the CRD's own rule refuses beside a count; a rule newer than the
+        // object): left to the API server, as before the pods were judged.
+        (Decision::Reject { .. }, _) | (_, Err(_)) => Decision::Accept {
+            warnings: Vec::new(),
+        },
+        (Decision::Accept { .. } | Decision::Mutate { .. }, Ok(pods)) => {
+            stored_pods_at(&request, &pods, level)
+        }
+    }
+}
+
+/// The scale-up of a Memcached whose apply is admitted: refused when the pods
+/// built from the stored spec as it is (without the completion the apply
+/// would add) violate the level.
+fn stored_pods_at(request: &Request, pods: &MemcachedSpec, level: &EffectiveLevel) -> Decision {
+    let violations = pod_security::check(pods, level.level, &Path::new("spec"));
+    if violations.is_empty() {
+        return Decision::Accept {
+            warnings: Vec::new(),
+        };
+    }
+    Decision::Reject {
+        message: format!(
+            "{QUALIFIED_KIND} {:?} is forbidden: violates PodSecurity \"{}:latest\"{}: {}",
+            request.name,
+            level.level,
+            enforced_by(request, level),
+            joined(&violations)
+        ),
+        code: FORBIDDEN_CODE,
+        warnings: level
+            .warning
+            .clone()
+            .into_iter()
+            .chain([format!(
+                "the new pods are built from the stored Memcached, whose security contexts leave unset what \
+                 PodSecurity \"{}:latest\" needs: an update through the policy (`kubectl apply`, settings' mutate \
+                 on) sets them; then scale",
+                level.level
+            )])
+            .collect(),
+    }
+}
+
+/// Whether `request` addresses the `scale` subresource of a Memcached.
+fn is_memcached_scale(request: &Request) -> bool {
+    request.sub_resource == "scale"
+        && request.resource_group == GROUP
+        && request.resource == RESOURCE
+        && request.group == SCALE_GROUP
+        && request.kind == SCALE_KIND
+}
+
+/// Whether `request` updates a Memcached's Scale to more replicas than the
+/// old Scale's: the only scale that creates pods.
+fn scale_up(request: &Request) -> bool {
+    request.operation == "UPDATE"
+        && is_memcached_scale(request)
+        && matches!(
+            (scale_replicas(&request.object), scale_replicas(&request.old_object)),
+            (Ok(new), Ok(old)) if new > old
+        )
 }
 
 /// `spec.replicas` of a Scale; absent means 0 (the API server omits a zero).

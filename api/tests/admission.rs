@@ -1,5 +1,6 @@
 use memcached_api::admission::{
-    Decision, NamespaceEnforce, Request, Settings, needs_namespace, review,
+    Decision, NamespaceEnforce, Request, Settings, StoredMemcached, needs_memcached,
+    needs_namespace, review,
 };
 use memcached_api::pod_security::Level;
 use serde_json::{Value, json};
@@ -924,4 +925,189 @@ fn pod_annotations_leave_room_for_the_operators() {
         "{message}"
     );
     assert!(matches!(create(big(false)), Decision::Mutate { .. }));
+}
+
+/// `kubectl scale` of the Memcached `my-cache` of namespace `team-a` from
+/// `old` to `new` replicas, judged at `level` under the namespace label and
+/// stored Memcached the caller read.
+fn scaled(
+    old: i32,
+    new: i32,
+    level: Level,
+    namespace: NamespaceEnforce,
+    memcached: StoredMemcached,
+) -> (Request, Settings) {
+    let scale = |replicas: i32| {
+        json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": {"name": "my-cache", "namespace": "team-a"}, "spec": {"replicas": replicas}})
+    };
+    let request = Request {
+        operation: "UPDATE".into(),
+        group: "autoscaling".into(),
+        version: "v1".into(),
+        kind: "Scale".into(),
+        resource_group: "memcached.c5c3.io".into(),
+        resource: "memcacheds".into(),
+        sub_resource: "scale".into(),
+        name: "my-cache".into(),
+        object: scale(new),
+        old_object: scale(old),
+        namespace: "team-a".into(),
+        namespace_enforce: namespace,
+        memcached,
+    };
+    let settings = Settings {
+        pod_security: level,
+        ..Settings::default()
+    };
+    (request, settings)
+}
+
+/// A Memcached running as root, admitted at `baseline` before its namespace
+/// was labelled `restricted`, as the cluster stores it.
+fn stored_as_root(replicas: i32) -> Value {
+    cr(json!({"replicas": replicas, "security": {"containerSecurityContext": {"runAsUser": 0}}}))
+}
+
+fn restricted_label() -> NamespaceEnforce {
+    NamespaceEnforce::Label(Some("restricted".into()))
+}
+
+fn accepted_plainly() -> Decision {
+    Decision::Accept { warnings: vec![] }
+}
+
+#[test]
+fn a_scale_up_is_refused_with_the_message_of_the_same_apply() {
+    let stored = StoredMemcached::Object(stored_as_root(3));
+    let (scale, settings) = scaled(3, 5, Level::Baseline, restricted_label(), stored);
+    assert!(needs_namespace(&scale, &settings));
+    assert!(needs_memcached(&scale, &settings));
+    let mut apply = request("UPDATE", stored_as_root(5), stored_as_root(3));
+    apply.namespace = "team-a".into();
+    apply.namespace_enforce = restricted_label();
+    let applied = review(apply, &settings);
+    let decision = review(scale, &settings);
+    assert_eq!(decision, applied, "the scale is judged as the apply is");
+    let (message, code) = rejection(decision);
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        "Memcached.memcached.c5c3.io \"my-cache\" is forbidden: violates PodSecurity \"restricted:latest\" \
+         (enforced by namespace \"team-a\"): spec.security.containerSecurityContext.runAsUser: runAsUser=0 \
+         (container \"memcached\" must not set runAsUser=0)"
+    );
+}
+
+#[test]
+fn a_stored_spec_that_meets_the_level_only_once_completed_is_refused_a_scale_up() {
+    // The apply would complete the container's context and be admitted; the
+    // Scale cannot carry the completion, so the new pods would lack it.
+    let stored =
+        cr(json!({"replicas": 1, "security": {"containerSecurityContext": {"runAsUser": 1000}}}));
+    let mut apply = request(
+        "UPDATE",
+        cr(json!({"replicas": 2, "security": {"containerSecurityContext": {"runAsUser": 1000}}})),
+        stored.clone(),
+    );
+    apply.namespace = "team-a".into();
+    apply.namespace_enforce = restricted_label();
+    let (scale, settings) = scaled(
+        1,
+        2,
+        Level::Baseline,
+        restricted_label(),
+        StoredMemcached::Object(stored),
+    );
+    assert!(matches!(review(apply, &settings), Decision::Mutate { .. }));
+    let Decision::Reject {
+        message,
+        code,
+        warnings,
+    } = review(scale, &settings)
+    else {
+        panic!("the new pods would break restricted")
+    };
+    assert_eq!(code, 403);
+    assert!(
+        message.starts_with(
+            "Memcached.memcached.c5c3.io \"my-cache\" is forbidden: violates PodSecurity \"restricted:latest\" \
+             (enforced by namespace \"team-a\"): spec.security.containerSecurityContext.allowPrivilegeEscalation: "
+        ),
+        "{message}"
+    );
+    assert!(
+        warnings[0].contains("an update through the policy (`kubectl apply`"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn scaling_down_or_to_the_same_count_is_never_refused_for_pod_security() {
+    for new in [3, 1, 0] {
+        let stored = StoredMemcached::Object(stored_as_root(3));
+        let (scale, settings) = scaled(3, new, Level::Baseline, restricted_label(), stored);
+        assert!(!needs_namespace(&scale, &settings), "{new}");
+        assert!(!needs_memcached(&scale, &settings), "{new}");
+        assert_eq!(review(scale, &settings), accepted_plainly(), "{new}");
+    }
+}
+
+#[test]
+fn at_restricted_a_scale_up_reads_nothing() {
+    let (scale, settings) = scaled(
+        3,
+        5,
+        Level::Restricted,
+        restricted_label(),
+        StoredMemcached::NotRead,
+    );
+    assert!(!needs_namespace(&scale, &settings));
+    assert!(!needs_memcached(&scale, &settings));
+    assert_eq!(review(scale, &settings), accepted_plainly());
+}
+
+#[test]
+fn a_namespace_asking_no_more_than_the_settings_reads_no_memcached() {
+    for (level, label) in [
+        (Level::Baseline, None),
+        (Level::Baseline, Some("baseline")),
+        (Level::Baseline, Some("privileged")),
+        (Level::Privileged, Some("privileged")),
+    ] {
+        let namespace = NamespaceEnforce::Label(label.map(str::to_string));
+        let (scale, settings) = scaled(3, 5, level, namespace, StoredMemcached::NotRead);
+        assert!(needs_namespace(&scale, &settings), "{level} {label:?}");
+        assert!(!needs_memcached(&scale, &settings), "{level} {label:?}");
+        assert_eq!(
+            review(scale, &settings),
+            accepted_plainly(),
+            "{level} {label:?}"
+        );
+    }
+    // A namespace that could not be read is judged restricted, as for an apply.
+    let unreadable = NamespaceEnforce::Unreadable("forbidden".into());
+    let (scale, settings) = scaled(3, 5, Level::Baseline, unreadable, StoredMemcached::NotRead);
+    assert!(needs_memcached(&scale, &settings));
+}
+
+#[test]
+fn a_memcached_that_cannot_be_read_is_scaled_up_with_a_warning() {
+    let why = "memcacheds.memcached.c5c3.io \"my-cache\" is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot get resource \"memcacheds\"";
+    let unreadable = StoredMemcached::Unreadable(why.into());
+    let (scale, settings) = scaled(3, 5, Level::Baseline, restricted_label(), unreadable);
+    let Decision::Accept { warnings } = review(scale, &settings) else {
+        panic!("an unreadable Memcached is admitted (fail open)")
+    };
+    assert_eq!(
+        warnings,
+        [format!(
+            "Memcached.memcached.c5c3.io \"my-cache\" could not be read ({why}): this scale-up was not judged \
+             against PodSecurity \"restricted:latest\" (enforced by namespace \"team-a\"), and Pod Security \
+             admission refuses every new pod that violates it; grant Kubewarden's policy-server's ServiceAccount \
+             get, list and watch on memcacheds.memcached.c5c3.io (the memcached-operator chart does with \
+             policy.policyServerRBAC; with deploy/policy.yaml, add them to kubewarden-defaults' \
+             policyServer.permissions)"
+        )]
+    );
 }

@@ -532,7 +532,9 @@ def check_metrics_modes(helm):
 def check_policy(helm):
     """The ClusterAdmissionPolicy is deploy/policy.yaml's, judging with the release's policy artifact and the
     chart's memoryOverhead (the controller's), only where Kubewarden's CRDs are served; the audit twin is
-    deploy/policy-audit.yaml's, off by default; a mirror, a PolicyServer and watched namespaces land."""
+    deploy/policy-audit.yaml's, off by default; a mirror, a PolicyServer and watched namespaces land. With the
+    policy, the PolicyServer's ServiceAccount may read Memcacheds (the stored Memcached of a scale-up), cluster-wide
+    or in the watched namespaces only."""
     kubewarden = ("--api-versions", "policies.kubewarden.io/v1/ClusterAdmissionPolicy")
     assert not kinds(render(helm), "ClusterAdmissionPolicy"), "a policy rendered where Kubewarden is not served"
     assert not kinds(render(helm, *kubewarden, "--set", "policy.enabled=false"), "ClusterAdmissionPolicy")
@@ -547,6 +549,7 @@ def check_policy(helm):
     assert policy["spec"] == expected, f"the chart's policy drifted from deploy/policy.yaml: {policy['spec']}"
     assert [o["kind"] for o in kinds(objects, "ClusterAdmissionPolicy")] == ["ClusterAdmissionPolicy"], \
         "the audit twin is off by default"
+    check_policy_server_rbac(helm, objects, kubewarden)
 
     objects = render(helm, *kubewarden, "--set", "policy.audit.enabled=true,memoryOverhead=48Mi,"
                      "policy.registry=mirror.example/ghcr.io,policy.policyServer=caches,"
@@ -572,6 +575,40 @@ def check_policy(helm):
     module = "registry://registry.example/policies/memcached:v9"
     policy = one(render(helm, *kubewarden, "--set", f"policy.module={module}"), "ClusterAdmissionPolicy")
     assert policy["spec"]["module"] == module
+
+
+def check_policy_server_rbac(helm, objects, kubewarden):
+    """The policy reads the stored Memcached of a scale-up with the PolicyServer's ServiceAccount, which
+    kubewarden-defaults (policyServer.serviceAccountName policy-server, in its release namespace, kubewarden in
+    Kubewarden's docs) grants only what its policyServer.permissions lists: the chart grants get, list and watch
+    on memcacheds, with the policy only, and with watchNamespaces only there."""
+    name = "rel-memcached-operator-policy-server"
+    role = one(objects, "ClusterRole", name)
+    assert role["rules"] == [{"apiGroups": ["memcached.c5c3.io"], "resources": ["memcacheds"],
+                              "verbs": ["get", "list", "watch"]}], role["rules"]
+    policy = one(objects, "ClusterAdmissionPolicy")
+    assert {"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached"} in policy["spec"]["contextAwareResources"]
+
+    def bindings(objects):
+        return [o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding") and o["metadata"]["name"] == name]
+
+    def granted(binding, account, namespace):
+        return binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name} \
+            and binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+
+    [binding] = bindings(objects)
+    assert binding["kind"] == "ClusterRoleBinding" and granted(binding, "policy-server", "kubewarden"), binding
+    for off in ("policy.enabled=false", "policy.policyServerRBAC.create=false"):
+        rendered = render(helm, *kubewarden, "--set", off)
+        assert not bindings(rendered) and not [o for o in kinds(rendered, "ClusterRole") if o["metadata"]["name"] == name], off
+    assert not bindings(render(helm)), "no PolicyServer to grant where Kubewarden is not served"
+    scoped = render(helm, *kubewarden, "--set", "policy.policyServerRBAC.serviceAccountName=ps,"
+                    "policy.policyServerRBAC.serviceAccountNamespace=kw", "--set-json", 'watchNamespaces=["a","b"]')
+    found = bindings(scoped)
+    assert [(b["kind"], b["metadata"].get("namespace")) for b in found] == [("RoleBinding", "a"), ("RoleBinding", "b")], \
+        "watchNamespaces must not grant the PolicyServer cluster-wide reads"
+    assert all(granted(b, "ps", "kw") for b in found), found
+    assert "policyServerRBAC" in render(helm, *kubewarden, "--set", "policy.policyServerRBAC.other=1", fail=True)
 
 
 def main(helm):

@@ -82,8 +82,10 @@ impl Policy {
     }
 }
 
-/// The one host capability the policy uses, `kubernetes/get_resource` of a
+/// The one host capability the policy uses, `kubernetes/get_resource`, for a
 /// Namespace, answered as a fresh cluster would: the Namespace, with no labels.
+/// Under no label no scale-up reads its Memcached (`needs_memcached`), so any
+/// other read is a failure.
 fn namespace_lookup(binding: &str, ns: &str, op: &str, payload: &[u8]) -> Result<Vec<u8>, String> {
     let request: Value = serde_json::from_slice(payload).unwrap_or_default();
     if (binding, ns, op) != ("kubewarden", "kubernetes", "get_resource")

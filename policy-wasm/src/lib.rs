@@ -5,6 +5,8 @@
 #[cfg(any(target_arch = "wasm32", test))]
 #[allow(unsafe_code)]
 mod arena;
+mod host;
+mod memcached;
 mod namespace;
 pub mod request;
 pub mod settings;

@@ -1,25 +1,13 @@
 //! The request namespace's Pod Security `enforce` label, read with
-//! Kubewarden's `kubernetes/get_resource` host capability (granted by the
-//! `contextAwareResources` of metadata.yml and of the ClusterAdmissionPolicy).
+//! Kubewarden's `kubernetes/get_resource` host capability ([`crate::host`]).
 
 use std::collections::BTreeMap;
 
 use memcached_api::admission::NamespaceEnforce;
 use memcached_api::pod_security::ENFORCE_LABEL;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-/// The SDK's `GetResourceRequest`, field for field: the SDK's own type sits
-/// behind its `cluster-context` feature, which pins another k8s-openapi.
-#[derive(Serialize)]
-struct GetResource<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    name: &'a str,
-    namespace: Option<&'a str>,
-    /// policy-server caches answers for 5 s; a label change is seen after that.
-    disable_cache: bool,
-    field_masks: Option<[&'static str; 1]>,
-}
+use crate::host::{GetResource, get_resource};
 
 /// The label as the cluster holds it, or why it could not be read.
 pub fn enforce_label(namespace: &str) -> NamespaceEnforce {
@@ -31,25 +19,10 @@ pub fn enforce_label(namespace: &str) -> NamespaceEnforce {
         disable_cache: false,
         field_masks: Some(["metadata.labels"]),
     };
-    match serde_json::to_vec(&request)
-        .map_err(|e| e.to_string())
-        .and_then(|request| get_resource(&request))
-        .and_then(|answer| label_of(&answer))
-    {
+    match get_resource(&request).and_then(|answer| label_of(&answer)) {
         Ok(label) => NamespaceEnforce::Label(label),
         Err(why) => NamespaceEnforce::Unreadable(why),
     }
-}
-
-#[cfg(target_arch = "wasm32")]
-fn get_resource(request: &[u8]) -> Result<Vec<u8>, String> {
-    wapc_guest::host_call("kubewarden", "kubernetes", "get_resource", request)
-        .map_err(|e| e.to_string())
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-fn get_resource(_request: &[u8]) -> Result<Vec<u8>, String> {
-    Err("no Kubewarden host outside WebAssembly".to_string())
 }
 
 /// The `enforce` label of a Namespace object (JSON).

@@ -1,11 +1,11 @@
 //! The waPC `validate` payload in, a Kubewarden ValidationResponse out.
 
 use kubewarden_policy_sdk::response::ValidationResponse;
-use memcached_api::admission::{self, Decision, NamespaceEnforce, REJECT_CODE};
+use memcached_api::admission::{self, Decision, NamespaceEnforce, REJECT_CODE, StoredMemcached};
 use serde::Deserialize;
 
-use crate::namespace;
 use crate::settings::Settings;
+use crate::{memcached, namespace};
 
 /// What policy-server sends: the AdmissionRequest and the policy settings.
 #[derive(Deserialize)]
@@ -49,21 +49,36 @@ struct GroupVersionResource {
 }
 
 /// Judge one `validate` payload. Never fails: bad input is a rejection.
-/// The namespace's Pod Security label is read from the cluster only when it
-/// can change the judgement.
+/// The namespace's Pod Security label, then the stored Memcached of a
+/// scale-up, are read from the cluster only when they can change the
+/// judgement.
 pub fn evaluate(payload: &[u8]) -> ValidationResponse {
-    evaluate_with(payload, namespace::enforce_label)
+    evaluate_reading(payload, namespace::enforce_label, memcached::stored)
 }
 
-/// [`evaluate`], reading namespace labels with `enforce_label`.
+/// [`evaluate`], reading namespace labels with `enforce_label` (and stored
+/// Memcacheds from the host, which outside WebAssembly answers none).
 pub fn evaluate_with(
     payload: &[u8],
     enforce_label: impl FnOnce(&str) -> NamespaceEnforce,
+) -> ValidationResponse {
+    evaluate_reading(payload, enforce_label, memcached::stored)
+}
+
+/// [`evaluate`], reading namespace labels with `enforce_label` and the
+/// Memcached `name` of `namespace` with `stored_memcached(namespace, name)`.
+pub fn evaluate_reading(
+    payload: &[u8],
+    enforce_label: impl FnOnce(&str) -> NamespaceEnforce,
+    stored_memcached: impl FnOnce(&str, &str) -> StoredMemcached,
 ) -> ValidationResponse {
     let decision = match decode(payload) {
         Ok((mut request, settings)) => {
             if admission::needs_namespace(&request, &settings) {
                 request.namespace_enforce = enforce_label(&request.namespace);
+            }
+            if admission::needs_memcached(&request, &settings) {
+                request.memcached = stored_memcached(&request.namespace, &request.name);
             }
             admission::review(request, &settings)
         }
@@ -94,6 +109,7 @@ fn decode(payload: &[u8]) -> Result<(admission::Request, admission::Settings), S
         old_object: r.old_object,
         namespace: r.namespace,
         namespace_enforce: NamespaceEnforce::NotRead,
+        memcached: StoredMemcached::NotRead,
     };
     Ok((request, settings))
 }
@@ -162,5 +178,54 @@ mod tests {
             message.contains("\"restricted:latest\" (enforced by namespace \"team-a\")"),
             "{message}"
         );
+    }
+
+    /// `kubectl scale` of the Memcached `c` of namespace `team-a` from 3 to `replicas`.
+    fn scale_payload(replicas: i32, settings: serde_json::Value) -> Vec<u8> {
+        let scale = |replicas: i32| {
+            json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": {"name": "c", "namespace": "team-a"}, "spec": {"replicas": replicas}})
+        };
+        serde_json::to_vec(&json!({
+            "request": {
+                "operation": "UPDATE", "namespace": "team-a", "name": "c", "subResource": "scale",
+                "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                "resource": {"group": "memcached.c5c3.io", "resource": "memcacheds"},
+                "object": scale(replicas), "oldObject": scale(3),
+            },
+            "settings": settings,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_scale_up_reads_the_namespace_then_the_memcached() {
+        let restricted = |_: &str| NamespaceEnforce::Label(Some("restricted".to_string()));
+        let stored = |namespace: &str, name: &str| {
+            assert_eq!((namespace, name), ("team-a", "c"));
+            StoredMemcached::Object(json!({"apiVersion": "memcached.c5c3.io/v1beta1",
+                "kind": "Memcached", "metadata": {"name": "c", "namespace": "team-a"},
+                "spec": {"replicas": 3, "security": {"containerSecurityContext": {"runAsUser": 0}}}}))
+        };
+        let baseline = json!({"podSecurityLevel": "baseline"});
+        let response = evaluate_reading(&scale_payload(5, baseline.clone()), restricted, stored);
+        assert!(!response.accepted);
+        assert_eq!(response.code, Some(403));
+        let message = response.message.unwrap();
+        assert!(
+            message.starts_with("Memcached.memcached.c5c3.io \"c\" is forbidden: violates PodSecurity \"restricted:latest\" (enforced by namespace \"team-a\"): "),
+            "{message}"
+        );
+        let unexpected = |_: &str, _: &str| -> StoredMemcached { panic!("no Memcached read") };
+        // Scaling down reads nothing at all.
+        let nothing = |_: &str| -> NamespaceEnforce { panic!("no Namespace read") };
+        assert!(
+            evaluate_reading(&scale_payload(1, baseline.clone()), nothing, unexpected).accepted
+        );
+        // A namespace asking no more than the settings: no Memcached read.
+        let unlabelled = |_: &str| NamespaceEnforce::Label(None);
+        assert!(evaluate_reading(&scale_payload(5, baseline), unlabelled, unexpected).accepted);
+        // At restricted nothing is read.
+        assert!(evaluate_reading(&scale_payload(5, json!({})), nothing, unexpected).accepted);
     }
 }
