@@ -619,6 +619,25 @@ pub(crate) fn mirrored_images(env: &mut Env) -> Result<(), String> {
     });
     env.kubectl.apply(&policy.to_string())?;
     env.kubectl.apply(&binding.to_string())?;
+    // The API server rewrites such a pod (admission policies are picked up
+    // asynchronously: until then, a dry run).
+    ensure_namespace(env, NAMESPACE)?;
+    let probe = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "mirror-probe", "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/instance": NAMES[0]}},
+        "spec": {"containers": [{"name": "memcached", "image": "memcached:1.6"}]}});
+    wait_for("the mirror policy rewriting pods", SETTLE, || {
+        let created = env.kubectl.run(
+            &["create", "--dry-run=server", "-o", "json", "-f", "-"],
+            Some(&probe.to_string()),
+        );
+        let pod: Value = serde_json::from_str(&created.stdout)
+            .map_err(|e| format!("{e}: {}", created.stderr))?;
+        let image = &pod["spec"]["containers"][0]["image"];
+        (image == "docker.io/library/memcached:1.6")
+            .then_some(())
+            .ok_or_else(|| format!("a pod of memcached:1.6 is admitted with {image}"))
+    })?;
     let patches = |env: &Env| -> Result<f64, String> {
         Ok((request_counts(&env.kubectl)?.iter())
             .filter(|c| c.verb == "PATCH" && c.resource == "pods" && c.subresource.is_empty())
