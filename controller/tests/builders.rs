@@ -346,6 +346,7 @@ fn stateful_set_mode_runs_the_same_pods_under_stable_names() {
             "memcached.c5c3.io/intent",
             "memcached.c5c3.io/template-hash",
             "memcached.c5c3.io/template-base-hash",
+            "memcached.c5c3.io/intent-spec",
         ] {
             assert!(annotations.remove(stamp).is_some(), "{stamp} missing");
         }
