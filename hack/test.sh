@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# `make test` after its prerequisites: one build of every test binary, then three lanes at once: the
+# `make test` after its prerequisites: one build of every test binary, then four lanes at once: the
 # real node's suite (it waits on a kubelet and containerd most of its time); lint (rustfmt, clippy,
-# the Makefile's and the docs' checks, go vet); and the other test binaries (unit and integration
-# tests, the policy through wasmtime, the suites on a local control plane), doc tests, then the
-# checks of the packaging. Each suite's output
+# the Makefile's and the docs' checks, go vet); the controller suite (its own local control plane);
+# and the other test binaries (unit and integration tests, the policy through wasmtime, the other
+# suites on a local control plane), doc tests, then the checks of the packaging. Each suite's output
 # goes to $LOGS/<suite>.log and is shown in full when it fails; at the end, a table of each phase's
 # time (docs/numbers.md keeps it) and one closing line: "test phases: N passed, N failed".
 #
@@ -60,20 +60,30 @@ if phase compile compile; then
 	# Lint in a lane of its own: its compilers run while the suites wait on their clusters.
 	(phase lint "$make" --no-print-directory lint || true) &
 	lint_lane=$!
-	grep -vP '\tnode\t' "$artifacts" | while IFS=$'\t' read -r dir name exe; do
-		phase "$(basename "$dir")-$name" run_test "$dir" "$exe" || true
-	done
+	# The controller suite (its own control plane and network namespace) in a lane of its own
+	# too: it waits on its API server most of its time, beside the differential suite's CPU.
+	(
+		grep -qP '^[^\t]*/e2e-tests\tcontroller\t' "$artifacts" || phase e2e-tests-controller false
+		grep -P '^[^\t]*/e2e-tests\tcontroller\t' "$artifacts" | while IFS=$'\t' read -r dir name exe; do
+			phase "$(basename "$dir")-$name" run_test "$dir" "$exe" || true
+		done
+	) &
+	controller_lane=$!
+	grep -vP '\tnode\t' "$artifacts" | grep -vP '^[^\t]*/e2e-tests\tcontroller\t' |
+		while IFS=$'\t' read -r dir name exe; do
+			phase "$(basename "$dir")-$name" run_test "$dir" "$exe" || true
+		done
 	phase doc-tests "$cargo" test --locked --workspace --features "$features" --doc || true
 	phase metadata python3 e2e-tests/check_metadata.py || true
 	phase release-links python3 e2e-tests/check_release_links.py || true
 	phase bats bats e2e-tests/prereqs.bats e2e-tests/toolchain.bats e2e-tests/e2e.bats e2e-tests/signing.bats \
 		e2e-tests/image.bats || true
 	phase helm-and-promtool "$make" --no-print-directory helm-test prometheus-test || true
-	wait "$node_lane" "$lint_lane"
+	wait "$node_lane" "$lint_lane" "$controller_lane"
 fi
 
 echo
-echo "make test, phase by phase (seconds; the node suite and lint ran beside the others):"
+echo "make test, phase by phase (seconds; the node suite, lint and the controller suite ran beside the others):"
 sort -t$'\t' -k2 -rn "$results" | awk -F'\t' '{ printf "  %-40s %6d  %s\n", $1, $2, $3 }'
 echo "  $(printf '%-40s' 'all, wall clock') $(printf '%6d' $(($(date +%s) - started)))"
 passed=$(grep -c $'\tok$' "$results")
