@@ -14,8 +14,8 @@ pub const VERSION_LABEL: &str = "app.kubernetes.io/version";
 pub const MEMCACHED_PORT: i32 = 11211;
 /// Port the exporter sidecar serves metrics on.
 pub const METRICS_PORT: i32 = 9150;
-/// Name of the memcached container.
-pub const MEMCACHED_CONTAINER: &str = "memcached";
+/// The containers' names, as the policy judges them.
+pub use memcached_api::pod::{EXPORTER_CONTAINER, MEMCACHED_CONTAINER};
 /// Pod-template annotation with a hash of the referenced Secrets' data.
 pub const SECRET_HASH_ANNOTATION: &str = "memcached.c5c3.io/secret-hash";
 /// Pod-template annotation (warm restarts): the memcached image the pod was

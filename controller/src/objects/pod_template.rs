@@ -205,7 +205,7 @@ fn exporter_container(spec: &Defaulted) -> Container {
         }
     }
     Container {
-        name: "exporter".into(),
+        name: labels::EXPORTER_CONTAINER.into(),
         image: Some(spec.exporter_image().to_string()),
         args: Some(args),
         ports: Some(vec![port("metrics", METRICS_PORT)]),
