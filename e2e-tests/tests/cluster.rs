@@ -64,7 +64,8 @@ const SCENARIOS: &[Scenario] = &[
         audit_mode,
     ),
     Scenario::new(
-        "a namespace's Pod Security label, read by policy-server for the policy at podSecurityLevel baseline",
+        "a namespace's Pod Security label, read by policy-server for the policy at podSecurityLevel \
+         baseline; a kubectl scale up after the label is refused as the apply is, a scale down admitted",
         namespace_pod_security,
     ),
     Scenario::new(
@@ -1203,6 +1204,11 @@ fn judged_by_namespace(env: &Env, strict: &str, lenient: &str) -> Result<(), Str
             }
         },
     )?;
+    // Stored while the namespace allowed root, scaled after it was labelled:
+    // the scale-up is judged as the apply would be, from the stored
+    // Memcached policy-server reads; scaling down is not.
+    env.kubectl
+        .apply(&memcached(lenient, "root", root.clone()))?;
     let relabelled = Instant::now();
     label_enforce(env, lenient, "restricted")?;
     wait_for("the new label seen", Duration::from_secs(30), || {
@@ -1212,7 +1218,34 @@ fn judged_by_namespace(env: &Env, strict: &str, lenient: &str) -> Result<(), Str
         "    a changed enforce label judged {:.1}s after kubectl label",
         relabelled.elapsed().as_secs_f64()
     );
-    Ok(())
+    let scale = |replicas: &str| {
+        env.kubectl.run(
+            &["scale", "memcached", "root", "-n", lenient, replicas],
+            None,
+        )
+    };
+    let up = scale("--replicas=2");
+    let expected = [
+        "admission webhook".to_string(),
+        format!(
+            "Memcached.memcached.c5c3.io \"root\" is forbidden: violates PodSecurity \"restricted:latest\" \
+             (enforced by namespace \"{lenient}\")"
+        ),
+        "runAsUser=0".to_string(),
+    ];
+    check(
+        !up.success && expected.iter().all(|part| up.stderr.contains(part)),
+        format!(
+            "kubectl scale up in a namespace labelled since: {}{}",
+            up.stdout, up.stderr
+        ),
+    )?;
+    let down = scale("--replicas=0");
+    check(down.success, format!("kubectl scale down: {}", down.stderr))?;
+    println!("    kubectl scale up refused as the apply is, scale down admitted");
+    env.kubectl
+        .ok(&["delete", "memcached", "root", "-n", lenient, "--wait=true"])
+        .map(drop)
 }
 
 /// `kubectl scale` writes `spec.replicas` through the `scale` subresource,

@@ -611,7 +611,15 @@ fn policy_server_rbac(cluster: &Cluster) -> Result<String, String> {
         &kubewarden_charts().join("kubewarden-defaults"),
         "kubewarden-defaults",
         KUBEWARDEN_NAMESPACE,
-        &["--show-only", "templates/policy-server-rbac.yaml"],
+        // The permissions the node suite gives it (Memcacheds among them).
+        &[
+            "--show-only",
+            "templates/policy-server-rbac.yaml",
+            "-f",
+            &workspace_root()
+                .join("e2e-tests/kubewarden-values.yaml")
+                .to_string_lossy(),
+        ],
     )
 }
 
