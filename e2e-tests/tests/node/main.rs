@@ -35,6 +35,7 @@ use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
 use memcached_controller::objects::intent::{
     BASE_ANNOTATION, INTENT_SPEC_ANNOTATION, TEMPLATE_ANNOTATION,
 };
+use memcached_controller::objects::labels::SECRET_HASH_ANNOTATION;
 use serde_json::{Value, json};
 
 mod chart;
@@ -111,6 +112,11 @@ const SCENARIOS: &[Scenario] = &[
         "warm restart: a rotated password reaches every pod in place, one at a time; the old one \
          is refused after, every key kept",
         warm_rotation,
+    ),
+    Scenario::new(
+        "warm restart: a rotated password whose Secret files reach the pod after its new hash: \
+         memcached waits for them, then serves the new password; every key kept, 0 restarts",
+        rotation_with_late_files,
     ),
     Scenario::new(
         "warm restart: NAPI ids (-N) in each spelling memcached accepts, then removed in place: \

@@ -663,3 +663,100 @@ pub(crate) fn mirrored_images(env: &mut Env) -> Result<(), String> {
         format!("{patched} pod PATCHes for 5 pods: a re-patch loop"),
     )
 }
+
+/// A rotated password whose Secret files reach the pod after its new Secret
+/// hash (the kubelet's Secret cache behind the controller): the controller
+/// stopped, the pod is given a new hash as the controller would give it,
+/// then the Secret changes. memcached keeps running with the old password
+/// until the kubelet has refreshed the files, then restarts with the new one
+/// (the old refused); the controller, back, gives the pod the hash it
+/// computes, and the pod restarts once more at most. Every key kept, the
+/// same pod, 0 container restarts.
+pub(crate) fn rotation_with_late_files(env: &mut Env) -> Result<(), String> {
+    const KEYS: usize = 2_000;
+    let (name, secret) = ("late-files", "late-files-auth");
+    ensure_namespace(env, NAMESPACE)?;
+    let auth = |password: &str| auth_secret(NAMESPACE, secret, &format!("op:{password}\n"));
+    env.kubectl.apply(&auth("first"))?;
+    let mut spec = node::scheduling();
+    spec["warmRestart"] = json!({"enabled": true});
+    spec["security"] = json!({"sasl": {"enabled": true, "credentialsSecretRef": {"name": secret}}});
+    env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
+    wait_ready(env, NAMESPACE, name, 1)?;
+    let pods = pods_of(env, name)?;
+    let pod = pods.first().ok_or("no pod")?.clone();
+    let ip = pod_ip(&pod)?;
+    let mut memcached = Memcache::login(&ip, "op", "first")?;
+    memcached.fill(KEYS)?;
+    let pid = memcached.stats("")?["pid"].clone();
+
+    if let Some(operator) = env.operator.take() {
+        operator.stop();
+    }
+    let hash = format!("{SECRET_HASH_ANNOTATION}=rotated-before-its-files");
+    env.kubectl.ok(&[
+        "annotate",
+        "pod",
+        pod_name(&pod),
+        "-n",
+        NAMESPACE,
+        "--overwrite",
+        &hash,
+    ])?;
+    std::thread::sleep(Duration::from_secs(5));
+    let waiting = Memcache::login(&ip, "op", "first")?.stats("")?["pid"].clone();
+    check(
+        waiting == pid,
+        format!("memcached restarted before the files changed ({pid} -> {waiting})"),
+    )?;
+    let rotated = Instant::now();
+    env.kubectl.apply(&auth("second"))?;
+    wait_for("memcached restarted with the new password", SETTLE, || {
+        let now = Memcache::login(&ip, "op", "second")?.stats("")?;
+        (now["pid"] != pid)
+            .then_some(())
+            .ok_or_else(|| format!("pid {}", now["pid"]))
+    })?;
+    let took = rotated.elapsed();
+    check(
+        Memcache::login(&ip, "op", "first").is_err(),
+        "the old password is still accepted",
+    )?;
+    let kept = Memcache::login(&ip, "op", "second")?.stats("")?["curr_items"].clone();
+
+    env.replace_operator("operator-after-late-files")?;
+    let after = wait_for(
+        "the Memcached Ready, its rollout complete",
+        SETTLE * 2,
+        || {
+            let mc = env.kubectl.get(&["memcached", name, "-n", NAMESPACE])?;
+            let pods = pods_of(env, name)?;
+            (condition_status(&mc, "Ready") == Some("True")
+                && condition_status(&mc, "Progressing") == Some("False")
+                && pods.len() == 1
+                && pods[0]["metadata"]["annotations"][SECRET_HASH_ANNOTATION]
+                    != "rotated-before-its-files"
+                && workload_settled(env, "deployment", name)?)
+            .then_some(pods.clone())
+            .ok_or_else(|| format!("status {}", mc["status"]))
+        },
+    )?;
+    let finally = Memcache::login(&ip, "op", "second")?.stats("")?["curr_items"].clone();
+    let restarts = container_restarts(&after);
+    println!(
+        "     the new password served {:.1}s after the Secret changed (the hash came first); keys \
+         {kept} of {KEYS} then, {finally} after the controller's own hash; {restarts} container \
+         restarts",
+        took.as_secs_f64()
+    );
+    check(
+        after[0]["metadata"]["uid"] == pod["metadata"]["uid"]
+            && kept == KEYS.to_string()
+            && finally == KEYS.to_string()
+            && restarts == 0,
+        format!("the same pod, every key ({kept}, {finally} of {KEYS}), {restarts} restarts"),
+    )?;
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
+        .map(drop)
+}
