@@ -21,9 +21,15 @@ HELM := target/tools/helm
 COSIGN := target/tools/cosign
 # What the programs on the control plane need: the control plane and kubectl, the registry, helm.
 CLUSTER_PIECES := $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
+# Today's memcached from Debian (sid, else trixie) in a root filesystem of its own, with its own libraries
+# (e2e-tests/cluster/memcached-newest.sh): the real node's memcached:1.6, and the newest release the controller's
+# tests run beside the host's (they find it through MEMCACHED_NEWEST, its root filesystem).
+NEWEST_MEMCACHED_DIR := $(E2E_BIN)/memcached-newest
+MEMCACHED_NEWEST := $(abspath $(NEWEST_MEMCACHED_DIR))/rootfs
+export MEMCACHED_NEWEST
 # What the real node needs besides: kubelet, kube-proxy, containerd, CoreDNS, the node's images and Kubewarden's.
 NODE_PIECES := $(E2E_BIN)/kubelet $(E2E_BIN)/kube-proxy $(E2E_BIN)/containerd $(E2E_BIN)/coredns \
-	$(E2E_BIN)/images/index.json $(E2E_BIN)/kubewarden/images/index.json $(E2E_BIN)/prometheus/images/index.json
+	$(NEWEST_MEMCACHED_DIR)/version $(E2E_BIN)/images/index.json $(E2E_BIN)/kubewarden/images/index.json $(E2E_BIN)/prometheus/images/index.json
 CHART := deploy/helm/memcached-operator
 # When this make began (seconds since the epoch): `make demo`'s progress lines count from it.
 MAKE_STARTED := $(shell date +%s)
@@ -40,7 +46,8 @@ DEMO_PIECES := \
 	'$(E2E_BIN)/containerd|containerd and its runc shim (Go, about 2 min cold)' \
 	'$(E2E_BIN)/coredns|CoreDNS (Go, about 2 min cold)' \
 	'$(E2E_BIN)/memcached_exporter|memcached_exporter (Go, under 1 min cold)' \
-	'$(E2E_BIN)/images/index.json|the node images: memcached, pause, the exporter (under 1 min)' \
+	'$(NEWEST_MEMCACHED_DIR)/version|today'"'"'s memcached from Debian sid with its own libraries (apt, under 1 min)' \
+	'$(E2E_BIN)/images/index.json|the node images: memcached (today'"'"'s and the host'"'"'s), pause, the exporter (under 1 min)' \
 	'$(E2E_BIN)/kubewarden/images/index.json|Kubewarden 1.35 images: controller, audit scanner, policy-server (Go, about 3 min cold)' \
 	'$(E2E_BIN)/prometheus/images/index.json|Prometheus and Prometheus Operator images (Go, about 4 min cold)' \
 	'bins|the controller and the demo driver (Rust, about 6 min cold)'
@@ -59,7 +66,7 @@ export KWCTL POLICY_SERVER KUBEWARDEN_CHARTS
 # Debian packages the tests and the demo need, by the command that shows each is there.
 DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iproute2 unshare:util-linux python3:python3 promtool:prometheus \
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
-	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip openssl:openssl
+	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip openssl:openssl readelf:binutils
 
 .PHONY: all help prereqs toolchain deps demo bins test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-guest bench-rollout bench-kubewarden push push-chart image push-image lint fmt fixtures crd clean
 
@@ -190,10 +197,17 @@ $(E2E_BIN)/memcached_exporter: $(EXPORTER_MODULE)/go.mod $(EXPORTER_MODULE)/go.s
 		CGO_ENABLED=0 go build -trimpath -o ../../../$@ -ldflags="-s -X github.com/prometheus/common/version.Version=$${v#v}" \
 		github.com/prometheus/memcached_exporter/cmd/memcached_exporter
 
-## target/e2e/images/index.json: the real node's memcached and pause images from Debian's binaries, and the exporter's (an OCI
-## layout, umoci).
-$(E2E_BIN)/images/index.json: e2e-tests/cluster/images.sh $(E2E_BIN)/memcached_exporter
-	e2e-tests/cluster/images.sh $(E2E_BIN)/images $(E2E_BIN)/memcached_exporter
+## target/e2e/memcached-newest/version: today's memcached as Debian serves it (sid, else trixie), in a root filesystem
+## with its own glibc and libraries (target/e2e/memcached-newest/rootfs): apt with a configuration of its own (the host's
+## sources and state untouched) fetches and verifies the packages against Debian's archive keyring; the release it got in
+## version, the packages in packages. Nothing pinned: run again (delete version) for what Debian serves then.
+$(NEWEST_MEMCACHED_DIR)/version: e2e-tests/cluster/memcached-newest.sh
+	e2e-tests/cluster/memcached-newest.sh $(NEWEST_MEMCACHED_DIR)
+
+## target/e2e/images/index.json: the real node's images from Debian's binaries (an OCI layout, umoci): memcached:1.6 today's
+## memcached (target/e2e/memcached-newest), memcached:<version> the host's older one, pause, and the exporter's.
+$(E2E_BIN)/images/index.json: e2e-tests/cluster/images.sh $(E2E_BIN)/memcached_exporter $(NEWEST_MEMCACHED_DIR)/version
+	e2e-tests/cluster/images.sh $(E2E_BIN)/images $(E2E_BIN)/memcached_exporter $(NEWEST_MEMCACHED_DIR)
 
 ## target/e2e/kubewarden/images/index.json: Kubewarden's own images of its release 1.35.0, as its charts run them
 ## (kubewarden-controller and audit-scanner from its Go module, policy-server from $(POLICY_SERVER)).
@@ -311,7 +325,7 @@ test: prereqs deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(COSIGN)
 
 ## unit-tests: the tests that need no control plane (policy.wasm and memcached are still used; a plain
 ## `cargo test` runs only those that need neither).
-unit-tests: deps policy.wasm
+unit-tests: deps policy.wasm $(NEWEST_MEMCACHED_DIR)/version
 	$(CARGO) test --locked --workspace --features e2e-tests/external-tools,memcached-controller/external-tools
 	python3 e2e-tests/check_metadata.py
 	python3 e2e-tests/check_release_links.py

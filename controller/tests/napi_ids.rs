@@ -69,59 +69,65 @@ const SPELLINGS: [&[&str]; 6] = [
     &["--n", "1"],
 ];
 
-#[tokio::test]
-async fn memcached_running_napi_ids_is_read_and_stays_up_in_every_spelling() {
-    for spelling in SPELLINGS {
-        let args = strings(spelling);
+on_each_release! {
+    #[tokio::test]
+    async fn memcached_running_napi_ids_is_read_and_stays_up_in_every_spelling() {
+        for spelling in SPELLINGS {
+            let args = strings(spelling);
+            let mut server = start(&args);
+            // The pod's supervisor reads these args.
+            let client = controller_client(&server, json!({ARGS_ANNOTATION: args.join("\n")}));
+            read_five_times(&mut server, &client, &args).await;
+        }
+    }
+}
+
+on_each_release! {
+    /// `-N` removed from a running pod's args: memcached still runs it until the
+    /// supervisor restarts it; the pod's record keeps `stats settings` from it.
+    #[tokio::test]
+    async fn memcached_whose_pod_no_longer_asks_for_napi_ids_is_not_asked_for_settings() {
+        let args = strings(&["-N", "1"]);
         let mut server = start(&args);
-        // The pod's supervisor reads these args.
-        let client = controller_client(&server, json!({ARGS_ANNOTATION: args.join("\n")}));
+        let removed = json!({ARGS_ANNOTATION: "-m\n64", NAPI_IDS_RAN_ANNOTATION: "true"});
+        let client = controller_client(&server, removed);
         read_five_times(&mut server, &client, &args).await;
     }
 }
 
-/// `-N` removed from a running pod's args: memcached still runs it until the
-/// supervisor restarts it; the pod's record keeps `stats settings` from it.
-#[tokio::test]
-async fn memcached_whose_pod_no_longer_asks_for_napi_ids_is_not_asked_for_settings() {
-    let args = strings(&["-N", "1"]);
-    let mut server = start(&args);
-    let removed = json!({ARGS_ANNOTATION: "-m\n64", NAPI_IDS_RAN_ANNOTATION: "true"});
-    let client = controller_client(&server, removed);
-    read_five_times(&mut server, &client, &args).await;
-}
+on_each_release! {
+    /// Without `-N` the settings are read from 1.6.18; by the old decision (the
+    /// desired spec without `-N`) the same command crashes a memcached that
+    /// still runs it: what the tests above guard against.
+    #[tokio::test]
+    async fn settings_are_read_without_napi_ids_and_crash_memcached_with_them() {
+        let mut plain = start(&strings(&["-t", "2"]));
+        let client = controller_client(&plain, json!({ARGS_ANNOTATION: "-t\n2"}));
+        let stats = client.collect(&[plain.addr]).await;
+        let settings = &stats.pods[&plain.addr].settings;
+        assert_eq!(settings.get("num_threads").map(String::as_str), Some("2"));
+        assert_eq!(plain.alive(), Ok(()));
 
-/// Without `-N` the settings are read from 1.6.18; by the old decision (the
-/// desired spec without `-N`) the same command crashes a memcached that
-/// still runs it: what the tests above guard against.
-#[tokio::test]
-async fn settings_are_read_without_napi_ids_and_crash_memcached_with_them() {
-    let mut plain = start(&strings(&["-t", "2"]));
-    let client = controller_client(&plain, json!({ARGS_ANNOTATION: "-t\n2"}));
-    let stats = client.collect(&[plain.addr]).await;
-    let settings = &stats.pods[&plain.addr].settings;
-    assert_eq!(settings.get("num_threads").map(String::as_str), Some("2"));
-    assert_eq!(plain.alive(), Ok(()));
-
-    // The old decision (from the desired spec, here without -N) crashes the
-    // releases with the bug; later ones answer.
-    let mut napi = start(&strings(&["-N", "1"]));
-    let wrongly = controller_client(&napi, json!({ARGS_ANNOTATION: "-t\n2"}));
-    let version = wrongly
-        .collect(&[napi.addr])
-        .await
-        .version
-        .unwrap_or_default();
-    if !settings_crash_with_napi_ids(&version) {
-        assert_eq!(napi.alive(), Ok(()), "memcached {version}");
-        return;
+        // The old decision (from the desired spec, here without -N) crashes the
+        // releases with the bug; later ones answer.
+        let mut napi = start(&strings(&["-N", "1"]));
+        let wrongly = controller_client(&napi, json!({ARGS_ANNOTATION: "-t\n2"}));
+        let version = wrongly
+            .collect(&[napi.addr])
+            .await
+            .version
+            .unwrap_or_default();
+        if !settings_crash_with_napi_ids(&version) {
+            assert_eq!(napi.alive(), Ok(()), "memcached {version}");
+            return;
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while napi.alive().is_ok() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let exited = napi
+            .alive()
+            .expect_err("memcached 1.6.9 to 1.6.39 with -N crash on stats settings");
+        assert!(!exited.success(), "{exited:?}");
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while napi.alive().is_ok() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let exited = napi
-        .alive()
-        .expect_err("memcached 1.6.9 to 1.6.39 with -N crash on stats settings");
-    assert!(!exited.success(), "{exited:?}");
 }

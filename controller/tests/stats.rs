@@ -75,191 +75,203 @@ fn named_tls_client(
     }
 }
 
-#[tokio::test]
-async fn reads_version_connections_and_hits_over_plain_tcp() {
-    let server = start(&[]);
-    command(server.addr, "set k 0 0 1\r\nv\r\n", 1).await;
-    command(server.addr, "get k\r\n", 1).await;
-    command(server.addr, "get k\r\nget missing\r\nget missing2\r\n", 3).await;
-    let stats = StatsClient::default().fetch(server.addr).await.unwrap();
-    assert!(stats.version.starts_with("1.6"), "{stats:?}");
-    assert!(stats.curr_connections >= 1);
-    assert_eq!((stats.get_hits, stats.get_misses), (2, 2));
+on_each_release! {
+    #[tokio::test]
+    async fn reads_version_connections_and_hits_over_plain_tcp() {
+        let server = start(&[]);
+        command(server.addr, "set k 0 0 1\r\nv\r\n", 1).await;
+        command(server.addr, "get k\r\n", 1).await;
+        command(server.addr, "get k\r\nget missing\r\nget missing2\r\n", 3).await;
+        let stats = StatsClient::default().fetch(server.addr).await.unwrap();
+        assert!(stats.version.starts_with("1.6"), "{stats:?}");
+        assert!(stats.curr_connections >= 1);
+        assert_eq!((stats.get_hits, stats.get_misses), (2, 2));
+    }
 }
 
-#[tokio::test]
-async fn sums_several_servers_and_skips_dead_ones() {
-    let (a, b) = (start(&[]), start(&[]));
-    // One client still connected to each: the one that sent the commands.
-    let clients = [
-        command(a.addr, "set k 0 0 1\r\nv\r\nget k\r\n", 2).await,
-        command(b.addr, "get nope\r\n", 1).await,
-    ];
-    let refused: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let silent = TcpListener::bind("127.0.0.1:0").unwrap(); // accepts, never answers
-    let stats = collect_counting(&[a.addr, refused, silent.local_addr().unwrap(), b.addr], 2).await;
-    assert_eq!(stats.reachable, 2);
-    let silent = silent.local_addr().unwrap();
-    assert_eq!(
-        stats.unanswered,
-        BTreeMap::from([(silent, Unanswered::Silent)]),
-        "a refused connection is the probe's business, a silent one is named"
-    );
-    assert_eq!(stats.hit_ratio.as_deref(), Some("0.50"));
-    assert_eq!(
-        stats.current_connections,
-        Some(2),
-        "the clients' connections, not the reader's own: {stats:?}"
-    );
-    drop(clients);
-    assert!(stats.version.is_some());
+on_each_release! {
+    #[tokio::test]
+    async fn sums_several_servers_and_skips_dead_ones() {
+        let (a, b) = (start(&[]), start(&[]));
+        // One client still connected to each: the one that sent the commands.
+        let clients = [
+            command(a.addr, "set k 0 0 1\r\nv\r\nget k\r\n", 2).await,
+            command(b.addr, "get nope\r\n", 1).await,
+        ];
+        let refused: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap(); // accepts, never answers
+        let stats = collect_counting(&[a.addr, refused, silent.local_addr().unwrap(), b.addr], 2).await;
+        assert_eq!(stats.reachable, 2);
+        let silent = silent.local_addr().unwrap();
+        assert_eq!(
+            stats.unanswered,
+            BTreeMap::from([(silent, Unanswered::Silent)]),
+            "a refused connection is the probe's business, a silent one is named"
+        );
+        assert_eq!(stats.hit_ratio.as_deref(), Some("0.50"));
+        assert_eq!(
+            stats.current_connections,
+            Some(2),
+            "the clients' connections, not the reader's own: {stats:?}"
+        );
+        drop(clients);
+        assert!(stats.version.is_some());
+    }
 }
 
-/// What was not read stays unknown: no ratio before the first get, no
-/// numbers at all when no server answered (kubectl then shows blanks).
-#[tokio::test]
-async fn unknown_numbers_stay_absent() {
-    let server = start(&[]);
-    let idle = collect_counting(&[server.addr], 0).await;
-    assert_eq!(idle.reachable, 1);
-    assert_eq!(idle.hit_ratio, None, "no gets yet: {idle:?}");
-    assert_eq!(idle.current_connections, Some(0), "no client: {idle:?}");
-    let refused: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let none = StatsClient::default().collect(&[refused]).await;
-    assert_eq!((none.current_connections, none.hit_ratio), (None, None));
+on_each_release! {
+    /// What was not read stays unknown: no ratio before the first get, no
+    /// numbers at all when no server answered (kubectl then shows blanks).
+    #[tokio::test]
+    async fn unknown_numbers_stay_absent() {
+        let server = start(&[]);
+        let idle = collect_counting(&[server.addr], 0).await;
+        assert_eq!(idle.reachable, 1);
+        assert_eq!(idle.hit_ratio, None, "no gets yet: {idle:?}");
+        assert_eq!(idle.current_connections, Some(0), "no client: {idle:?}");
+        let refused: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let none = StatsClient::default().collect(&[refused]).await;
+        assert_eq!((none.current_connections, none.hit_ratio), (None, None));
+    }
 }
 
-#[tokio::test]
-async fn authenticates_with_the_auth_file() {
-    let dir = common::readable_tempdir();
-    let file = dir.path().join("auth");
-    std::fs::write(&file, "cache:s3cret\n").unwrap();
-    let server = start(&["-Y".into(), file.display().to_string()]);
-    let anonymous = StatsClient::default().fetch(server.addr).await;
-    assert!(
-        anonymous.is_err(),
-        "memcached -Y must refuse unauthenticated stats: {anonymous:?}"
-    );
-    let wrong = StatsClient {
-        credentials: Some(Credentials {
-            username: "cache".into(),
-            password: "x".into(),
-        }),
-        ..Default::default()
-    };
-    assert!(matches!(
-        wrong.fetch(server.addr).await,
-        Err(StatsError::Auth(_))
-    ));
-    let right = StatsClient {
-        credentials: Credentials::from_auth_file("cache:s3cret"),
-        ..Default::default()
-    };
-    assert!(
-        right
-            .fetch(server.addr)
-            .await
-            .unwrap()
-            .version
-            .starts_with("1.6")
-    );
+on_each_release! {
+    #[tokio::test]
+    async fn authenticates_with_the_auth_file() {
+        let dir = common::readable_tempdir();
+        let file = dir.path().join("auth");
+        std::fs::write(&file, "cache:s3cret\n").unwrap();
+        let server = start(&["-Y".into(), file.display().to_string()]);
+        let anonymous = StatsClient::default().fetch(server.addr).await;
+        assert!(
+            anonymous.is_err(),
+            "memcached -Y must refuse unauthenticated stats: {anonymous:?}"
+        );
+        let wrong = StatsClient {
+            credentials: Some(Credentials {
+                username: "cache".into(),
+                password: "x".into(),
+            }),
+            ..Default::default()
+        };
+        assert!(matches!(
+            wrong.fetch(server.addr).await,
+            Err(StatsError::Auth(_))
+        ));
+        let right = StatsClient {
+            credentials: Credentials::from_auth_file("cache:s3cret"),
+            ..Default::default()
+        };
+        assert!(
+            right
+                .fetch(server.addr)
+                .await
+                .unwrap()
+                .version
+                .starts_with("1.6")
+        );
+    }
 }
 
-#[tokio::test]
-async fn speaks_tls_and_presents_a_client_certificate_when_required() {
-    let dir = common::readable_tempdir();
-    let pki = make_pki();
-    let path = |name: &str, content: &str| {
-        let p = dir.path().join(name);
-        std::fs::write(&p, content).unwrap();
-        p.display().to_string()
-    };
-    let (ca, cert, key) = (
-        path("ca.crt", &pki.ca),
-        path("tls.crt", &pki.cert),
-        path("tls.key", &pki.key),
-    );
-    let tls = start(&[
-        "-Z".into(),
-        "-o".into(),
-        format!("ssl_chain_cert={cert},ssl_key={key}"),
-    ]);
-    let client = tls_client(&pki, &pki, None);
-    assert!(
-        client
-            .fetch(tls.addr)
-            .await
-            .unwrap()
-            .version
-            .starts_with("1.6")
-    );
-    assert!(
-        StatsClient::default().fetch(tls.addr).await.is_err(),
-        "plain text must not work against TLS"
-    );
+on_each_release! {
+    #[tokio::test]
+    async fn speaks_tls_and_presents_a_client_certificate_when_required() {
+        let dir = common::readable_tempdir();
+        let pki = make_pki();
+        let path = |name: &str, content: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, content).unwrap();
+            p.display().to_string()
+        };
+        let (ca, cert, key) = (
+            path("ca.crt", &pki.ca),
+            path("tls.crt", &pki.cert),
+            path("tls.key", &pki.key),
+        );
+        let tls = start(&[
+            "-Z".into(),
+            "-o".into(),
+            format!("ssl_chain_cert={cert},ssl_key={key}"),
+        ]);
+        let client = tls_client(&pki, &pki, None);
+        assert!(
+            client
+                .fetch(tls.addr)
+                .await
+                .unwrap()
+                .version
+                .starts_with("1.6")
+        );
+        assert!(
+            StatsClient::default().fetch(tls.addr).await.is_err(),
+            "plain text must not work against TLS"
+        );
 
-    let mtls = start(&[
-        "-Z".into(),
-        "-o".into(),
-        format!("ssl_chain_cert={cert},ssl_key={key},ssl_ca_cert={ca},ssl_verify_mode=2"),
-    ]);
-    let refused = client.fetch(mtls.addr).await;
-    assert!(
-        matches!(refused, Err(StatsError::Tls(_))),
-        "mTLS must refuse a client without certificate, as TLS (not a closed connection): {refused:?}"
-    );
-    let identity = Some((pki.cert.as_bytes(), pki.key.as_bytes()));
-    let with_cert = tls_client(&pki, &pki, identity);
-    assert!(
-        with_cert
-            .fetch(mtls.addr)
-            .await
-            .unwrap()
-            .version
-            .starts_with("1.6")
-    );
+        let mtls = start(&[
+            "-Z".into(),
+            "-o".into(),
+            format!("ssl_chain_cert={cert},ssl_key={key},ssl_ca_cert={ca},ssl_verify_mode=2"),
+        ]);
+        let refused = client.fetch(mtls.addr).await;
+        assert!(
+            matches!(refused, Err(StatsError::Tls(_))),
+            "mTLS must refuse a client without certificate, as TLS (not a closed connection): {refused:?}"
+        );
+        let identity = Some((pki.cert.as_bytes(), pki.key.as_bytes()));
+        let with_cert = tls_client(&pki, &pki, identity);
+        assert!(
+            with_cert
+                .fetch(mtls.addr)
+                .await
+                .unwrap()
+                .version
+                .starts_with("1.6")
+        );
 
-    let stranger = make_pki();
-    let untrusting = tls_client(&stranger, &stranger, None);
-    assert!(
-        matches!(untrusting.fetch(tls.addr).await, Err(StatsError::Tls(_))),
-        "a server outside the CA is refused"
-    );
-    let other_name = named_tls_client(&pki, &pki, None, "other.default.svc");
-    assert!(
-        matches!(other_name.fetch(tls.addr).await, Err(StatsError::Tls(_))),
-        "a certificate of the same CA for another name is refused"
-    );
-    let no_ca = StatsClient {
-        tls: Some(Tls {
-            config: Arc::new(client_config(None, pki.cert.as_bytes(), None).unwrap()),
-            server_name: ServerName::try_from("other.default.svc").unwrap(),
-        }),
-        ..Default::default()
-    };
-    assert!(
-        matches!(no_ca.fetch(tls.addr).await, Err(StatsError::Tls(_))),
-        "without ca.crt the name is checked too"
-    );
+        let stranger = make_pki();
+        let untrusting = tls_client(&stranger, &stranger, None);
+        assert!(
+            matches!(untrusting.fetch(tls.addr).await, Err(StatsError::Tls(_))),
+            "a server outside the CA is refused"
+        );
+        let other_name = named_tls_client(&pki, &pki, None, "other.default.svc");
+        assert!(
+            matches!(other_name.fetch(tls.addr).await, Err(StatsError::Tls(_))),
+            "a certificate of the same CA for another name is refused"
+        );
+        let no_ca = StatsClient {
+            tls: Some(Tls {
+                config: Arc::new(client_config(None, pki.cert.as_bytes(), None).unwrap()),
+                server_name: ServerName::try_from("other.default.svc").unwrap(),
+            }),
+            ..Default::default()
+        };
+        assert!(
+            matches!(no_ca.fetch(tls.addr).await, Err(StatsError::Tls(_))),
+            "without ca.crt the name is checked too"
+        );
+    }
 }
 
-#[tokio::test]
-async fn never_sends_credentials_to_a_server_that_does_not_ask() {
-    let server = start(&[]);
-    let client = StatsClient {
-        credentials: Credentials::from_auth_file("cache:s3cret"),
-        ..Default::default()
-    };
-    assert!(client.fetch(server.addr).await.is_ok());
-    let mut s = TcpStream::connect(server.addr).await.unwrap();
-    s.write_all(b"get auth\r\n").await.unwrap();
-    let mut answer = [0u8; 64];
-    let n = s.read(&mut answer).await.unwrap();
-    assert_eq!(
-        &answer[..n],
-        b"END\r\n",
-        "the password was stored as an item on a server without -Y"
-    );
+on_each_release! {
+    #[tokio::test]
+    async fn never_sends_credentials_to_a_server_that_does_not_ask() {
+        let server = start(&[]);
+        let client = StatsClient {
+            credentials: Credentials::from_auth_file("cache:s3cret"),
+            ..Default::default()
+        };
+        assert!(client.fetch(server.addr).await.is_ok());
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        s.write_all(b"get auth\r\n").await.unwrap();
+        let mut answer = [0u8; 64];
+        let n = s.read(&mut answer).await.unwrap();
+        assert_eq!(
+            &answer[..n],
+            b"END\r\n",
+            "the password was stored as an item on a server without -Y"
+        );
+    }
 }
 
 /// A server that answers every connection with `chunk`, repeated forever.
@@ -312,40 +324,42 @@ async fn one_answer_server(answer: &'static [u8], reset: bool) -> SocketAddr {
     addr
 }
 
-/// A pod sending garbage or resetting the connection is named with how it
-/// failed; its numbers never reach the status, the others' do.
-#[tokio::test]
-async fn garbage_answers_and_resets_are_named_not_counted() {
-    let not_a_number = one_answer_server(b"STAT get_hits banana\r\nEND\r\n", false).await;
-    let result = StatsClient::default().fetch(not_a_number).await;
-    assert!(
-        matches!(&result, Err(StatsError::Protocol(m)) if m == "get_hits is not a number: \"banana\""),
-        "{result:?}"
-    );
-    let binary = one_answer_server(b"\x00\xff\xfe garbage\r\nEND\r\n", false).await;
-    let result = StatsClient::default().fetch(binary).await;
-    assert!(
-        matches!(&result, Err(StatsError::Protocol(m)) if m.starts_with("unexpected line")),
-        "{result:?}"
-    );
-    let reset = one_answer_server(b"", true).await;
-    let result = StatsClient::default().fetch(reset).await;
-    assert!(matches!(&result, Err(StatsError::Closed(_))), "{result:?}");
+on_each_release! {
+    /// A pod sending garbage or resetting the connection is named with how it
+    /// failed; its numbers never reach the status, the others' do.
+    #[tokio::test]
+    async fn garbage_answers_and_resets_are_named_not_counted() {
+        let not_a_number = one_answer_server(b"STAT get_hits banana\r\nEND\r\n", false).await;
+        let result = StatsClient::default().fetch(not_a_number).await;
+        assert!(
+            matches!(&result, Err(StatsError::Protocol(m)) if m == "get_hits is not a number: \"banana\""),
+            "{result:?}"
+        );
+        let binary = one_answer_server(b"\x00\xff\xfe garbage\r\nEND\r\n", false).await;
+        let result = StatsClient::default().fetch(binary).await;
+        assert!(
+            matches!(&result, Err(StatsError::Protocol(m)) if m.starts_with("unexpected line")),
+            "{result:?}"
+        );
+        let reset = one_answer_server(b"", true).await;
+        let result = StatsClient::default().fetch(reset).await;
+        assert!(matches!(&result, Err(StatsError::Closed(_))), "{result:?}");
 
-    let good = start(&[]);
-    command(good.addr, "set k 0 0 1\r\nv\r\nget k\r\nget nope\r\n", 3).await;
-    let stats = StatsClient::default()
-        .collect(&[not_a_number, binary, reset, good.addr])
-        .await;
-    assert_eq!(stats.reachable, 1, "{stats:?}");
-    assert_eq!(stats.hit_ratio.as_deref(), Some("0.50"), "{stats:?}");
-    assert_eq!(
-        stats.unanswered,
-        BTreeMap::from([
-            (not_a_number, Unanswered::Garbled),
-            (binary, Unanswered::Garbled),
-            (reset, Unanswered::Closed),
-        ]),
-        "garbage is not silence"
-    );
+        let good = start(&[]);
+        command(good.addr, "set k 0 0 1\r\nv\r\nget k\r\nget nope\r\n", 3).await;
+        let stats = StatsClient::default()
+            .collect(&[not_a_number, binary, reset, good.addr])
+            .await;
+        assert_eq!(stats.reachable, 1, "{stats:?}");
+        assert_eq!(stats.hit_ratio.as_deref(), Some("0.50"), "{stats:?}");
+        assert_eq!(
+            stats.unanswered,
+            BTreeMap::from([
+                (not_a_number, Unanswered::Garbled),
+                (binary, Unanswered::Garbled),
+                (reset, Unanswered::Closed),
+            ]),
+            "garbage is not silence"
+        );
+    }
 }

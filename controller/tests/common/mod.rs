@@ -1,9 +1,194 @@
-//! A real memcached (Debian package) started per test on a free loopback port.
+//! A real memcached started per test on a free loopback port: the host's
+//! (Debian 12's 1.6.18, `memcached` on PATH) or today's (Debian sid's, run
+//! from its own root filesystem, `$MEMCACHED_NEWEST`), as the test says
+//! ([`on_each_release!`] runs a test on both).
 #![allow(dead_code)]
 
+use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// A memcached release the tests run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// The host's `memcached` on PATH (`make deps`: Debian 12's 1.6.18),
+    /// an older release users still run.
+    Host,
+    /// Today's, as Debian sid serves it: the root filesystem
+    /// `e2e-tests/cluster/memcached-newest.sh` extracted, named by
+    /// `$MEMCACHED_NEWEST` (the Makefile sets it), run through its own
+    /// dynamic loader and libraries.
+    Newest,
+}
+
+thread_local! {
+    static RELEASE: Cell<Release> = const { Cell::new(Release::Host) };
+}
+
+impl Release {
+    /// The release this test thread runs ([`Release::Host`] unless
+    /// [`Release::select`] said otherwise).
+    pub fn current() -> Release {
+        RELEASE.with(Cell::get)
+    }
+
+    /// Run this release for the rest of the test (its thread).
+    pub fn select(self) {
+        RELEASE.with(|r| r.set(self));
+    }
+
+    /// The program that runs this memcached: `memcached` on PATH, or a
+    /// script that execs today's through its own loader (the same process:
+    /// its pid is memcached's).
+    pub fn program(self) -> PathBuf {
+        match self {
+            Release::Host => PathBuf::from("memcached"),
+            Release::Newest => newest_wrapper().join("memcached"),
+        }
+    }
+
+    /// A PATH whose `memcached` is this release's (for the pod's
+    /// supervisor script, which runs `memcached` from PATH).
+    pub fn path_env(self) -> String {
+        let path = std::env::var("PATH").unwrap_or_default();
+        match self {
+            Release::Host => path,
+            Release::Newest => format!("{}:{path}", newest_wrapper().display()),
+        }
+    }
+
+    /// A command running this memcached.
+    pub fn command(self) -> Command {
+        let mut command = Command::new(self.program());
+        command.env("PATH", self.path_env());
+        command
+    }
+
+    /// The patch number of its 1.6 release (18 for 1.6.18): the tests that
+    /// meet a difference between releases compare it with the release that
+    /// changed it.
+    pub fn patch(self) -> u32 {
+        let version = self.version();
+        version
+            .strip_prefix("1.6.")
+            .and_then(|patch| patch.parse().ok())
+            .unwrap_or_else(|| panic!("{self:?} memcached is {version}, not a 1.6 release"))
+    }
+
+    /// Its version, as `memcached -V` prints it (`1.6.18`).
+    pub fn version(self) -> String {
+        let output = self
+            .command()
+            .arg("-V")
+            .output()
+            .unwrap_or_else(|e| panic!("{self:?} memcached: {e}"));
+        let text = String::from_utf8_lossy(&output.stdout);
+        text.trim()
+            .strip_prefix("memcached ")
+            .unwrap_or_else(|| panic!("{self:?} memcached -V printed {text:?}"))
+            .to_string()
+    }
+}
+
+/// The root filesystem of today's memcached, from `$MEMCACHED_NEWEST`.
+pub fn newest_rootfs() -> PathBuf {
+    let rootfs = std::env::var_os("MEMCACHED_NEWEST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!(
+                "MEMCACHED_NEWEST is not set: it names the root filesystem of today's memcached \
+             (`make target/e2e/memcached-newest/version` fetches it from Debian; `make test` and \
+             `make unit-tests` set it: MEMCACHED_NEWEST=$PWD/target/e2e/memcached-newest/rootfs)"
+            )
+        });
+    assert!(
+        rootfs.join("usr/bin/memcached").is_file(),
+        "MEMCACHED_NEWEST={}: no usr/bin/memcached there (`make target/e2e/memcached-newest/version` \
+         fetches today's memcached from Debian)",
+        rootfs.display()
+    );
+    rootfs
+}
+
+/// A directory with `memcached`, a script that runs today's memcached from
+/// its root filesystem without chroot: its own `ld-linux` loads it with the
+/// root filesystem's libraries (sid's glibc, newer than the host's). Written
+/// once per test process, in cargo's target tmp directory.
+fn newest_wrapper() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let rootfs = newest_rootfs();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("memcached-newest");
+        std::fs::create_dir_all(&dir).unwrap();
+        let libs: Vec<String> = ["usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib"]
+            .iter()
+            .map(|d| rootfs.join(d).display().to_string())
+            .collect();
+        let script = format!(
+            "#!/bin/sh\nexec '{}' --library-path '{}' '{}' \"$@\"\n",
+            rootfs.join("usr/lib64/ld-linux-x86-64.so.2").display(),
+            libs.join(":"),
+            rootfs.join("usr/bin/memcached").display()
+        );
+        // Written aside and renamed: test binaries running at once each write it.
+        let written = dir.join(format!("memcached.{}", std::process::id()));
+        std::fs::write(&written, script).unwrap();
+        std::fs::set_permissions(&written, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&written, dir.join("memcached")).unwrap();
+        // memcached reads it after dropping to `nobody` when run as root.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir
+    })
+    .clone()
+}
+
+/// Each test of the block twice, in a module of its name: `<test>::host` on
+/// the host's memcached (Debian 12's 1.6.18) and `<test>::newest` on today's
+/// ([`Release`]); the test reads which from [`Release::current`].
+#[macro_export]
+macro_rules! on_each_release {
+    () => {};
+    ($(#[doc = $doc:literal])* #[tokio::test] async fn $name:ident() $body:block $($rest:tt)*) => {
+        $(#[doc = $doc])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[tokio::test]
+            async fn host() {
+                $crate::common::Release::Host.select();
+                $body
+            }
+            #[tokio::test]
+            async fn newest() {
+                $crate::common::Release::Newest.select();
+                $body
+            }
+        }
+        $crate::on_each_release!($($rest)*);
+    };
+    ($(#[doc = $doc:literal])* #[test] fn $name:ident() $body:block $($rest:tt)*) => {
+        $(#[doc = $doc])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[test]
+            fn host() {
+                $crate::common::Release::Host.select();
+                $body
+            }
+            #[test]
+            fn newest() {
+                $crate::common::Release::Newest.select();
+                $body
+            }
+        }
+        $crate::on_each_release!($($rest)*);
+    };
+}
 
 /// A running memcached, killed on drop.
 pub struct Memcached {
@@ -69,10 +254,12 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Start memcached with `args` on a free loopback port and wait until it accepts connections.
+/// Start memcached (the test's [`Release`]) with `args` on a free loopback
+/// port and wait until it accepts connections.
 pub fn start(args: &[String]) -> Memcached {
     let port = free_port();
-    let mut command = Command::new("memcached");
+    let release = Release::current();
+    let mut command = release.command();
     command.args(args).args(loopback_args(port));
     if is_root() {
         command.args(["-u", "nobody"]);
@@ -81,17 +268,17 @@ pub fn start(args: &[String]) -> Memcached {
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("memcached is installed (apt-get install memcached)");
+        .unwrap_or_else(|e| panic!("{release:?} memcached (apt-get install memcached): {e}"));
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let mut server = Memcached { child, addr };
     let deadline = Instant::now() + Duration::from_secs(5);
     while TcpStream::connect(addr).is_err() {
         if let Ok(Some(status)) = server.child.try_wait() {
-            panic!("memcached {args:?} exited: {status}");
+            panic!("{release:?} memcached {args:?} exited: {status}");
         }
         assert!(
             Instant::now() < deadline,
-            "memcached {args:?} did not start"
+            "{release:?} memcached {args:?} did not start"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

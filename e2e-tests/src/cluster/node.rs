@@ -44,7 +44,9 @@ pub const EXPORTER_IMAGE: &str = "prom/memcached-exporter:v0.14.3";
 pub const CONTROLLER_REPOSITORY: &str = "c5c3/memcached-operator";
 
 /// The images the node pulls: (tag in the OCI layout, repository:tag in the
-/// registry, mirrored for docker.io, registry.k8s.io and ghcr.io).
+/// registry, mirrored for docker.io, registry.k8s.io and ghcr.io). Its
+/// `memcached:1.6` is today's memcached (Debian sid's, e2e-tests/cluster/memcached-newest.sh);
+/// the older release beside it is pushed by its version ([`previous_memcached_image`]).
 const IMAGES: [(&str, &str); 5] = [
     ("memcached", "library/memcached:1.6"),
     ("memcached-exporter", EXPORTER_IMAGE),
@@ -82,6 +84,13 @@ pub fn start_registry(binaries: &Binaries, workdir: &Path) -> Result<Registry, S
             format!("{e} (build the images with `make target/e2e/images/index.json`)")
         })?;
     }
+    let previous = previous_memcached_image(binaries)?;
+    push(
+        &layout,
+        PREVIOUS_MEMCACHED,
+        &registry,
+        &format!("library/{previous}"),
+    )?;
     let kubewarden = binaries.node.join("kubewarden/images");
     for (tag, repository) in kubewarden_charts::IMAGES {
         let name = format!("{repository}:{}", kubewarden_charts::VERSION);
@@ -110,6 +119,54 @@ pub fn start_registry(binaries: &Binaries, workdir: &Path) -> Result<Registry, S
         &format!("{CONTROLLER_REPOSITORY}:{tag}"),
     )?;
     Ok(registry)
+}
+
+/// The layout tag of the older memcached (the host's, Debian 12's 1.6.18).
+const PREVIOUS_MEMCACHED: &str = "memcached-previous";
+
+/// The memcached release an image of the node's layout runs: its
+/// `org.opencontainers.image.version` label, as e2e-tests/cluster/images.sh set it.
+pub fn memcached_release(binaries: &Binaries, tag: &str) -> Result<String, String> {
+    let layout = binaries.node.join("images");
+    let read = |path: PathBuf| -> Result<Value, String> {
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            format!(
+                "{}: {e} (build the images with `make target/e2e/images/index.json`)",
+                path.display()
+            )
+        })?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let blob = |descriptor: &Value| -> Result<PathBuf, String> {
+        let digest = descriptor["digest"].as_str().unwrap_or_default();
+        let (algorithm, hex) = digest
+            .split_once(':')
+            .ok_or_else(|| format!("a descriptor without a digest: {descriptor}"))?;
+        Ok(layout.join("blobs").join(algorithm).join(hex))
+    };
+    let index = read(layout.join("index.json"))?;
+    let manifest = index["manifests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == tag)
+        .ok_or_else(|| format!("{}: no image tagged {tag}", layout.display()))?;
+    let manifest = read(blob(manifest)?)?;
+    let config = read(blob(&manifest["config"])?)?;
+    config["config"]["Labels"]["org.opencontainers.image.version"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("the image {tag} has no version label"))
+}
+
+/// The older memcached release the node has beside today's `memcached:1.6`,
+/// as a user names it: `memcached:<version>` (the host's memcached, 1.6.18 on
+/// Debian 12): an image to upgrade from.
+pub fn previous_memcached_image(binaries: &Binaries) -> Result<String, String> {
+    Ok(format!(
+        "memcached:{}",
+        memcached_release(binaries, PREVIOUS_MEMCACHED)?
+    ))
 }
 
 /// `skopeo copy` of `tag` in the OCI layout to `name` in the registry.

@@ -45,6 +45,7 @@ mod platform;
 mod pods;
 mod rollouts;
 mod secrets;
+mod versions;
 mod warm;
 
 use chart::*;
@@ -54,6 +55,7 @@ use platform::*;
 use pods::*;
 use rollouts::*;
 use secrets::*;
+use versions::*;
 use warm::*;
 
 const NAMESPACE: &str = "real-node";
@@ -227,6 +229,11 @@ const SCENARIOS: &[Scenario] = &[
         monitored_by_prometheus,
     ),
     Scenario::new("the node stack's memory", node_memory),
+    Scenario::new(
+        "an image upgrade from an older memcached (memcached:1.6.18) to today's memcached:1.6, warm \
+         restarts on: each pod restarted in place on the new release, every key kept",
+        image_upgraded_to_todays_memcached,
+    ),
 ];
 
 fn main() {
