@@ -104,8 +104,10 @@ pub(crate) fn pod_in_container(env: &mut Env) -> Result<(), String> {
 pub(crate) fn stats_and_logs(env: &mut Env) -> Result<(), String> {
     let ip = pod_ip(&the_pod(env)?)?;
     let stats = stats(&ip)?;
-    // PID 1: memcached is its container's init (docker-entrypoint.sh execs it).
-    for (key, expected) in [("pid", "1"), ("version", "1.6.18")] {
+    // PID 1: memcached is its container's init (docker-entrypoint.sh execs it);
+    // the release memcached:1.6 is on the node (today's, its image's label).
+    let release = node::memcached_release(&env.binaries, "memcached")?;
+    for (key, expected) in [("pid", "1"), ("version", release.as_str())] {
         check(
             stats.get(key).map(String::as_str) == Some(expected),
             format!("STAT {key} {:?}, expected {expected}", stats.get(key)),
