@@ -552,16 +552,12 @@ on_each_release! {
     /// Every extraArgs list the policy accepts starts with the rendered args.
     #[test]
     fn accepted_extra_args_serve() {
-        let cases: [&[&str]; 11] = [
+        let cases: [&[&str]; 10] = [
             &[
                 "-o",
                 "hot_lru_pct=40,warm_lru_pct=40,slab_sizes=48-100-200,hashpower=13,modern=x",
             ],
             &["-o", "no_modern,temporary_ttl=61,lru_maintainer", "-N", "4"],
-            &[
-                "-R", "-1", "-f1.05", "-n", "48", "-N", "1", "-b", "abc", "-a", "700",
-            ],
-            // The same without -R -1, which memcached 1.6.24 on exits on.
             &["-f1.05", "-n", "48", "-N", "1", "-b", "abc", "-a", "700"],
             &[
                 "-v",
@@ -580,22 +576,10 @@ on_each_release! {
             &["-o", ""],
             &["--max-r=30", "-b", "512", "-A", "-F", "-X", "-W"],
         ];
-        let release = Release::current();
         for args in cases {
             let config = json!({"extraArgs": args, "verbosity": 1});
             assert_eq!(policy(config.clone()), Vec::<String>::new(), "{args:?}");
             let outcome = run(&rendered(config.clone()));
-            // memcached up to 1.6.23 takes a negative -R (atoi, only 0
-            // refused); 1.6.24 refuses it too (memcached 2bc409e8b). The
-            // policy accepts it: today's memcached exits on what it accepts.
-            if args.starts_with(&["-R", "-1"]) && release.patch() >= 24 {
-                assert!(
-                    matches!(&outcome, Outcome::Exited(Some(1), text)
-                        if text.contains("Number of requests per event must be greater than 0")),
-                    "{release:?} {args:?}: {outcome:?}"
-                );
-                continue;
-            }
             let Outcome::Serves(running) = outcome else {
                 panic!("{args:?}: {outcome:?}");
             };

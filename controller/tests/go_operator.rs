@@ -215,7 +215,7 @@ fn the_go_operators_objects_get_their_network_policy_and_auth_file() {
     // controller reports (InvalidAuthSecret) instead of rolling out pods no
     // client can log in to. The production samples' Secret is not among
     // the objects.
-    let problem = r#"Secret test-sasl-credentials key "password-file" must end with a newline: memcached ignores an unterminated last line"#;
+    let problem = r#"Secret test-sasl-credentials key "password-file" must end with a newline: memcached up to 1.6.31 drops the last character of an unterminated last line"#;
     let password_file = vec![("password-file".to_string(), "auth".to_string())];
     assert_eq!(
         auth,

@@ -345,6 +345,7 @@ mod tests {
         ambiguous_long: ["--ver"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--ver": memcached exits on it: option '--ver' is ambiguous; possibilities: '--version' '--verbose'"#;
         missing_value: ["-v", "-R"] => r#"spec.memcached.extraArgs[1]: Invalid value: "-R": memcached exits on it: option requires an argument -- 'R'"#;
         requests_per_event_zero: ["-R", "0"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-R 0": memcached exits on it: Number of requests per event must be greater than 0"#;
+        requests_per_event_negative: ["-R", "-1"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-R -1": memcached exits on it: Number of requests per event must be greater than 0"#;
         growth_factor_one: ["--slab-growth-factor=1"] => r#"spec.memcached.extraArgs[0]: Invalid value: "--slab-growth-factor=1": memcached exits on it: Factor must be greater than 1"#;
         growth_factor_nan: ["-fnan"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-fnan": memcached exits on it: Floating point exception (a NaN factor crashes it)"#;
         chunk_size_not_a_number: ["-vn", "abc"] => r#"spec.memcached.extraArgs[0]: Invalid value: "-vn abc": memcached exits on it: Chunk size must be greater than 0"#;
@@ -364,7 +365,7 @@ mod tests {
         common_tuning: ["-v", "-o", "modern", "--disable-cas", "-R", "20", "-B", "ascii"];
         suboption_values_memcached_takes: ["-o", "hot_lru_pct=40,warm_lru_pct=40,slab_sizes=48-100-200,hashpower=13,modern=x"];
         temporary_ttl_with_the_maintainer_back: ["-o", "no_modern,temporary_ttl=61,lru_maintainer", "-N", "4"];
-        values_memcached_takes: ["-R", "-1", "-f1.05", "-n", "48", "-N", "1", "-b", "abc", "-a", "700"];
+        values_memcached_takes: ["-f1.05", "-n", "48", "-N", "1", "-b", "abc", "-a", "700"];
         values_that_look_like_flags: ["-o", "modern", "-P", "-m"];
         glued_suboptions_and_bundles: ["-oslab_reassign,lru_crawler,", "-vvLC", "-D", ":"];
         long_prefixes: ["--disable-c", "--lock", "--slab-g=1.5", "--verbose"];

@@ -7,7 +7,9 @@ use crate::memcached_options::SLAB_CHUNK_MAX;
 /// Why memcached exits on `value` of the short option `c`, if it does.
 pub fn short_option(c: char, value: &str) -> Option<&'static str> {
     match c {
-        'R' if atoi(value) == 0 => Some("Number of requests per event must be greater than 0"),
+        // Up to 1.6.23 only 0 is refused; 1.6.24 on (memcached 2bc409e8b), what
+        // `memcached:1.6` runs today, refuse a negative count too.
+        'R' if atoi(value) <= 0 => Some("Number of requests per event must be greater than 0"),
         'f' => match atof(value) {
             factor if factor <= 1.0 => Some("Factor must be greater than 1"),
             factor if factor.is_nan() => Some("Floating point exception (a NaN factor crashes it)"),
@@ -594,7 +596,12 @@ mod tests {
             short_option('R', "0"),
             Some("Number of requests per event must be greater than 0")
         );
-        assert_eq!(short_option('R', "-1"), None);
+        assert_eq!(
+            short_option('R', "-1"),
+            Some("Number of requests per event must be greater than 0"),
+            "memcached 1.6.24 on"
+        );
+        assert_eq!(short_option('R', "1"), None);
         assert_eq!(
             short_option('f', "1"),
             Some("Factor must be greater than 1")

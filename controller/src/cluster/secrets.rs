@@ -200,7 +200,7 @@ pub fn auth_file_problem(spec: &MemcachedSpec, secrets: &SecretData) -> Option<S
     let file = data.get(key)?;
     (!file.ends_with(b"\n")).then(|| {
         format!(
-            "Secret {secret} key {key:?} must end with a newline: memcached ignores an unterminated last line"
+            "Secret {secret} key {key:?} must end with a newline: memcached up to 1.6.31 drops the last character of an unterminated last line"
         )
     })
 }
@@ -283,7 +283,7 @@ mod tests {
             assert_eq!(
                 auth_file_problem(&sasl("auth"), &unterminated),
                 Some(format!(
-                    "Secret auth key {key:?} must end with a newline: memcached ignores an unterminated last line"
+                    "Secret auth key {key:?} must end with a newline: memcached up to 1.6.31 drops the last character of an unterminated last line"
                 ))
             );
         }
