@@ -319,14 +319,18 @@ impl Env {
     /// The controller's namespace, its RBAC (with the writes guard) and the
     /// user roles; a kubeconfig of its ServiceAccount.
     fn install_operator_rbac(&self) -> Result<(), String> {
-        let root = workspace_root();
         self.kubectl
             .ok(&["create", "namespace", OPERATOR_NAMESPACE])?;
-        for manifest in [
-            "deploy/rbac.yaml",
-            "deploy/rbac-writes-guard.yaml",
-            "deploy/rbac-user-roles.yaml",
-        ] {
+        self.apply_operator_rbac()
+    }
+
+    /// The controller's RBAC (with the writes guard) and the user roles
+    /// applied, and a kubeconfig with a token of its ServiceAccount as it is
+    /// now: again after a scenario deleted them (a new ServiceAccount
+    /// invalidates the old token).
+    pub fn apply_operator_rbac(&self) -> Result<(), String> {
+        let root = workspace_root();
+        for manifest in OPERATOR_RBAC {
             self.kubectl
                 .ok(&["apply", "-f", &root.join(manifest).to_string_lossy()])?;
         }
@@ -553,6 +557,13 @@ fn push_policy(
     )?;
     Ok((Artifact { reference, digest }, repository))
 }
+
+/// The manifests of the controller's RBAC the suites apply, as `kubectl apply -f` takes them.
+pub const OPERATOR_RBAC: [&str; 3] = [
+    "deploy/rbac.yaml",
+    "deploy/rbac-writes-guard.yaml",
+    "deploy/rbac-user-roles.yaml",
+];
 
 /// deploy/policy.yaml, deploy/policy-audit.yaml and a namespaced variant at
 /// `baseline`, each checked to load `repository` (the artifact metadata.yml

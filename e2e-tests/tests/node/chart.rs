@@ -453,20 +453,11 @@ pub(crate) fn chart_with_policy(env: &mut Env) -> Result<(), String> {
     // The suite's own controller runs from the kubectl manifests, whose names
     // the README's release takes: they go first, as for a user moving from
     // those manifests to the chart, and come back after.
-    let manifests = [
-        "deploy/rbac.yaml",
-        "deploy/rbac-writes-guard.yaml",
-        "deploy/rbac-user-roles.yaml",
-    ]
-    .map(|m| e2e_tests::workspace_root().join(m).display().to_string());
-    let files = |verb: &str| -> Vec<String> {
-        let mut args = vec![verb.to_string()];
-        for manifest in &manifests {
-            args.extend(["-f".to_string(), manifest.clone()]);
-        }
-        args
-    };
-    let mut delete = files("delete");
+    let mut delete = vec!["delete".to_string()];
+    for manifest in OPERATOR_RBAC {
+        let path = e2e_tests::workspace_root().join(manifest);
+        delete.extend(["-f".to_string(), path.display().to_string()]);
+    }
     delete.extend(["--ignore-not-found".into(), "--wait=true".into()]);
     env.kubectl
         .ok(&delete.iter().map(String::as_str).collect::<Vec<_>>())?;
@@ -486,11 +477,9 @@ pub(crate) fn chart_with_policy(env: &mut Env) -> Result<(), String> {
     {
         let _ = helm.uninstall(release, namespace);
     }
-    // Whatever happened: the suite's RBAC and policy for the scenarios after.
-    env.kubectl.ok(&files("apply")
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>())?;
+    // Whatever happened: the suite's RBAC (and its controller's token) and
+    // policy for the scenarios after.
+    env.apply_operator_rbac()?;
     let path = e2e_tests::workspace_root().join("deploy/policy.yaml");
     env.kubectl.ok(&["apply", "-f", &path.to_string_lossy()])?;
     kubewarden_charts::wait_active(&env.kubectl, &suite_policy, Duration::from_secs(180))?;
