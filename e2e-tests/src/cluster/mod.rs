@@ -342,6 +342,22 @@ impl Env {
         )
     }
 
+    /// The controller's RBAC and the user roles of [`OPERATOR_RBAC`] deleted
+    /// (whatever of them is there), as a user moving from those manifests
+    /// to the chart does; [`Env::apply_operator_rbac`] puts them back.
+    pub fn delete_operator_rbac(&self) -> Result<(), String> {
+        let root = workspace_root();
+        let paths: Vec<String> = (OPERATOR_RBAC.iter())
+            .map(|manifest| root.join(manifest).to_string_lossy().into_owned())
+            .collect();
+        let mut args = vec!["delete"];
+        for path in &paths {
+            args.extend(["-f", path]);
+        }
+        args.extend(["--ignore-not-found", "--wait=true"]);
+        self.kubectl.ok(&args).map(drop)
+    }
+
     /// Kubewarden takes over from the suite's policy-server (whose webhook the
     /// caller unregistered): its charts installed ([`kubewarden_charts::install`]), the artifact
     /// pushed where `deploy/policy.yaml`'s module names it (in the registry the

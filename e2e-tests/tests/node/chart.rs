@@ -453,14 +453,7 @@ pub(crate) fn chart_with_policy(env: &mut Env) -> Result<(), String> {
     // The suite's own controller runs from the kubectl manifests, whose names
     // the README's release takes: they go first, as for a user moving from
     // those manifests to the chart, and come back after.
-    let mut delete = vec!["delete".to_string()];
-    for manifest in OPERATOR_RBAC {
-        let path = e2e_tests::workspace_root().join(manifest);
-        delete.extend(["-f".to_string(), path.display().to_string()]);
-    }
-    delete.extend(["--ignore-not-found".into(), "--wait=true".into()]);
-    env.kubectl
-        .ok(&delete.iter().map(String::as_str).collect::<Vec<_>>())?;
+    env.delete_operator_rbac()?;
     if let Some(namespace) = after(&install, "-n") {
         env.kubectl.ok(&[
             "delete",

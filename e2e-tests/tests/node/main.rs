@@ -31,7 +31,7 @@ use e2e_tests::cluster::scenario::{
     ready_endpoints, wait_ready,
 };
 use e2e_tests::cluster::signing;
-use e2e_tests::cluster::{Env, OPERATOR_RBAC, Outcome, condition, condition_status, wait_for};
+use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
 use memcached_controller::objects::intent::{
     BASE_ANNOTATION, INTENT_SPEC_ANNOTATION, TEMPLATE_ANNOTATION,
 };

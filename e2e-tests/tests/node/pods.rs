@@ -19,6 +19,24 @@ pub(crate) fn summary(pods: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Fails unless `after` are the pods of `before` (by uid, in any order): the
+/// change restarted containers in place, it replaced no pod.
+pub(crate) fn same_pods(before: &[Value], after: &[Value]) -> Result<(), String> {
+    let uids = |pods: &[Value]| -> BTreeSet<String> {
+        pods.iter()
+            .map(|p| p["metadata"]["uid"].to_string())
+            .collect()
+    };
+    check(
+        uids(after) == uids(before),
+        format!(
+            "the same pods: {:?} then {:?}",
+            summary(before),
+            summary(after)
+        ),
+    )
+}
+
 /// How many of the keys `key-0` .. `key-<keys - 1>` the memcached of `pod`
 /// serves, logged in as `op` with the first of `passwords` it accepts (none:
 /// no authentication); tried twice, so that one lost connection is not taken

@@ -285,15 +285,7 @@ pub(crate) fn controller_upgrade_restarts_none(env: &mut Env) -> Result<(), Stri
     })?;
     let stamp = format!("{TEMPLATE_ANNOTATION}={OLDER_STAMP}");
     for (name, _, kind) in MEMCACHEDS {
-        env.kubectl.ok(&[
-            "annotate",
-            kind,
-            name,
-            "-n",
-            NAMESPACE,
-            "--overwrite",
-            &stamp,
-        ])?;
+        annotate(env, kind, name, &[&stamp])?;
     }
     env.replace_operator("operator-upgraded")?;
     std::thread::sleep(WATCHED);
@@ -469,15 +461,7 @@ pub(crate) fn autoscaling_handed_back(env: &mut Env) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(200));
     }
     let after = pods_of(env, name)?;
-    let uids = |pods: &[Value]| -> BTreeSet<String> {
-        pods.iter()
-            .map(|p| p["metadata"]["uid"].to_string())
-            .collect()
-    };
-    check(
-        uids(&after) == uids(&before),
-        format!("pods {:?}, then {:?}", summary(&before), summary(&after)),
-    )?;
+    same_pods(&before, &after)?;
     let restarts = container_restarts(&after) - container_restarts(&before);
     println!(
         "     the same 4 pods after autoscaling was turned off, container restarts {restarts}; \
@@ -492,4 +476,17 @@ pub(crate) fn autoscaling_handed_back(env: &mut Env) -> Result<(), String> {
     env.kubectl
         .ok(&["delete", "memcached", name, "-n", NAMESPACE, "--wait=true"])
         .map(drop)
+}
+
+/// Set (`key=value`) or remove (`key-`) annotations of the workload `kind`
+/// `name` in the suite's namespace, as an older controller would have left them.
+pub(crate) fn annotate(
+    env: &Env,
+    kind: &str,
+    name: &str,
+    annotations: &[&str],
+) -> Result<(), String> {
+    let mut args = vec!["annotate", kind, name, "-n", NAMESPACE, "--overwrite"];
+    args.extend(annotations);
+    env.kubectl.ok(&args).map(drop)
 }

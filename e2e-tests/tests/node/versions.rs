@@ -61,19 +61,7 @@ pub(crate) fn image_upgraded_to_todays_memcached(env: &mut Env) -> Result<(), St
         },
     )?;
     let took = changed.elapsed();
-    let uids = |pods: &[Value]| -> Vec<String> {
-        pods.iter()
-            .map(|p| p["metadata"]["uid"].to_string())
-            .collect()
-    };
-    check(
-        uids(&after) == uids(&before),
-        format!(
-            "the same pods: {:?} then {:?}",
-            summary(&before),
-            summary(&after)
-        ),
-    )?;
+    same_pods(&before, &after)?;
     let mut kept = Vec::new();
     let mut versions = Vec::new();
     for pod in &after {

@@ -68,19 +68,7 @@ pub(crate) fn image_changed_in_place(
             })
     })?;
     let took = changed.elapsed();
-    let uids = |pods: &[Value]| -> Vec<String> {
-        pods.iter()
-            .map(|p| p["metadata"]["uid"].to_string())
-            .collect()
-    };
-    check(
-        uids(&after) == uids(&before),
-        format!(
-            "the same pods: {:?} then {:?}",
-            summary(&before),
-            summary(&after)
-        ),
-    )?;
+    same_pods(&before, &after)?;
     let mut kept = Vec::new();
     for pod in &after {
         kept.push(
@@ -403,19 +391,7 @@ pub(crate) fn changed_in_place(
         },
     )?;
     let took = changed.elapsed();
-    let uids = |pods: &[Value]| -> BTreeSet<String> {
-        pods.iter()
-            .map(|p| p["metadata"]["uid"].to_string())
-            .collect()
-    };
-    check(
-        uids(&after) == uids(&before),
-        format!(
-            "the same pods: {:?} then {:?}",
-            summary(&before),
-            summary(&after)
-        ),
-    )?;
+    same_pods(&before, &after)?;
     let mut kept = Vec::new();
     for pod in &after {
         let ip = pod_ip(pod)?;
@@ -502,17 +478,16 @@ pub(crate) fn warm_change_after_upgrade(env: &mut Env) -> Result<(), String> {
 /// the running template and stamps the intent it runs.
 fn upgraded_from_another_supervisor(env: &mut Env, kind: &str, name: &str) -> Result<(), String> {
     const OLDER: &str = "00000000000000000000000000000000";
-    env.kubectl.ok(&[
-        "annotate",
+    annotate(
+        env,
         kind,
         name,
-        "-n",
-        NAMESPACE,
-        "--overwrite",
-        &format!("{BASE_ANNOTATION}={OLDER}"),
-        &format!("{TEMPLATE_ANNOTATION}={OLDER}"),
-        &format!("{INTENT_SPEC_ANNOTATION}-"),
-    ])?;
+        &[
+            &format!("{BASE_ANNOTATION}={OLDER}"),
+            &format!("{TEMPLATE_ANNOTATION}={OLDER}"),
+            &format!("{INTENT_SPEC_ANNOTATION}-"),
+        ],
+    )?;
     env.replace_operator("operator-upgraded-warm")?;
     wait_for("the template held, the intent stamped", SETTLE, || {
         let workload = env.kubectl.get(&[kind, name, "-n", NAMESPACE])?;
