@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use common::{free_port, make_pki, start};
 use memcached_controller::stats::client::{
-    ClusterStats, Credentials, StatsClient, StatsError, Tls, Unanswered,
+    ClusterStats, Credentials, StatsClient, StatsError, Unanswered,
 };
-use memcached_controller::stats::tls::client_config;
+use memcached_controller::stats::tls::{self, Mounted, Presented, Tls, client_config};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::ServerName;
@@ -70,6 +70,7 @@ fn named_tls_client(
         tls: Some(Tls {
             config: Arc::new(config),
             server_name: ServerName::try_from(name.to_string()).unwrap(),
+            mounted: Mounted::Unknown,
         }),
         ..Default::default()
     }
@@ -243,6 +244,7 @@ on_each_release! {
             tls: Some(Tls {
                 config: Arc::new(client_config(None, pki.cert.as_bytes(), None).unwrap()),
                 server_name: ServerName::try_from("other.default.svc").unwrap(),
+                mounted: Mounted::Unknown,
             }),
             ..Default::default()
         };
@@ -251,6 +253,106 @@ on_each_release! {
             "without ca.crt the name is checked too"
         );
     }
+}
+
+on_each_release! {
+    /// A certificate renewed under the same CA: the pod's memcached is asked
+    /// to load its files again until it presents the renewed one, after
+    /// logging in; the same process serves on, its items kept. A renewal it
+    /// cannot load (a key of another certificate) would break it: it is
+    /// never asked to.
+    #[tokio::test]
+    async fn a_renewed_certificate_is_loaded_without_a_restart() {
+        let dir = common::readable_tempdir();
+        let [first, renewed, mismatched]: [common::Pki; 3] =
+            common::make_renewed_pki(3).try_into().ok().unwrap();
+        // As the kubelet does: each file replaced whole.
+        let write = |name: &str, content: &str| {
+            let part = dir.path().join(format!(".{name}"));
+            std::fs::write(&part, content).unwrap();
+            std::fs::rename(&part, dir.path().join(name)).unwrap();
+            dir.path().join(name).display().to_string()
+        };
+        let install = |pki: &common::Pki, key_of: &common::Pki| {
+            (write("tls.crt", &pki.cert), write("tls.key", &key_of.key))
+        };
+        let (cert, key) = install(&first, &first);
+        let auth = write("auth", "cache:s3cret\n");
+        let server = start(&[
+            "-Z".into(),
+            "-o".into(),
+            format!("ssl_chain_cert={cert},ssl_key={key}"),
+            "-Y".into(),
+            auth,
+        ]);
+        command_over_tls(&first, server.addr, "set kept 0 0 1\r\nx\r\n", "STORED").await;
+        let expecting = |pki: &common::Pki, key_of: &common::Pki| StatsClient {
+            credentials: Credentials::from_auth_file("cache:s3cret"),
+            tls: Some(Tls {
+                mounted: match tls::loadable(pki.cert.as_bytes(), Some(key_of.key.as_bytes())) {
+                    Ok(certificate) => Mounted::Loadable(certificate),
+                    Err(why) => Mounted::Unloadable(why),
+                },
+                ..tls_client(pki, pki, None).tls.unwrap()
+            }),
+            ..Default::default()
+        };
+        let presented = |stats: &memcached_controller::stats::client::ServerStats| {
+            (stats.certificate.clone(), stats.pid, stats.curr_items)
+        };
+        let before = expecting(&first, &first).fetch(server.addr).await.unwrap();
+        assert_eq!(presented(&before), (Presented::Current, server.pid(), 1));
+
+        // The Secret renewed, the pod's files not yet.
+        let not_yet = expecting(&renewed, &renewed).fetch(server.addr).await.unwrap();
+        assert_eq!(presented(&not_yet), (Presented::Older, server.pid(), 1));
+        install(&renewed, &renewed);
+        let reloaded = expecting(&renewed, &renewed).fetch(server.addr).await.unwrap();
+        assert_eq!(presented(&reloaded), (Presented::Reloaded, server.pid(), 1));
+        let after = expecting(&renewed, &renewed).fetch(server.addr).await.unwrap();
+        assert_eq!(presented(&after), (Presented::Current, server.pid(), 1));
+
+        // A Secret whose key is another certificate's: not asked to load it.
+        install(&mismatched, &renewed);
+        let unloadable = expecting(&mismatched, &renewed);
+        assert!(matches!(
+            &unloadable.tls.as_ref().unwrap().mounted,
+            Mounted::Unloadable(why) if why.contains("not the certificate's")
+        ));
+        let unchecked = unloadable.fetch(server.addr).await.unwrap();
+        assert_eq!(presented(&unchecked), (Presented::Unchecked, server.pid(), 1));
+        let kept = expecting(&renewed, &renewed).fetch(server.addr).await.unwrap();
+        assert_eq!(presented(&kept), (Presented::Current, server.pid(), 1));
+        // Why not: memcached takes the certificate, refuses the key, and then
+        // fails every handshake.
+        command_over_tls(&renewed, server.addr, "refresh_certs\r\n", "Error").await;
+        let broken = expecting(&renewed, &renewed).fetch(server.addr).await;
+        assert!(matches!(broken, Err(StatsError::Tls(_))), "{broken:?}");
+    }
+}
+
+/// Log in and send `text` over TLS (trusting `pki`'s CA, as `memcached.test`);
+/// the first line of the answer must start with `answer`.
+async fn command_over_tls(pki: &common::Pki, addr: SocketAddr, text: &str, answer: &str) {
+    use tokio::io::AsyncBufReadExt;
+    let config = client_config(Some(pki.ca.as_bytes()), pki.cert.as_bytes(), None).unwrap();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from("memcached.test").unwrap();
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let mut stream = tokio::io::BufReader::new(stream);
+    let login = "cache s3cret";
+    let auth = format!("set auth 0 0 {}\r\n{login}\r\n", login.len());
+    stream.write_all(auth.as_bytes()).await.unwrap();
+    stream.write_all(text.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    stream.read_line(&mut line).await.unwrap();
+    assert_eq!(line.trim_end(), "STORED", "login");
+    line.clear();
+    stream.read_line(&mut line).await.unwrap();
+    assert!(line.starts_with(answer), "{text:?}: {line:?}");
 }
 
 on_each_release! {

@@ -18,7 +18,8 @@ use ring::hmac;
 
 use crate::cluster::cache::Meta;
 use crate::cluster::stored::Stored;
-use crate::objects::pod_template::{AUTH_VOLUME, secret_mounts};
+use crate::objects::args::{TLS_CA_KEY, TLS_CERT_KEY};
+use crate::objects::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 
 /// One Secret's data: key to bytes.
 pub type Data = BTreeMap<String, Vec<u8>>;
@@ -35,12 +36,9 @@ pub struct SecretCache(Mutex<HashMap<(String, String), Versioned>>);
 type Versioned = (String, Arc<Data>);
 
 impl SecretCache {
-    fn get(&self, key: &(String, String), version: &str) -> Option<Arc<Data>> {
-        let cached = self.0.lock().ok()?;
-        cached
-            .get(key)
-            .filter(|(v, _)| v == version)
-            .map(|(_, data)| data.clone())
+    /// The data read of `key` and its version, whichever version it is.
+    fn get(&self, key: &(String, String)) -> Option<Versioned> {
+        self.0.lock().ok()?.get(key).cloned()
     }
 
     /// Drop the data of `secret` when the watch saw it deleted.
@@ -89,6 +87,9 @@ pub struct Mounted {
     /// `name=resourceVersion` of each one read, comma-separated: while it
     /// stays the same, so does the data.
     pub versions: String,
+    /// The data this controller had read of them before (of those it had),
+    /// and its [`Mounted::versions`]: a change from it is known exactly.
+    pub before: (SecretData, String),
 }
 
 /// The Secrets `spec` mounts.
@@ -102,8 +103,17 @@ pub async fn read(
     let mut mounted = Mounted::default();
     for (_, name, _) in secret_mounts(spec) {
         let key = (ns.clone(), name.clone());
-        let entry = match version(versions, &ns, &name)
-            .and_then(|v| cached.get(&key, &v).map(|data| (v, data)))
+        let before = cached.get(&key);
+        if let Some((version, data)) = &before {
+            add(
+                &mut mounted.before.0,
+                &mut mounted.before.1,
+                &name,
+                version,
+                data,
+            );
+        }
+        let entry = match before.filter(|(v, _)| Some(v) == version(versions, &ns, &name).as_ref())
         {
             Some(entry) => Some(entry),
             // New, changed, or not seen by the watch (yet): read it.
@@ -120,17 +130,27 @@ pub async fn read(
             }
         };
         match entry {
-            Some((version, data)) => {
-                if !mounted.versions.is_empty() {
-                    mounted.versions.push(',');
-                }
-                mounted.versions.push_str(&format!("{name}={version}"));
-                mounted.data.insert(name, (*data).clone());
-            }
+            Some((version, data)) => add(
+                &mut mounted.data,
+                &mut mounted.versions,
+                &name,
+                &version,
+                &data,
+            ),
             None => mounted.missing.push(name),
         }
     }
     Ok(mounted)
+}
+
+/// Add Secret `name`'s `data` at `version` to `secrets` and `versions`
+/// ([`Mounted::versions`]).
+fn add(secrets: &mut SecretData, versions: &mut String, name: &str, version: &str, data: &Data) {
+    if !versions.is_empty() {
+        versions.push(',');
+    }
+    versions.push_str(&format!("{name}={version}"));
+    secrets.insert(name.to_string(), data.clone());
 }
 
 /// The resourceVersion of the Secret `ns/name` as the watch saw it. A plain
@@ -205,9 +225,34 @@ pub fn auth_file_problem(spec: &MemcachedSpec, secrets: &SecretData) -> Option<S
     })
 }
 
-/// An HMAC of everything the pods read from Secrets: a change rolls them,
-/// and without the key (which only the controller reads) the annotation
-/// cannot be used to test guesses of the Secret data.
+/// What of the mounted Secrets a running memcached takes only by
+/// restarting: the authentication Secret's data (memcached reads its `-Y`
+/// file at start only) and the TLS Secret's trust anchor (`ca.crt`, or
+/// without one `tls.crt`): memcached's `refresh_certs` adds a reloaded CA to
+/// those it trusts and never drops one, and the controller verifies pods
+/// against the anchor it reads now. A certificate and key renewed under the
+/// same anchor are loaded by the running memcached instead
+/// ([`crate::stats::tls::Presented`]).
+pub fn restart_inputs(spec: &MemcachedSpec, secrets: &SecretData) -> SecretData {
+    let mut inputs = SecretData::new();
+    for (volume, secret, _) in secret_mounts(spec) {
+        let Some(data) = secrets.get(&secret) else {
+            continue;
+        };
+        let anchor = [TLS_CA_KEY, TLS_CERT_KEY]
+            .into_iter()
+            .find(|key| data.contains_key(*key));
+        let kept = (data.iter())
+            .filter(|(key, _)| volume != TLS_VOLUME || anchor == Some(key.as_str()))
+            .map(|(key, value)| (key.clone(), value.clone()));
+        inputs.entry(secret).or_default().extend(kept);
+    }
+    inputs
+}
+
+/// An HMAC of the [`restart_inputs`] of `secrets`: a change restarts the
+/// pods' memcached, and without the key (which only the controller reads)
+/// the annotation cannot be used to test guesses of the Secret data.
 pub fn hash(key: &hmac::Key, secrets: &SecretData) -> String {
     let mut context = hmac::Context::with_key(key);
     for (secret, data) in secrets {
@@ -311,6 +356,43 @@ mod tests {
         // The pods are held; what they would mount is the first key.
         assert_eq!(mounted_auth_key(&sasl("auth"), &secrets), "auth");
         assert_eq!(mounted_auth_key(&sasl("other"), &secrets), "auth");
+    }
+
+    /// What a running memcached takes only by restarting: the auth file and
+    /// the TLS trust anchor; a certificate and key renewed under the same
+    /// anchor are none of it (the running memcached loads them).
+    #[test]
+    fn a_restart_takes_the_auth_file_and_the_trust_anchor() {
+        let spec: MemcachedSpec = serde_json::from_value(serde_json::json!({"security": {
+            "sasl": {"enabled": true, "credentialsSecretRef": {"name": "auth"}},
+            "tls": {"enabled": true, "certificateSecretRef": {"name": "tls"}}}}))
+        .unwrap();
+        let secrets = |tls: &[(&str, &str)], leaf: &str, password: &str| {
+            let mut data: Data = (tls.iter())
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect();
+            data.insert("tls.crt".into(), leaf.into());
+            data.insert("tls.key".into(), format!("key of {leaf}").into());
+            let auth = Data::from([("auth".into(), format!("u:{password}\n").into())]);
+            SecretData::from([("tls".into(), data), ("auth".into(), auth)])
+        };
+        let key = hmac::Key::new(hmac::HMAC_SHA256, b"key");
+        let hashed = |secrets: &SecretData| hash(&key, &restart_inputs(&spec, secrets));
+        type Keys<'a> = &'a [(&'a str, &'a str)];
+        let ca: Keys = &[("ca.crt", "ca")];
+        let cases: [(&str, Keys, Keys, bool); 4] = [
+            ("renewed under the same CA", ca, ca, true),
+            ("another CA", ca, &[("ca.crt", "other ca")], false),
+            ("renewed without a CA", &[], &[], false),
+            ("a CA added", &[], ca, false),
+        ];
+        for (case, before, after, same) in cases {
+            let running = hashed(&secrets(before, "leaf", "p"));
+            let renewed = hashed(&secrets(after, "renewed leaf", "p"));
+            assert_eq!(running == renewed, same, "{case}");
+            let rotated = hashed(&secrets(before, "leaf", "rotated"));
+            assert_ne!(running, rotated, "{case}: a new password");
+        }
     }
 
     #[test]

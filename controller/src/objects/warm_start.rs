@@ -28,7 +28,9 @@ use k8s_openapi::api::core::v1::{
     DownwardAPIVolumeFile, DownwardAPIVolumeSource, ObjectFieldSelector, Volume,
 };
 
-use crate::objects::args::{AUTH_DIR, MEMORY_FILE, TLS_DIR, WARM_RESTART_DIR};
+use crate::objects::args::{
+    AUTH_DIR, MEMORY_FILE, TLS_CA_KEY, TLS_CERT_KEY, TLS_DIR, WARM_RESTART_DIR,
+};
 use crate::objects::labels::SECRET_HASH_ANNOTATION;
 
 /// Pod annotation: memcached's args, one per line (what the pod runs).
@@ -65,12 +67,14 @@ pub const SECRET_FILES_WAIT_SECONDS: u32 = 60;
 
 /// The supervisor (POSIX sh: dash, busybox).
 ///
-/// A new Secret hash restarts memcached once the mounted Secret files
-/// differ (by content: `cat`, which every image's shell has, busybox's as
-/// a builtin) from those it started with, or after
+/// A new Secret hash restarts memcached once the mounted files it hashes
+/// ([`crate::cluster::secrets::restart_inputs`]: the auth file, the TLS trust
+/// anchor) differ (by content: `cat`, which every image's shell has,
+/// busybox's as a builtin) from those it started with, or after
 /// [`SECRET_FILES_WAIT_SECONDS`]; restarted before they did, it restarts it
 /// again when they do. Files that change while the hash does not (the
-/// kubelet refreshes every pod's at once) restart nothing: the controller
+/// kubelet refreshes every pod's at once; a renewed certificate, which the
+/// controller has memcached load in place) restart nothing: the controller
 /// gives pods a new hash one at a time.
 fn script() -> String {
     format!(
@@ -78,7 +82,7 @@ fn script() -> String {
 rm -f "$data/{SAVED}"
 saved= stale=
 config() {{ cat "$run/args" "$run/secrets" 2>/dev/null; }}
-files() {{ cat {AUTH_DIR}/* {TLS_DIR}/* 2>/dev/null; }}
+files() {{ cat {AUTH_DIR}/* 2>/dev/null; cat {TLS_DIR}/{TLS_CA_KEY} 2>/dev/null || cat {TLS_DIR}/{TLS_CERT_KEY} 2>/dev/null; }}
 stop() {{ kill -USR1 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }}
 trap 'stop; saved=1; touch "$data/{SAVED}"' USR1
 trap 'stop; exit 0' TERM

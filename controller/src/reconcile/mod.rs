@@ -27,6 +27,7 @@
 //! May use: `objects`, `cluster`, `stats`, `rollout`, `metrics`.
 
 pub mod applied;
+pub mod certificates;
 pub mod context;
 pub mod events;
 pub mod in_place;

@@ -18,6 +18,7 @@ use crate::cluster::secrets::SecretData;
 use crate::cluster::stored::Stored;
 use crate::metrics::memcacheds::Instance;
 use crate::objects::labels::MANAGER;
+use crate::reconcile::certificates;
 use crate::reconcile::context::{APPLY_FAILED, Context, Error, Problem, key};
 use crate::reconcile::events::warn;
 use crate::reconcile::running::{pod_names, ready_addresses};
@@ -26,7 +27,8 @@ use crate::stats::client::ClusterStats;
 use crate::stats::setup::stats_client;
 use crate::stats::tls;
 
-/// Requeue while not every replica is ready.
+/// Requeue while not every replica is ready, or a pod presents an older
+/// certificate than the TLS Secret's.
 pub const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
 /// Requeue while the controller steps a rollout: an image change applied in
 /// place, a StatefulSet rollout waiting for a pod to warm (pods are not watched).
@@ -82,6 +84,7 @@ pub(super) async fn report(
     let api = Api::namespaced(ctx.client.clone(), &ns);
     let status = write_status(&api, &name, mc.status.as_ref(), &observed, &stats).await?;
     let pods = pod_names(&ctx.cache, mc);
+    let older_certificates = certificates::announce(ctx, mc, &stats, &pods).await;
     let conditions = status.conditions.unwrap_or_default();
     (ctx.metrics.memcacheds).show(instance, &conditions, &stats, &pods);
     if let Some(message) = refused {
@@ -96,7 +99,7 @@ pub(super) async fn report(
         ctx.stalls.next(&key(mc), REQUEUE_ROLLOUT, REQUEUE_READY).1
     } else if rolling {
         REQUEUE_ROLLOUT
-    } else if pods_serving {
+    } else if pods_serving && !older_certificates {
         REQUEUE_READY
     } else {
         REQUEUE_NOT_READY
@@ -122,6 +125,7 @@ async fn live_numbers(
     let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
     match tls::server_name(&name, &ns).and_then(|n| stats_client(spec, secrets, n)) {
         Ok(mut client) => {
+            certificates::warn_unloadable(ctx, mc, &client).await;
             match in_place {
                 Some(free) => client.without_napi_ids = Arc::new(free.clone()),
                 None => client.settings = &[],

@@ -29,7 +29,9 @@ pub(super) struct SecretsSeen {
 /// Read the Secrets `spec` mounts, warn about missing and invalid ones, and
 /// stamp their data: the running workload's hash is kept while the Secret
 /// versions are the same, so a new hash key (the key Secret deleted,
-/// another installation) restarts no pod.
+/// another installation) restarts no pod, and while what changed since the
+/// data it was computed from is none of what a restart takes
+/// ([`secrets::restart_inputs`]).
 pub(super) async fn read_secrets(
     ctx: &Context,
     mc: &Memcached,
@@ -40,6 +42,7 @@ pub(super) async fn read_secrets(
         data,
         missing,
         versions,
+        before,
     } = secrets::read(
         &Api::namespaced(ctx.client.clone(), &ns),
         &ctx.cache.secrets,
@@ -61,9 +64,17 @@ pub(super) async fn read_secrets(
     }
     let stamp = (!data.is_empty()).then(|| {
         let live = running_workload(ctx, mc.meta(), spec.stateful_set()).0;
+        let restart_inputs = |data| secrets::restart_inputs(spec, data);
         let hash = match cache::secret_stamp(&ctx.cache, live, &ns, &name) {
             Some(stamp) if stamp.versions == versions => stamp.hash,
-            _ => secrets::hash(&ctx.hash_key, &data),
+            // Changed, but none of what a restart takes (a renewed certificate).
+            Some(stamp)
+                if stamp.versions == before.1
+                    && restart_inputs(&before.0) == restart_inputs(&data) =>
+            {
+                stamp.hash
+            }
+            _ => secrets::hash(&ctx.hash_key, &restart_inputs(&data)),
         };
         SecretStamp { hash, versions }
     });

@@ -2,6 +2,9 @@
 //! pod at once: plain TCP or TLS (the certificate verified against the
 //! Service's DNS name), with ASCII authentication when the server asks.
 //! Every line and every answer is bounded in bytes.
+//! A pod presenting another certificate than the TLS Secret's is asked to
+//! load its certificate files again (`refresh_certs`), and a new handshake
+//! shows whether it now presents the Secret's ([`Presented`]).
 //! An unreachable pod, or one answering garbage, is skipped and logged; one
 //! that accepts but does not answer is named; one collection never waits longer than about one
 //! connect plus one read timeout, and never inside a reconcile
@@ -17,9 +20,8 @@ use memcached_api::MemcachedStatus;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
-use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls::ClientConfig;
-use tokio_rustls::rustls::pki_types::ServerName;
+
+use crate::stats::tls::{Mounted, Presented, Tls};
 
 /// Connect timeout per pod.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -76,6 +78,8 @@ pub struct ServerStats {
     pub pid: u32,
     /// The [`StatsClient::settings`] of its `stats settings`, by name.
     pub settings: BTreeMap<String, String>,
+    /// The certificate it presented, against the TLS Secret's.
+    pub certificate: Presented,
 }
 
 /// What one pod's memcached last reported, for rollouts: how warm it is and
@@ -101,6 +105,8 @@ pub struct PodStats {
     /// Read only with the client that read it before: it refuses the
     /// current credentials or certificate (it runs older Secrets).
     pub stale_secrets: bool,
+    /// The certificate it presented.
+    pub certificate: Presented,
 }
 
 /// The numbers of every reachable server, combined.
@@ -132,6 +138,14 @@ impl ClusterStats {
             && self.hit_ratio == other.hit_ratio
             && self.reachable == other.reachable
             && self.unanswered == other.unanswered
+            && self.certificates().eq(other.certificates())
+    }
+
+    /// What certificate each server presented, checked ones only.
+    pub fn certificates(&self) -> impl Iterator<Item = (&SocketAddr, &Presented)> {
+        (self.pods.iter())
+            .map(|(addr, pod)| (addr, &pod.certificate))
+            .filter(|(_, presented)| **presented != Presented::Unchecked)
     }
 
     /// The numbers a status shows (none read by this process yet).
@@ -202,16 +216,6 @@ impl Credentials {
             password: password.into(),
         })
     }
-}
-
-/// TLS towards the pods: the client configuration and the name their
-/// certificate must carry (pods are dialled by IP).
-#[derive(Clone)]
-pub struct Tls {
-    /// Trust anchors and client identity.
-    pub config: Arc<ClientConfig>,
-    /// The Service DNS name verified against the certificate.
-    pub server_name: ServerName<'static>,
 }
 
 /// How to reach the servers of one Memcached.
@@ -316,6 +320,7 @@ impl StatsClient {
                         pid: stats.pid,
                         settings: stats.settings,
                         stale_secrets,
+                        certificate: stats.certificate,
                     };
                     combined.pods.insert(*addr, pod);
                 }
@@ -358,24 +363,27 @@ impl StatsClient {
         }
     }
 
-    /// Read one server's stats.
+    /// Read one server's stats; over TLS, with the certificate it presents
+    /// ([`Presented`]: one another than expected reloaded first).
     pub async fn fetch(&self, addr: SocketAddr) -> Result<ServerStats, StatsError> {
-        let tcp = timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .map_err(|_| StatsError::Connect(format!("timed out after {CONNECT_TIMEOUT:?}")))?
-            .map_err(|e| StatsError::Connect(e.to_string()))?;
-        let _ = tcp.set_nodelay(true);
+        let tcp = connect(addr).await?;
         let exchange = async {
-            match &self.tls {
-                None => self.exchange(addr, tcp).await,
-                Some(tls) => {
-                    let stream = TlsConnector::from(tls.config.clone())
-                        .connect(tls.server_name.clone(), tcp)
-                        .await
-                        .map_err(|e| StatsError::Tls(e.to_string()))?;
-                    self.exchange(addr, stream).await
+            let Some(tls) = &self.tls else {
+                return self.exchange(addr, tcp, false).await;
+            };
+            let stream = (tls.handshake(tcp).await).map_err(|e| StatsError::Tls(e.to_string()))?;
+            let older = !tls.presents_expected(&stream);
+            let mut stats = self.exchange(addr, stream, older).await?;
+            if older && stats.certificate == Presented::Reloaded {
+                let stream = (tls.handshake(connect(addr).await?).await)
+                    .map_err(|e| StatsError::Tls(e.to_string()))?;
+                if !tls.presents_expected(&stream) {
+                    stats.certificate = Presented::Older;
                 }
+            } else if matches!(tls.mounted, Mounted::Loadable(_)) && !older {
+                stats.certificate = Presented::Current;
             }
+            Ok(stats)
         };
         timeout(READ_TIMEOUT, exchange)
             .await
@@ -385,17 +393,37 @@ impl StatsClient {
     /// `stats` first; the credentials go out only when the server answers
     /// that it requires authentication (an old pod without `-Y` would store
     /// them as an ordinary item anyone could read).
+    /// Then, when `reload`, `refresh_certs` ([`Presented::Reloaded`] if
+    /// memcached says `OK`, [`Presented::Refused`] with its answer if not).
     async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         addr: SocketAddr,
         stream: S,
+        reload: bool,
     ) -> Result<ServerStats, StatsError> {
         let mut stream = BufReader::new(stream);
-        send(&mut stream, b"stats\r\n").await?;
-        let first = read_line(&mut stream).await?;
+        let mut stats = self.authenticated_stats(addr, &mut stream).await?;
+        if reload {
+            send(&mut stream, b"refresh_certs\r\n").await?;
+            stats.certificate = match read_line(&mut stream).await? {
+                answer if answer == "OK" => Presented::Reloaded,
+                answer => Presented::Refused(answer),
+            };
+        }
+        Ok(stats)
+    }
+
+    /// `stats` (and settings), logged in first when the server asks.
+    async fn authenticated_stats<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        addr: SocketAddr,
+        stream: &mut BufReader<S>,
+    ) -> Result<ServerStats, StatsError> {
+        send(stream, b"stats\r\n").await?;
+        let first = read_line(stream).await?;
         if first != UNAUTHENTICATED {
-            let stats = read_stats(&mut stream, first).await?;
-            return self.with_settings(addr, &mut stream, stats).await;
+            let stats = read_stats(stream, first).await?;
+            return self.with_settings(addr, stream, stats).await;
         }
         let Some(c) = &self.credentials else {
             return Err(StatsError::Auth(
@@ -404,15 +432,15 @@ impl StatsClient {
         };
         let token = format!("{} {}", c.username, c.password);
         let auth = format!("set auth 0 0 {}\r\n{token}\r\n", token.len());
-        send(&mut stream, auth.as_bytes()).await?;
-        let answer = read_line(&mut stream).await?;
+        send(stream, auth.as_bytes()).await?;
+        let answer = read_line(stream).await?;
         if answer != "STORED" {
             return Err(StatsError::Auth(answer));
         }
-        send(&mut stream, b"stats\r\n").await?;
-        let first = read_line(&mut stream).await?;
-        let stats = read_stats(&mut stream, first).await?;
-        self.with_settings(addr, &mut stream, stats).await
+        send(stream, b"stats\r\n").await?;
+        let first = read_line(stream).await?;
+        let stats = read_stats(stream, first).await?;
+        self.with_settings(addr, stream, stats).await
     }
 
     /// `stats` with the [`StatsClient::settings`] of `stats settings`, asked
@@ -445,6 +473,16 @@ impl StatsClient {
         !self.settings.is_empty()
             && (!settings_crash_with_napi_ids(version) || self.without_napi_ids.contains(&addr))
     }
+}
+
+/// A TCP connection to `addr`, within [`CONNECT_TIMEOUT`].
+async fn connect(addr: SocketAddr) -> Result<TcpStream, StatsError> {
+    let tcp = timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| StatsError::Connect(format!("timed out after {CONNECT_TIMEOUT:?}")))?
+        .map_err(|e| StatsError::Connect(e.to_string()))?;
+    let _ = tcp.set_nodelay(true);
+    Ok(tcp)
 }
 
 /// memcached's answer to any command before authentication (`-Y`).

@@ -10,8 +10,9 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use crate::cluster::secrets::{self, SecretData};
 use crate::objects::args::{self, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::objects::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
-use crate::stats::client::{Credentials, StatsClient, Tls};
+use crate::stats::client::{Credentials, StatsClient};
 use crate::stats::tls;
+use crate::stats::tls::{Mounted, Tls};
 
 /// A stats client that speaks what the pods speak, with what the Secrets
 /// hold; an error when TLS is on but cannot be set up (never plain text then).
@@ -44,6 +45,10 @@ pub fn stats_client(
         Some(Tls {
             config: Arc::new(tls::client_config(ca.as_deref(), &cert, identity)?),
             server_name,
+            mounted: match tls::loadable(&cert, key.as_deref()) {
+                Ok(certificate) => Mounted::Loadable(certificate),
+                Err(why) => Mounted::Unloadable(why),
+            },
         })
     } else {
         None

@@ -309,6 +309,12 @@ pub struct Pki {
 /// Make a CA and a certificate for `memcached.test` and `cache.default.svc`
 /// (the Service DNS name of a Memcached `cache` in `default`) signed by it.
 pub fn make_pki() -> Pki {
+    make_renewed_pki(1).remove(0)
+}
+
+/// [`make_pki`]'s certificate `count` times, each with its own key, all
+/// signed by one CA: a certificate and its renewals.
+pub fn make_renewed_pki(count: usize) -> Vec<Pki> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
     // Distinct subjects: OpenSSL takes a leaf named like its issuer for self-signed.
     let ca_key = KeyPair::generate().unwrap();
@@ -318,21 +324,25 @@ pub fn make_pki() -> Pki {
         .push(DnType::CommonName, "memcached test CA");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec![
-        "memcached.test".to_string(),
-        "cache.default.svc".to_string(),
-    ])
-    .unwrap();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "memcached.test");
-    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
-    Pki {
-        ca: ca.pem(),
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    }
+    (0..count)
+        .map(|_| {
+            let key = KeyPair::generate().unwrap();
+            let mut params = CertificateParams::new(vec![
+                "memcached.test".to_string(),
+                "cache.default.svc".to_string(),
+            ])
+            .unwrap();
+            params
+                .distinguished_name
+                .push(DnType::CommonName, "memcached.test");
+            let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+            Pki {
+                ca: ca.pem(),
+                cert: cert.pem(),
+                key: key.serialize_pem(),
+            }
+        })
+        .collect()
 }
 
 /// A temporary directory memcached can still read after dropping to `nobody`.

@@ -140,3 +140,70 @@ async fn a_new_hash_key_restarts_no_pod() {
         "new Secret data rolls the pods"
     );
 }
+
+/// The TLS Secret `certs` at `version` with `ca.crt` and `tls.crt` as
+/// given (base64 of any bytes: the stamp reads no certificate).
+fn tls_secret(version: &str, ca: &str, leaf: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "certs", "namespace": NS, "resourceVersion": version},
+        "data": {"ca.crt": ca, "tls.crt": leaf, "tls.key": leaf}})
+}
+
+/// A certificate renewed under the same CA changes no pod template (the
+/// running memcached loads it), even one stamped by an older controller
+/// whose hash covered every key; another CA restarts the pods.
+#[tokio::test]
+async fn a_renewed_certificate_changes_no_pod_template() {
+    let api = Shared::default();
+    insert(
+        &api,
+        path("v1", "secrets", "certs"),
+        tls_secret("1", "Q0E=", "TDE="),
+    );
+    let spec =
+        json!({"security": {"tls": {"enabled": true, "certificateSecretRef": {"name": "certs"}}}});
+    let deployment = path("apps/v1", "deployments", "c");
+    let hash = "memcached.c5c3.io/secret-hash";
+    let template_hash = |api: &Shared| {
+        api.lock().unwrap().objects[&deployment]["spec"]["template"]["metadata"]["annotations"]
+            [hash]
+            .clone()
+    };
+    let (ctx, mut writers) = fake_api::context_and_writers(api.clone());
+    fake_api::sync(&mut writers, &api);
+    reconcile(store_cr(&api, spec.clone()), ctx.clone())
+        .await
+        .unwrap();
+    // As an older controller stamped it: a hash of every key.
+    const OLDER: &str = "0123456789abcdef0123456789abcdef";
+    {
+        let mut api = api.lock().unwrap();
+        let workload = api.objects.get_mut(&deployment).unwrap();
+        workload["metadata"]["annotations"][hash] = json!(OLDER);
+        workload["spec"]["template"]["metadata"]["annotations"][hash] = json!(OLDER);
+    }
+    fake_api::sync(&mut writers, &api);
+    let renew = |version: &str, ca: &str, leaf: &str| {
+        insert(
+            &api,
+            path("v1", "secrets", "certs"),
+            tls_secret(version, ca, leaf),
+        );
+    };
+    let template = |api: &Shared| api.lock().unwrap().objects[&deployment]["spec"].clone();
+    let before = template(&api);
+    for (version, leaf) in [("2", "TDI="), ("3", "TDM=")] {
+        renew(version, "Q0E=", leaf);
+        fake_api::sync(&mut writers, &api);
+        reconcile(store_cr(&api, spec.clone()), ctx.clone())
+            .await
+            .unwrap();
+        // Only the stamp's Secret versions, on the Deployment's own metadata.
+        assert_eq!(template(&api), before, "renewal {version}");
+        fake_api::sync(&mut writers, &api);
+    }
+    renew("4", "Q0Iy", "TDQ=");
+    fake_api::sync(&mut writers, &api);
+    reconcile(store_cr(&api, spec), ctx).await.unwrap();
+    assert_ne!(template_hash(&api), OLDER, "another CA restarts the pods");
+}
