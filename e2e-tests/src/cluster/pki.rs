@@ -13,6 +13,12 @@ pub struct Pki {
 
 /// A fresh CA and a leaf for `names` (DNS names or IP addresses).
 pub fn issue(names: &[&str]) -> Result<Pki, String> {
+    Ok(issue_renewed(names, 1)?.remove(0))
+}
+
+/// [`issue`]'s leaf `count` times, each with its own key, all signed by one
+/// fresh CA: a certificate and its renewals (as cert-manager renews one).
+pub fn issue_renewed(names: &[&str], count: usize) -> Result<Vec<Pki>, String> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
     let error = |e: rcgen::Error| e.to_string();
     let ca_key = KeyPair::generate().map_err(error)?;
@@ -23,17 +29,21 @@ pub fn issue(names: &[&str]) -> Result<Pki, String> {
         .distinguished_name
         .push(DnType::CommonName, "memcached e2e CA");
     let ca = ca_params.self_signed(&ca_key).map_err(error)?;
-    let key = KeyPair::generate().map_err(error)?;
     let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let mut params = CertificateParams::new(names.clone()).map_err(error)?;
-    params.distinguished_name.push(
-        DnType::CommonName,
-        names.first().cloned().unwrap_or_default(),
-    );
-    let cert = params.signed_by(&key, &ca, &ca_key).map_err(error)?;
-    Ok(Pki {
-        ca: ca.pem(),
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    })
+    (0..count)
+        .map(|_| {
+            let key = KeyPair::generate().map_err(error)?;
+            let mut params = CertificateParams::new(names.clone()).map_err(error)?;
+            params.distinguished_name.push(
+                DnType::CommonName,
+                names.first().cloned().unwrap_or_default(),
+            );
+            let cert = params.signed_by(&key, &ca, &ca_key).map_err(error)?;
+            Ok(Pki {
+                ca: ca.pem(),
+                cert: cert.pem(),
+                key: key.serialize_pem(),
+            })
+        })
+        .collect()
 }

@@ -157,6 +157,12 @@ const SCENARIOS: &[Scenario] = &[
         tls_and_auth,
     ),
     Scenario::new(
+        "a certificate renewed under the same CA (cert-manager's renewal, the same Secret): each \
+         pod's memcached loads it in place, warm restarts on and off; 0 restarts, the same \
+         processes, every key served, the renewed certificate presented",
+        certificate_renewed,
+    ),
+    Scenario::new(
         "StatefulSet: each server of status.serverList resolves to its pod through CoreDNS; a deleted pod returns under its name",
         stateful_set_names,
     ),
