@@ -118,6 +118,7 @@ func startPodRuntime(ctx context.Context, client kubernetes.Interface, config ru
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
 				r.stop(ctx, pod, true)
+				r.removeEmptyDirs(pod)
 			}
 		},
 	})
@@ -161,7 +162,7 @@ func (r *podRuntime) sync(ctx context.Context, obj any) {
 	if started {
 		return
 	}
-	dir := filepath.Join(r.root, pod.Namespace, pod.Name+"-"+string(pod.UID)[:8])
+	dir := r.podDir(pod)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		klog.ErrorS(err, "pod directory", "pod", klog.KObj(pod))
 		return
@@ -235,8 +236,7 @@ func (r *podRuntime) restartWarm(ctx context.Context, pod *corev1.Pod, container
 		proc.kill()
 	}
 	time.Sleep(time.Second)
-	dir := filepath.Join(r.root, pod.Namespace, pod.Name+"-"+string(pod.UID)[:8])
-	if err := r.startMemcached(ctx, pod, container, dir); err != nil {
+	if err := r.startMemcached(ctx, pod, container, r.podDir(pod)); err != nil {
 		klog.ErrorS(err, "memcached not restarted", "pod", klog.KObj(pod))
 	}
 }
@@ -411,6 +411,24 @@ func (r *podRuntime) stop(ctx context.Context, pod *corev1.Pod, gone bool) {
 	} else if !gone && pod.DeletionTimestamp != nil && r.operatorContainer(pod) != nil {
 		// Never started: nothing to wait for.
 		r.remove(ctx, pod)
+	}
+}
+
+// podDir is where a pod's processes keep their logs and volumes.
+func (r *podRuntime) podDir(pod *corev1.Pod) string {
+	return filepath.Join(r.root, pod.Namespace, pod.Name+"-"+string(pod.UID)[:8])
+}
+
+// removeEmptyDirs removes a deleted pod's emptyDir volumes (the warm-restart
+// memory files, up to maxMemoryMB each), as the kubelet does; its logs stay.
+// A process still saving into one writes on into the unlinked file.
+func (r *podRuntime) removeEmptyDirs(pod *corev1.Pod) {
+	for _, volume := range pod.Spec.Volumes {
+		if volume.EmptyDir != nil {
+			if err := os.RemoveAll(filepath.Join(r.podDir(pod), volume.Name)); err != nil {
+				klog.ErrorS(err, "emptyDir not removed", "pod", klog.KObj(pod), "volume", volume.Name)
+			}
+		}
 	}
 }
 
