@@ -142,7 +142,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::free_port;
-use memcached_api::extra_args::options::{HasArg, LONG_OPTIONS, SUBOPTIONS};
+use memcached_api::extra_args::options::{
+    self as table, HasArg, LONG_OPTIONS, SHORT_OPTIONS, SUBOPTIONS,
+};
+use memcached_api::extra_args::release::Release as TableRelease;
 use memcached_api::validation::{ObjectName, Options, check};
 
 /// What memcached did with an argument list.
@@ -260,18 +263,29 @@ fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
-/// The policy's errors for a CR with these extraArgs (and `memcached` fields).
-fn policy(config: serde_json::Value) -> Vec<String> {
-    let spec: MemcachedSpec = serde_json::from_value(json!({"memcached": config})).unwrap();
+/// The policy's errors for `spec`, with `spec.image` the test's release
+/// (`memcached:1.6.18`), and the args the controller renders for it.
+fn judged(spec: &serde_json::Value) -> (Vec<String>, Vec<String>) {
+    let mut spec = spec.clone();
+    spec["image"] = json!(format!("memcached:{}", Release::current().version()));
+    let spec: MemcachedSpec = serde_json::from_value(spec).unwrap();
     let name = ObjectName {
         name: "cache",
         generate_name: "",
     };
-    check(name, spec, &Options::default())
-        .errors
-        .iter()
-        .map(ToString::to_string)
-        .collect()
+    let checked = check(name, spec, &Options::default());
+    let errors: Vec<String> = checked.errors.iter().map(ToString::to_string).collect();
+    (errors, memcached_args(&checked.spec))
+}
+
+/// The policy's errors for a CR with these extraArgs (and `memcached` fields).
+fn policy(config: serde_json::Value) -> Vec<String> {
+    judged(&json!({"memcached": config})).0
+}
+
+/// The release of the option table the test's memcached is.
+fn table_release() -> TableRelease {
+    TableRelease(Release::current().patch())
 }
 
 /// The args the controller renders for these `memcached` fields.
@@ -281,14 +295,47 @@ fn rendered(config: serde_json::Value) -> Vec<String> {
     ))
 }
 
+/// What this release's memcached prints for `-h`.
+fn help() -> String {
+    match run(&strings(&["-h"])) {
+        Outcome::Exited(Some(0), text) => text,
+        other => panic!("-h: {other:?}"),
+    }
+}
+
+/// Each of `lacking`, options the table gives other releases only: the
+/// policy refuses it for the test's release, and memcached exits on it
+/// printing what the policy quotes.
+fn lacking_options_exit_as_the_policy_says(lacking: impl IntoIterator<Item = Vec<String>>) {
+    for args in lacking {
+        let errors = policy(json!({"extraArgs": args}));
+        assert_eq!(errors.len(), 1, "{args:?}: {errors:?}");
+        assert!(
+            errors[0].contains(&format!(
+                "and spec.image memcached:{} runs {}",
+                table_release(),
+                table_release()
+            )),
+            "{args:?}: {errors:?}"
+        );
+        assert_exits_as_quoted(&args, &errors[0]);
+    }
+}
+
 on_each_release! {
+    /// The letters the table gives the release are the ones its getopt
+    /// takes, each with a value or not as the table says; any other letter
+    /// is an invalid option.
     #[test]
-    fn every_short_option_of_the_table_is_memcacheds() {
+    fn the_short_options_of_the_release_are_the_tables() {
+        let release = table_release();
         for c in ('a'..='z').chain('A'..='Z').chain('0'..='9') {
             // A letter memcached lacks is refused; one that takes a value needs
             // one; any other is taken, and memcached then exits on the invalid
             // `-q` after it (before `-d` could daemonize).
-            let needs = memcached_api::extra_args::options::short_option(c);
+            let needs = table::short_option(c)
+                .filter(|o| o.span.has(release))
+                .map(|o| o.has_arg);
             let args = match needs {
                 Some(HasArg::Required) => vec![format!("-{c}")],
                 _ => vec![format!("-{c}"), "-q".to_string()],
@@ -309,14 +356,22 @@ on_each_release! {
                 ),
             }
         }
+        let lacking = SHORT_OPTIONS.iter().filter(|o| !o.span.has(release));
+        lacking_options_exit_as_the_policy_says(lacking.map(|o| vec![format!("-{}", o.letter), "1".into()]));
     }
 }
 
 on_each_release! {
+    /// The long options the table gives the release are the ones its `-h`
+    /// lists, and its getopt takes each with a value or not as the table
+    /// says; the table's others it does not know.
     #[test]
-    fn every_long_option_of_the_table_is_memcacheds() {
-        for option in LONG_OPTIONS {
+    fn the_long_options_of_the_release_are_the_tables() {
+        let release = table_release();
+        let mut given = std::collections::BTreeSet::new();
+        for option in LONG_OPTIONS.iter().filter(|o| o.span.has(release)) {
             let name = option.name;
+            given.insert(name.to_string());
             match option.has_arg {
                 HasArg::Required => {
                     let outcome = run(&[format!("--{name}")]);
@@ -338,23 +393,112 @@ on_each_release! {
                 ),
             }
         }
+        // `-p, --port=<num>  TCP port...`, `-W  --disable-watch  ...`; -h
+        // spells --napi-ids `--napi_ids` (getopt takes the dash only, as
+        // checked above).
+        let listed: std::collections::BTreeSet<String> = help()
+            .lines()
+            .filter(|line| line.starts_with('-'))
+            .filter_map(|line| line.split_once("--"))
+            .map(|(_, long)| {
+                long.chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '-' || *c == '_')
+                    .map(|c| if c == '_' { '-' } else { c })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(listed, given, "memcached -h against the table for {release}");
+        let lacking = LONG_OPTIONS.iter().filter(|o| !o.span.has(release));
+        lacking_options_exit_as_the_policy_says(lacking.map(|o| vec![format!("--{}=1", o.name)]));
     }
 }
 
-on_each_release! {
-    #[test]
-    fn every_suboption_of_the_table_is_memcacheds() {
-        for name in SUBOPTIONS {
-            // A known name is processed, then memcached stops at the unknown one after it.
-            let outcome = run(&strings(&["-o", &format!("{name},zz_unknown")]));
-            assert!(
-                matches!(&outcome, Outcome::Exited(_, t) if !t.contains(&format!("Illegal suboption \"{name}"))),
-                "-o {name}: {outcome:?}"
-            );
+/// Every word memcached's binary holds that could name a `-o` setting: the
+/// NUL-ended runs of `[a-z0-9_]`, and their tails after an underscore (the
+/// linker stores `modern` as the tail of `no_modern`).
+fn words_of_the_binary() -> std::collections::BTreeSet<String> {
+    let bytes = std::fs::read(Release::current().binary()).unwrap();
+    let mut words = std::collections::BTreeSet::new();
+    for run in bytes.split(|b| *b == 0) {
+        let Ok(word) = std::str::from_utf8(run) else {
+            continue;
+        };
+        if word.len() < 3 || !word.starts_with(|c: char| c.is_ascii_lowercase()) {
+            continue;
         }
-        assert!(
-            matches!(run(&strings(&["-o", "zz_unknown"])), Outcome::Exited(Some(1), t) if t.contains("Illegal suboption \"zz_unknown\""))
+        if !word
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            continue;
+        }
+        for (at, _) in word.match_indices('_') {
+            words.insert(word[at + 1..].to_string());
+        }
+        words.insert(word.to_string());
+    }
+    words
+}
+
+/// True when memcached knows the `-o` setting `name`: it goes on to the
+/// unknown one after it (or stops on the missing value) instead of exiting
+/// on `name` itself.
+fn takes_suboption(name: &str) -> bool {
+    let output = Release::current()
+        .command()
+        .args(["-u", "nobody", "-o", &format!("{name},zz_unknown")])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!output.status.success(), "-o {name},zz_unknown: {text}");
+    !text.contains(&format!("Illegal suboption \"{name}\""))
+}
+
+on_each_release! {
+    /// The `-o` settings the table gives the release are those its binary
+    /// takes, out of every word in the binary and every name in the table,
+    /// and those its `-h` lists are among them; the table's others it
+    /// refuses as the policy says.
+    #[test]
+    fn the_suboptions_of_the_release_are_the_tables() {
+        let release = table_release();
+        let given: std::collections::BTreeSet<String> = SUBOPTIONS
+            .iter()
+            .filter(|s| s.span.has(release))
+            .map(|s| s.name.to_string())
+            .collect();
+        let mut candidates = words_of_the_binary();
+        candidates.extend(SUBOPTIONS.iter().map(|s| s.name.to_string()));
+        let taken: std::collections::BTreeSet<String> =
+            candidates.into_iter().filter(|name| takes_suboption(name)).collect();
+        let (unlisted, refused): (Vec<_>, Vec<_>) = (
+            taken.difference(&given).collect(),
+            given.difference(&taken).collect(),
         );
+        assert!(
+            unlisted.is_empty() && refused.is_empty(),
+            "{release} takes -o {unlisted:?}, which the table does not give it, and refuses -o {refused:?}, which it does"
+        );
+        // `   - maxconns_fast:       immediately close ...`, and headings
+        // such as `   - External storage (ext_*) related options`.
+        let help = help();
+        let listed: Vec<&str> = help
+            .lines()
+            .filter_map(|line| line.strip_prefix("   - "))
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, _)| name)
+            .filter(|name| name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+            .collect();
+        assert!(listed.len() > 40, "{listed:?}");
+        for name in listed {
+            assert!(given.contains(name), "-h lists -o {name}, the table gives {release} none");
+        }
+        let lacking = SUBOPTIONS.iter().filter(|s| !s.span.has(release));
+        lacking_options_exit_as_the_policy_says(lacking.map(|s| strings(&["-o", &format!("{}=1", s.name)])));
     }
 }
 
@@ -419,25 +563,31 @@ on_each_release! {
                 }
                 continue;
             }
-            let quoted = errors[0]
-                .split_once("memcached exits on it: ")
-                .map(|(_, m)| m.to_string())
-                .unwrap_or_else(|| panic!("{args:?}: {errors:?}"));
-            let mut full = rendered(json!({}));
-            full.extend(strings(args));
-            match run(&full) {
-                Outcome::Exited(Some(code), text) => {
-                    assert_ne!(code, 0, "{args:?}");
-                    // memcached prints the protocol error over two lines.
-                    let text = text.replace("\n -- ", " -- ");
-                    assert!(
-                        text.contains(&quoted),
-                        "{args:?}: {quoted:?} not in {text:?}"
-                    );
-                }
-                other => panic!("{args:?}: memcached did not exit: {other:?}"),
-            }
+            assert_exits_as_quoted(&strings(args), &errors[0]);
         }
+    }
+}
+
+/// memcached, with the rendered args and then `args`, exits printing what
+/// the policy's `error` quotes after "memcached exits on it: ".
+fn assert_exits_as_quoted(args: &[String], error: &str) {
+    let quoted = error
+        .split_once("memcached exits on it: ")
+        .map(|(_, m)| m.to_string())
+        .unwrap_or_else(|| panic!("{args:?}: {error}"));
+    let mut full = rendered(json!({}));
+    full.extend(args.iter().cloned());
+    match run(&full) {
+        Outcome::Exited(Some(code), text) => {
+            assert_ne!(code, 0, "{args:?}");
+            // memcached prints the protocol error over two lines.
+            let text = text.replace("\n -- ", " -- ");
+            assert!(
+                text.contains(&quoted),
+                "{args:?}: {quoted:?} not in {text:?}"
+            );
+        }
+        other => panic!("{args:?}: memcached did not exit: {other:?}"),
     }
 }
 
@@ -656,16 +806,6 @@ on_each_release! {
             json!({"warmRestart": {"enabled": warm},
                 "memcached": {"maxMemoryMB": mb, "extraArgs": extra}})
         };
-        let judged = |spec: &serde_json::Value| {
-            let spec: MemcachedSpec = serde_json::from_value(spec.clone()).unwrap();
-            let name = ObjectName {
-                name: "cache",
-                generate_name: "",
-            };
-            let checked = check(name, spec, &Options::default());
-            let errors: Vec<String> = checked.errors.iter().map(ToString::to_string).collect();
-            (errors, memcached_args(&checked.spec))
-        };
         let start = |args: &[String]| {
             let dir = writable_tempdir();
             let local = dir.path().display().to_string();
@@ -732,27 +872,19 @@ on_each_release! {
     #[test]
     fn large_pages_start_from_the_policys_minimum_memory() {
         for spelling in [&["-L"][..], &["--enable-largepages"], &["-vL"]] {
-            let judged = |mb: i32| {
-                let spec = json!({"warmRestart": {"enabled": false},
-                    "memcached": {"maxMemoryMB": mb, "extraArgs": spelling}});
-                let spec: MemcachedSpec = serde_json::from_value(spec).unwrap();
-                let name = ObjectName {
-                    name: "cache",
-                    generate_name: "",
-                };
-                let checked = check(name, spec, &Options::default());
-                let errors: Vec<String> = checked.errors.iter().map(ToString::to_string).collect();
-                (errors, memcached_args(&checked.spec))
+            let judged_at = |mb: i32| {
+                judged(&json!({"warmRestart": {"enabled": false},
+                    "memcached": {"maxMemoryMB": mb, "extraArgs": spelling}}))
             };
             let no_huge_pages = |text: &str| text.contains("Cannot enable large pages");
-            let (errors, args) = judged(39);
+            let (errors, args) = judged_at(39);
             assert_eq!(errors, Vec::<String>::new(), "{spelling:?} at 39");
             match run(&args) {
                 Outcome::Serves(_) => {}
                 Outcome::Exited(Some(1), text) if no_huge_pages(&text) => {}
                 other => panic!("{spelling:?} at 39: {other:?}"),
             }
-            let (errors, args) = judged(38);
+            let (errors, args) = judged_at(38);
             assert!(
                 errors.len() == 1
                     && errors[0].starts_with(

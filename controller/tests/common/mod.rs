@@ -60,6 +60,17 @@ impl Release {
         }
     }
 
+    /// This memcached's executable file (not the script that runs it).
+    pub fn binary(self) -> PathBuf {
+        match self {
+            Release::Host => std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|dir| dir.join("memcached"))
+                .find(|file| file.is_file())
+                .expect("memcached on PATH"),
+            Release::Newest => newest_rootfs().join("usr/bin/memcached"),
+        }
+    }
+
     /// A command running this memcached.
     pub fn command(self) -> Command {
         let mut command = Command::new(self.program());
