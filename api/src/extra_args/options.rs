@@ -8,7 +8,7 @@
 //! 1.6.45, built as the official image builds them (`--enable-extstore
 //! --enable-tls`, and `--enable-proxy` since its 1.6.38 image, see
 //! [`PROXY_IMAGES`]; `MEMCACHED_DEBUG` never, so `relaxed_privileges` is no
-//! entry). `controller/tests/args_on_memcached.rs` checks the entries of each
+//! entry). `controller/tests/option_table_on_memcached.rs` checks the entries of each
 //! test-bed release against that release's own binary.
 
 use super::release::Release;

@@ -4,6 +4,8 @@
 //! ([`on_each_release!`] runs a test on both).
 #![allow(dead_code)]
 
+pub mod outcome;
+
 use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
