@@ -34,10 +34,10 @@ pub enum Tagged {
     Release(Release),
     /// A 1.6 release newer than [`NEWEST`] (`1.6.46`).
     Newer(Release),
-    /// Another series than 1.6: `1.5.22`, `1.5`, `1.7.0`, `2`.
+    /// Another series than 1.6: `1.5.22`, `1.5`, `1.7.0`, `2.0`.
     OtherSeries(String),
     /// No release: `1.6`, `1`, `latest`, `alpine`, a digest alone, or a tag
-    /// that does not start with a version.
+    /// that does not start with a version (a lone number but 1 included).
     Floating,
 }
 
@@ -53,12 +53,10 @@ impl Tagged {
             Some([1] | [1, 6]) => Tagged::Floating,
             Some([1, 6, patch]) if *patch <= NEWEST.0 => Tagged::Release(Release(*patch)),
             Some([1, 6, patch]) => Tagged::Newer(Release(*patch)),
-            Some([major, rest @ ..]) if rest.len() <= 2 => {
-                let series = rest
-                    .first()
-                    .map_or(major.to_string(), |m| format!("{major}.{m}"));
-                Tagged::OtherSeries(series)
+            Some([major, minor] | [major, minor, _]) => {
+                Tagged::OtherSeries(format!("{major}.{minor}"))
             }
+            // A lone number but 1 (`2`, `20240101`) is a tag of one's own.
             _ => Tagged::Floating,
         }
     }
@@ -207,7 +205,8 @@ mod tests {
         older_series: "memcached:1.5.22" => Tagged::OtherSeries("1.5".into());
         older_series_floating: "memcached:1.5-alpine" => Tagged::OtherSeries("1.5".into());
         next_series: "memcached:1.7.0" => Tagged::OtherSeries("1.7".into());
-        next_major: "memcached:2" => Tagged::OtherSeries("2".into());
+        next_major: "memcached:2.0" => Tagged::OtherSeries("2.0".into());
+        lone_number_floats: "memcached:20240101" => Tagged::Floating;
     }
 
     fn strings(args: &[&str]) -> Vec<String> {
