@@ -10,6 +10,7 @@ use std::fmt;
 use super::getopt;
 use super::options::{self, Span};
 use crate::kubernetes::image::tag;
+use crate::memcached_options::{self, ExtraArgs::Allowed, MemcachedOption};
 
 /// A memcached 1.6 release, `1.6.<patch>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -116,7 +117,7 @@ fn had(what: &str, span: Span) -> String {
 }
 
 /// The warnings for `args` run by `image`: with a floating tag, each option
-/// older 1.6 releases refuse; with a release the table does not cover, that
+/// `extraArgs` may set that older 1.6 releases refuse; with a release the table does not cover, that
 /// the judgment is [`NEWEST`]'s.
 pub fn warnings(image: &str, args: &[String]) -> Vec<String> {
     if args.is_empty() {
@@ -148,9 +149,11 @@ pub fn warnings(image: &str, args: &[String]) -> Vec<String> {
     }
 }
 
-/// The options of `args` that the newest release has and the oldest lacks:
-/// the index of each, its name, and the releases that have it.
+/// The options of `args` that the newest release has and the oldest lacks,
+/// and that `extraArgs` may set (the others are refused whatever the
+/// release): the index of each, its name, and the releases that have it.
 fn newer_options(args: &[String]) -> Vec<(usize, String, Span)> {
+    let allowed = |rule: Option<&MemcachedOption>| rule.is_none_or(|o| o.extra_args == Allowed);
     let (parsed, _) = getopt::parse(args);
     let mut newer = Vec::new();
     for option in &parsed {
@@ -160,11 +163,13 @@ fn newer_options(args: &[String]) -> Vec<(usize, String, Span)> {
         if option.short == 'o' {
             for name in option.value.unwrap_or_default().split(',') {
                 let name = name.split_once('=').map_or(name, |(name, _)| name);
-                if let Some(sub) = options::suboption(name) {
+                if let Some(sub) = options::suboption(name)
+                    && allowed(memcached_options::suboption(name))
+                {
                     newer.push((option.index, format!("-o {name}"), sub.span));
                 }
             }
-        } else {
+        } else if allowed(memcached_options::short(option.short)) {
             newer.push((option.index, options::flag(option.short), short.span));
         }
     }
@@ -233,6 +238,7 @@ mod tests {
              (memcached:1.6.45)"
         ];
         floating_tag_with_options_of_every_release: "memcached:latest", ["-v", "-o", "modern", "--disable-cas"] => [];
+        floating_tag_and_options_refused_anyway: "memcached:1.6", ["-o", "ssl_min_version=tlsv1.3,proxy_config=/p.lua"] => [];
         stated_release_is_not_warned_about: "memcached:1.6.45", ["-N", "2"] => [];
         no_args_no_warning: "memcached:1.5.22", [] => [];
         other_series: "memcached:1.5.22", ["-v"] => [
