@@ -246,7 +246,7 @@ use Schema::{Pattern, Range};
 
 /// Every option the operator has a say in. The rows with a field come first,
 /// in the order of memcached's command line and of their checks.
-pub const OPTIONS: [MemcachedOption; 30] = [
+pub const OPTIONS: [MemcachedOption; 31] = [
     MemcachedOption {
         option: Short('m'),
         field: field!(max_memory_mb: Int = 64, "maxMemoryMB", Range(&MAX_MEMORY_MB_BOUNDS), Valued),
@@ -364,6 +364,15 @@ pub const OPTIONS: [MemcachedOption; 30] = [
         ),
         true,
     ),
+    // The proxy, from the 1.6.38 image on.
+    row(
+        Sub("proxy_config"),
+        Breaks(
+            "it makes memcached a proxy that routes requests to the pools of a Lua file the operator does \
+             not mount, so memcached exits when it cannot load the file",
+        ),
+        false,
+    ),
     row(Sub("slab_sizes"), Allowed, true),
     row(Sub("no_chunked_items"), Allowed, true),
     row(Sub("slab_reassign"), Allowed, true),
@@ -476,9 +485,11 @@ mod tests {
         for option in OPTIONS {
             match option.option {
                 Short(c) => assert!(options::short_option(c).is_some(), "-{c}"),
-                Sub(name) => assert!(options::is_suboption(name), "-o {name}"),
+                Sub(name) => assert!(options::suboption(name).is_some(), "-o {name}"),
                 SubPrefix(prefix) => assert!(
-                    options::SUBOPTIONS.iter().any(|s| s.starts_with(prefix)),
+                    options::SUBOPTIONS
+                        .iter()
+                        .any(|s| s.name.starts_with(prefix)),
                     "-o {prefix}*"
                 ),
             }

@@ -288,7 +288,10 @@ pub struct MemcachedConfig {
     pub verbosity: Option<i32>,
     /// Extra raw arguments appended after the managed ones; default none.
     /// Flags the operator manages (`-m`, `-c`, `-t`, `-I`, ...) and flags that
-    /// stop memcached from serving are refused.
+    /// stop memcached from serving are refused, and so are options the
+    /// memcached release of `image` lacks (the release its tag names, such as
+    /// `1.6.18-alpine`; for a tag naming none, such as `1.6`, the newest 1.6
+    /// the policy knows, with a warning for options older 1.6 releases lack).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "schema",

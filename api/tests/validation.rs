@@ -424,3 +424,32 @@ fn large_pages_need_the_preallocation_minimum() {
     assert_eq!(cold(63, &["-L", "-f", "1.1"]), Vec::<String>::new());
     assert_eq!(cold(16, &["-f", "1.1"]), Vec::<String>::new());
 }
+
+/// `spec.image` says which release `extraArgs` are judged against: a
+/// setting 1.6.18's image lacks is refused there and admitted on the
+/// floating default with a warning naming the release that added it.
+#[test]
+fn extra_args_are_judged_by_the_release_of_the_image() {
+    let spec =
+        |image: &str| json!({"image": image, "memcached": {"extraArgs": ["-o", "proxy_uring"]}});
+    assert_eq!(
+        errors(spec("memcached:1.6.18-alpine")),
+        [
+            r#"spec.memcached.extraArgs[0]: Invalid value: "-o": -o proxy_uring is in memcached from 1.6.38 on, and spec.image memcached:1.6.18-alpine runs 1.6.18: memcached exits on it: Illegal suboption "proxy_uring""#
+        ]
+    );
+    assert_eq!(errors(spec("memcached:1.6.38")), Vec::<String>::new());
+    assert_eq!(errors(spec("memcached:1.6")), Vec::<String>::new());
+    assert_eq!(
+        warnings(&defaulted(spec("memcached:1.6"))),
+        [
+            "spec.memcached.extraArgs[0]: -o proxy_uring is in memcached from 1.6.38 on, and spec.image memcached:1.6 \
+             names no release: a node whose memcached:1.6 is an older 1.6 exits on it; pin memcached:1.6.38 or later \
+             (memcached:1.6.45)"
+        ]
+    );
+    assert_eq!(
+        warnings(&defaulted(spec("memcached:1.6.38"))),
+        Vec::<String>::new()
+    );
+}

@@ -1,5 +1,8 @@
 //! glibc's `getopt_long` over memcached's option table: what memcached sees
-//! in its argument list, with glibc's own error messages.
+//! in its argument list, with glibc's own error messages. It reads every
+//! option of the table, whichever releases have it (no long option of 1.6
+//! has gone, so a prefix names the same one in every release); what the
+//! image's release lacks is refused after ([`super::validate`]).
 //!
 //! Modelled: bundled short options (`-vd`), values glued to the letter
 //! (`-m64`) or in the next argument, `--name=value` and `--name value`,
@@ -126,7 +129,7 @@ fn short_cluster<'a>(
             short: c,
             value,
         };
-        match short_option(c) {
+        match short_option(c).map(|o| o.has_arg) {
             None => return Err(format!("invalid option -- '{c}'")),
             Some(HasArg::No | HasArg::Optional) => parsed.push(option(None)),
             Some(HasArg::Required) => {

@@ -1,17 +1,20 @@
 //! `spec.memcached.extraArgs`, read the way memcached 1.6 reads its command
 //! line: flags the operator manages, flags that stop memcached from serving in
 //! a pod, and arguments memcached would exit on are refused, each naming the
-//! argument as written and what to use instead.
+//! argument as written and what to use instead. So are options the
+//! image's memcached release does not have ([`release`]).
 
 pub mod getopt;
 pub mod memory_file;
 pub mod options;
+pub mod release;
 pub mod values;
 
 use crate::field::{ErrorList, FieldError, Path};
 use crate::memcached_options::{self, ExtraArgs};
 use getopt::{GetoptError, Parsed};
-use options::long_name;
+use options::flag;
+use release::Judge;
 
 /// What `extraArgs` may do with the short option `c` (its long form is the
 /// same option).
@@ -27,18 +30,30 @@ pub fn verbosity(args: &[String]) -> usize {
     parsed.iter().filter(|o| o.short == 'v').count()
 }
 
-/// Every refused argument of `args`, for a memcached running `threads` workers.
-pub fn validate(args: &[String], threads: i32, path: &Path) -> ErrorList {
+/// Every refused argument of `args`, for a memcached running `threads`
+/// workers, of the release `judge` reads from the image.
+pub fn validate(args: &[String], threads: i32, judge: &Judge<'_>, path: &Path) -> ErrorList {
     let (parsed, error) = getopt::parse(args);
     let mut errors = ErrorList::new();
     let mut combined = Combined::default();
     for option in &parsed {
         let written = args[option.index].as_str();
         let at = path.index(option.index);
+        if let Some(message) = lacking(option, written, judge) {
+            errors.push(FieldError::invalid(at, written, message));
+            continue;
+        }
         match (option.short, rule(option.short)) {
             ('o', _) => {
                 let shown = as_written(args, option);
-                suboptions(option, written, &shown, &at, &mut combined, &mut errors);
+                let this = Suboptions {
+                    option,
+                    written,
+                    shown: &shown,
+                    at: &at,
+                    judge,
+                };
+                this.check(&mut combined, &mut errors);
             }
             ('B', _) => protocol(option, written, &at, &mut errors),
             (c, ExtraArgs::Managed(instead)) => errors.push(FieldError::forbidden(
@@ -93,12 +108,19 @@ fn as_written(args: &[String], option: &Parsed<'_>) -> String {
     }
 }
 
-/// `-m/--memory-limit`, or `-D` for a letter without a long name.
-fn flag(c: char) -> String {
-    match long_name(c) {
-        Some(name) => format!("-{c}/--{name}"),
-        None => format!("-{c}"),
-    }
+/// Why the image's release refuses `option`, written as `written`, when it
+/// lacks it: the release and its own message.
+fn lacking(option: &Parsed<'_>, written: &str, judge: &Judge<'_>) -> Option<String> {
+    let release = judge.release();
+    let short = options::short_option(option.short)?;
+    let (span, message) = match written.strip_prefix("--") {
+        Some(text) => (
+            options::long_option(option.short)?.span,
+            format!("unrecognized option '--{text}'"),
+        ),
+        None => (short.span, format!("invalid option -- '{}'", option.short)),
+    };
+    (!span.has(release)).then(|| judge.lacks(&flag(option.short), span, &message))
 }
 
 /// `-B`: memcached accepts ascii, binary or auto; the probes and the
@@ -220,34 +242,56 @@ impl Combined {
     }
 }
 
-/// `-o a,b=c`: memcached reads the comma-separated list with getsubopt and
-/// exits on an unknown name (an empty one included) or a value it cannot
-/// take; a trailing comma ends it.
-fn suboptions(
-    option: &Parsed<'_>,
-    written: &str,
-    shown: &str,
-    at: &Path,
-    combined: &mut Combined,
-    errors: &mut ErrorList,
-) {
-    let list = option.value.unwrap_or_default();
-    let mut tokens: Vec<&str> = list.split(',').collect();
-    if tokens.last() == Some(&"") {
-        tokens.pop();
-    }
-    for token in tokens {
-        let (name, value) = token
-            .split_once('=')
-            .map_or((token, None), |(name, value)| (name, Some(value)));
-        if !options::is_suboption(name) {
-            errors.push(FieldError::invalid(
-                at.clone(),
-                written,
-                format!("memcached exits on it: Illegal suboption {token:?}"),
-            ));
-            continue;
+/// One `-o a,b=c`: memcached reads the comma-separated list with getsubopt
+/// and exits on an unknown name (an empty one included), one its release
+/// lacks, or a value it cannot take; a trailing comma ends it.
+struct Suboptions<'o, 'a> {
+    option: &'o Parsed<'a>,
+    /// The argument as written.
+    written: &'o str,
+    /// The option as shown in messages (with its value when that is the
+    /// next argument).
+    shown: &'o str,
+    at: &'o Path,
+    judge: &'o Judge<'o>,
+}
+
+impl Suboptions<'_, '_> {
+    fn check(&self, combined: &mut Combined, errors: &mut ErrorList) {
+        let (at, written) = (self.at, self.written);
+        let list = self.option.value.unwrap_or_default();
+        let mut tokens: Vec<&str> = list.split(',').collect();
+        if tokens.last() == Some(&"") {
+            tokens.pop();
         }
+        for token in tokens {
+            let (name, value) = token
+                .split_once('=')
+                .map_or((token, None), |(name, value)| (name, Some(value)));
+            let illegal = format!("Illegal suboption {token:?}");
+            let message = match options::suboption(name) {
+                None => format!("memcached exits on it: {illegal}"),
+                Some(sub) if !sub.span.has(self.judge.release()) => {
+                    self.judge.lacks(&format!("-o {name}"), sub.span, &illegal)
+                }
+                Some(_) => {
+                    self.known(name, value, combined, errors);
+                    continue;
+                }
+            };
+            errors.push(FieldError::invalid(at.clone(), written, message));
+        }
+    }
+
+    /// The sub-option `name`, which the release has, with `value`.
+    fn known(
+        &self,
+        name: &str,
+        value: Option<&str>,
+        combined: &mut Combined,
+        errors: &mut ErrorList,
+    ) {
+        let (at, written, shown) = (self.at, self.written, self.shown);
         let extra_args = memcached_options::suboption(name).map(|o| o.extra_args);
         let (rule, reason) = match extra_args.unwrap_or(ExtraArgs::Allowed) {
             ExtraArgs::Managed(instead) => ("which the operator manages", instead),
@@ -262,7 +306,7 @@ fn suboptions(
                 } else {
                     combined.note(name, value, at, shown);
                 }
-                continue;
+                return;
             }
         };
         errors.push(FieldError::forbidden(
@@ -276,12 +320,19 @@ fn suboptions(
 mod tests {
     use super::*;
 
-    fn messages(args: &[&str]) -> Vec<String> {
+    /// The errors of `args` for a memcached of `image`.
+    fn messages_on(image: &str, args: &[&str]) -> Vec<String> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        validate(&args, 4, &Path::new("spec.memcached.extraArgs"))
+        let judge = Judge::of(image);
+        validate(&args, 4, &judge, &Path::new("spec.memcached.extraArgs"))
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    /// The errors of `args` for the default image, `memcached:1.6`.
+    fn messages(args: &[&str]) -> Vec<String> {
+        messages_on("memcached:1.6", args)
     }
 
     #[test]
@@ -372,6 +423,44 @@ mod tests {
         operands_and_double_dash: ["foo", "--", "-m", "1", "-d"];
         empty_list: [];
         empty_suboption_list: ["-o", ""];
+    }
+
+    macro_rules! on_release {
+        ($($name:ident: $image:expr, [$($arg:expr),*] => [$($expected:expr),*];)*) => {$(
+            #[test]
+            fn $name() {
+                let expected: Vec<&str> = vec![$($expected),*];
+                assert_eq!(messages_on($image, &[$($arg),*]), expected);
+            }
+        )*};
+    }
+
+    on_release! {
+        napi_ids_before_they_came: "memcached:1.6.8", ["-v", "-N", "1"] => [
+            r#"spec.memcached.extraArgs[1]: Invalid value: "-N": -N/--napi-ids is in memcached from 1.6.9 on, and spec.image memcached:1.6.8 runs 1.6.8: memcached exits on it: invalid option -- 'N'"#
+        ];
+        napi_ids_long_before_they_came: "memcached:1.6.8-alpine", ["--napi-ids=1"] => [
+            r#"spec.memcached.extraArgs[0]: Invalid value: "--napi-ids=1": -N/--napi-ids is in memcached from 1.6.9 on, and spec.image memcached:1.6.8-alpine runs 1.6.8: memcached exits on it: unrecognized option '--napi-ids=1'"#
+        ];
+        napi_ids_since_they_came: "memcached:1.6.9", ["-N", "1"] => [];
+        proxy_setting_before_the_proxy_image: "memcached:1.6.18", ["-o", "modern,proxy_arg=x"] => [
+            r#"spec.memcached.extraArgs[0]: Invalid value: "-o": -o proxy_arg is in memcached from 1.6.38 on, and spec.image memcached:1.6.18 runs 1.6.18: memcached exits on it: Illegal suboption "proxy_arg=x""#
+        ];
+        proxy_settings_of_the_proxy_image: "memcached:1.6.38", ["-o", "proxy_arg=x,proxy_uring,proxy_memprofile"] => [];
+        proxy_setting_without_its_value: "memcached:1.6.45", ["-o", "proxy_arg"] => [
+            r#"spec.memcached.extraArgs[0]: Invalid value: "-o proxy_arg": memcached exits on it: Segmentation fault (it needs a value)"#
+        ];
+        proxy_config: "memcached:1.6", ["-o", "proxy_config=/etc/proxy.lua"] => [
+            r#"spec.memcached.extraArgs[0]: Forbidden: "-o" sets -o proxy_config, which breaks the pod: it makes memcached a proxy that routes requests to the pools of a Lua file the operator does not mount, so memcached exits when it cannot load the file"#
+        ];
+        removed_setting_on_a_floating_tag: "memcached:1.6", ["-ometa_response_old"] => [
+            r#"spec.memcached.extraArgs[0]: Invalid value: "-ometa_response_old": -o meta_response_old was in memcached from 1.6.10 to 1.6.17, and spec.image memcached:1.6 is judged as 1.6.45, the newest 1.6 this policy knows: memcached exits on it: Illegal suboption "meta_response_old""#
+        ];
+        removed_setting_where_it_was: "memcached:1.6.17", ["-ometa_response_old"] => [];
+        newer_release_judged_as_the_newest: "memcached:1.6.46", ["-ometa_response_old", "-N", "1"] => [
+            r#"spec.memcached.extraArgs[0]: Invalid value: "-ometa_response_old": -o meta_response_old was in memcached from 1.6.10 to 1.6.17, and spec.image memcached:1.6.46 is judged as 1.6.45, the newest 1.6 this policy knows: memcached exits on it: Illegal suboption "meta_response_old""#
+        ];
+        other_series_judged_as_the_newest: "memcached:1.5.22", ["-N", "1", "-o", "proxy_arg=x"] => [];
     }
 
     #[test]

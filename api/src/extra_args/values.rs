@@ -117,7 +117,9 @@ fn missing(name: &str) -> Option<String> {
             format!("Missing numeric argument for {name}")
         }
         "lru_crawler_sleep" | "lru_crawler_tocrawl" => format!("Missing {name} value"),
-        "slab_sizes" | "sock_cookie_id" => "Segmentation fault (it needs a value)".to_string(),
+        "slab_sizes" | "sock_cookie_id" | "proxy_arg" => {
+            "Segmentation fault (it needs a value)".to_string()
+        }
         "slab_automove_ratio"
         | "slab_automove_window"
         | "hash_algorithm"

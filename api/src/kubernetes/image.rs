@@ -43,6 +43,15 @@ pub fn repository_name(image: &str) -> &str {
         .map_or(last, |(repository, _)| repository)
 }
 
+/// The tag of an image reference, without its digest: `1.6.18-alpine` for
+/// `registry.example.com:5000/memcached:1.6.18-alpine@sha256:...`; none for
+/// `memcached` or a digest alone.
+pub fn tag(image: &str) -> Option<&str> {
+    let name = image.split_once('@').map_or(image, |(name, _)| name);
+    let last = &name[name.rfind('/').map_or(0, |i| i + 1)..];
+    last.split_once(':').map(|(_, tag)| tag)
+}
+
 fn is_reference(image: &str) -> bool {
     let (rest, digest) = match image.split_once('@') {
         Some((rest, digest)) => (rest, Some(digest)),
@@ -205,6 +214,23 @@ mod tests {
             validate_image("memcached ", &Path::new("spec.image"))[0].to_string(),
             r#"spec.image: Invalid value: "memcached ": must not have leading or trailing whitespace"#
         );
+    }
+
+    #[test]
+    fn tag_is_after_the_last_path_component_and_before_the_digest() {
+        for (image, tag_of) in [
+            ("memcached", None),
+            ("memcached:1.6", Some("1.6")),
+            ("registry.example.com:5000/team/memcached", None),
+            (
+                "registry.example.com:5000/team/memcached:1.6.18-alpine",
+                Some("1.6.18-alpine"),
+            ),
+            ("localhost/memcached@sha256:0", None),
+            ("[::1]:5000/cache:2@sha256:0", Some("2")),
+        ] {
+            assert_eq!(tag(image), tag_of, "{image}");
+        }
     }
 
     #[test]

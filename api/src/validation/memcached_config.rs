@@ -5,6 +5,7 @@
 use super::schema::within;
 use crate::extra_args;
 use crate::extra_args::memory_file::ShortOfMemory;
+use crate::extra_args::release::Judge;
 use crate::field::{ErrorList, FieldError, Path, Stage};
 use crate::memcached_options::{
     MAX_ITEM_SIZE_BYTES, SLAB_CHUNK_MAX, SPEC_FIELDS, Schema, Setting, THREADS, is_item_size,
@@ -12,8 +13,14 @@ use crate::memcached_options::{
 use crate::types::MemcachedConfig;
 
 /// Every parameter within its bounds, and one memcached starts with, with
-/// its memory file when `warm` (warm restarts are on).
-pub fn validate_memcached_config(config: &MemcachedConfig, warm: bool, path: &Path) -> ErrorList {
+/// its memory file when `warm` (warm restarts are on), in the release
+/// `judge` reads from the image.
+pub fn validate_memcached_config(
+    config: &MemcachedConfig,
+    warm: bool,
+    judge: &Judge<'_>,
+    path: &Path,
+) -> ErrorList {
     let mut errors = ErrorList::new();
     for field in SPEC_FIELDS.iter().filter_map(|o| o.field.as_ref()) {
         match (field.get(config), field.schema) {
@@ -34,7 +41,7 @@ pub fn validate_memcached_config(config: &MemcachedConfig, warm: bool, path: &Pa
         Some(Setting::Int(threads)) => threads,
         _ => 0,
     };
-    let args = extra_args::validate(args, threads, &path.child("extraArgs"));
+    let args = extra_args::validate(args, threads, judge, &path.child("extraArgs"));
     errors.extend(args.into_iter().map(|e| e.at(Stage::Runtime)));
     // memcached exits on any of those before it preallocates.
     if warm && errors.is_empty() {

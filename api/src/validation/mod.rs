@@ -34,6 +34,7 @@ use security::validate_security;
 use workload::{validate_replicas, validate_server_list_config_map, validate_workload};
 
 use crate::defaults::{Addition, Defaulted, apply_defaults, complete_for};
+use crate::extra_args::release::Judge;
 use crate::field::{ErrorList, Path};
 use crate::kubernetes::image::validate_image;
 use crate::kubernetes::metadata::{self, validate_labels};
@@ -181,7 +182,8 @@ fn validate_spec(spec: &Defaulted, options: &Options) -> ErrorList {
         Part::Memcached,
         field(spec.memcached.as_ref(), |c| {
             let warm = spec.warm_restart_enabled();
-            validate_memcached_config(c, warm, &path.child("memcached"))
+            let judge = Judge::of(spec.image());
+            validate_memcached_config(c, warm, &judge, &path.child("memcached"))
         }),
     );
     if let Some(ha) = &spec.high_availability {

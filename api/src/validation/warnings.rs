@@ -4,6 +4,7 @@
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::defaults::Defaulted;
+use crate::extra_args::release;
 use crate::types::MemcachedSpec;
 
 /// Every warning for `spec`.
@@ -29,6 +30,11 @@ pub fn warnings(spec: &Defaulted) -> Vec<String> {
     warnings.extend(network_policy_open_to_all(spec));
     warnings.extend(privileged_container(spec));
     warnings.extend(hard_anti_affinity_surge(spec));
+    let args = spec
+        .memcached
+        .as_ref()
+        .and_then(|m| m.extra_args.as_deref());
+    warnings.extend(release::warnings(spec.image(), args.unwrap_or_default()));
     warnings
 }
 

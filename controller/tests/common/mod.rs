@@ -4,6 +4,8 @@
 //! ([`on_each_release!`] runs a test on both).
 #![allow(dead_code)]
 
+pub mod outcome;
+
 use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -57,6 +59,17 @@ impl Release {
         match self {
             Release::Host => path,
             Release::Newest => format!("{}:{path}", newest_wrapper().display()),
+        }
+    }
+
+    /// This memcached's executable file (not the script that runs it).
+    pub fn binary(self) -> PathBuf {
+        match self {
+            Release::Host => std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|dir| dir.join("memcached"))
+                .find(|file| file.is_file())
+                .expect("memcached on PATH"),
+            Release::Newest => newest_rootfs().join("usr/bin/memcached"),
         }
     }
 
