@@ -30,6 +30,9 @@ use e2e_tests::cluster::{
 use e2e_tests::fixtures;
 use serde_json::{Value, json};
 
+#[path = "cluster/go_operator.rs"]
+mod go_operator;
+
 const SCENARIOS: &[Scenario] = &[
     Scenario::new(
         "the CRD installs and both versions are served",
@@ -75,6 +78,11 @@ const SCENARIOS: &[Scenario] = &[
     Scenario::new(
         "the controller Deployment: both replicas Ready, a rollout restart finishes, one leader at a time",
         controller_rollout,
+    ),
+    Scenario::new(
+        "the Go operator's samples and e2e objects through kubectl apply as they are: admitted whole, \
+         Ready, with their NetworkPolicy and authentication in force; the one it refuses refused",
+        go_operator::go_operator_objects,
     ),
 ];
 
