@@ -550,6 +550,11 @@ fn fix_unterminated_auth_files(
                 }
             },
         )?;
+        // As a user meets it: the pods run with the file as it is, then the fix.
+        let listening = format!("{}: every pod of {ns}/{name} listening", file.name);
+        wait_for(&listening, SETTLE, || {
+            each_pod(env, ns, name, |ip| Memcache::connect(ip).map(drop))
+        })?;
         let literal = format!("--from-literal=password-file={content}\n");
         let manifest = env.kubectl.ok(&[
             "create",
@@ -732,7 +737,13 @@ fn access(
         });
     }
     if security["sasl"]["enabled"] != true {
-        return each_pod(env, ns, name, |ip| memcached_version(ip).map(drop));
+        // Waited for: a memcached filling its memory file on a loaded
+        // machine may take longer than one read's timeout.
+        return wait_for(
+            &format!("every pod of {ns}/{name} answering"),
+            SETTLE,
+            || each_pod(env, ns, name, |ip| memcached_version(ip).map(drop)),
+        );
     }
     let secret = security["sasl"]["credentialsSecretRef"]["name"]
         .as_str()
