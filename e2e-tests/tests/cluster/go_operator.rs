@@ -113,6 +113,8 @@ fn memory_limit_mib(object: &Value) -> Result<i64, String> {
         .map_err(|e| format!("memory limit {limit}: {e}"))
 }
 
+/// The scenario: every file applied and checked (see the module's
+/// documentation), then the namespaces it used deleted, whatever happened.
 pub fn go_operator_objects(env: &mut Env) -> Result<(), String> {
     let files = go_operator_files()?;
     let namespaces: BTreeSet<&str> = files.iter().map(|f| f.namespace.as_str()).collect();
