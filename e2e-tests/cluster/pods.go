@@ -206,7 +206,7 @@ func (r *podRuntime) startMemcached(ctx context.Context, pod *corev1.Pod, contai
 	r.mu.Lock()
 	r.running[pod.UID] = proc
 	r.mu.Unlock()
-	go r.markReadyWhenListening(ctx, pod, memcachedPort(container))
+	go r.markReadyWhenListening(ctx, pod, memcachedPort(container), proc.exited)
 	return nil
 }
 
@@ -268,9 +268,21 @@ func spawn(pod *corev1.Pod, container *corev1.Container, dir string, cmd *exec.C
 
 // markReadyWhenListening plays the readiness probe: once memcached accepts
 // connections on the pod's address, the pod and its containers become Ready.
-func (r *podRuntime) markReadyWhenListening(ctx context.Context, pod *corev1.Pod, port int32) {
+// Like the kubelet's probe it keeps trying as long as the container runs: a
+// memcached with a warm-restart memory file fills all of it before it listens
+// (seconds per GiB on a loaded machine).
+func (r *podRuntime) markReadyWhenListening(ctx context.Context, pod *corev1.Pod, port int32, exited <-chan struct{}) {
 	address := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port)))
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
 		conn, err := net.DialTimeout("tcp", address, time.Second)
 		if err != nil {
 			return false, nil
@@ -278,7 +290,7 @@ func (r *podRuntime) markReadyWhenListening(ctx context.Context, pod *corev1.Pod
 		return true, conn.Close()
 	})
 	if err != nil {
-		klog.ErrorS(err, "memcached does not listen", "pod", klog.KObj(pod), "address", address)
+		klog.ErrorS(err, "memcached did not listen before it exited", "pod", klog.KObj(pod), "address", address)
 		return
 	}
 	r.setReady(ctx, pod, true)

@@ -13,7 +13,7 @@ use e2e_tests::cluster::leadership::{self, Replica};
 use e2e_tests::cluster::memcache::{Memcache, memcached_stat, memcached_version};
 use e2e_tests::cluster::objects::{
     auth_secret, changed, exists, get, install_service_monitor_crd, ordinal_servers, owned_by,
-    resource_versions, wait_disruption_budget, wait_exists, wait_server_list,
+    resource_versions, tls_secret, wait_disruption_budget, wait_exists, wait_server_list,
 };
 use e2e_tests::cluster::pods::{
     EndpointWatch, memcached_pods, pod_ips, pod_name, pod_names, served_by, served_pods,
@@ -29,6 +29,9 @@ use e2e_tests::cluster::{
 };
 use e2e_tests::fixtures;
 use serde_json::{Value, json};
+
+#[path = "cluster/go_operator.rs"]
+mod go_operator;
 
 const SCENARIOS: &[Scenario] = &[
     Scenario::new(
@@ -75,6 +78,11 @@ const SCENARIOS: &[Scenario] = &[
     Scenario::new(
         "the controller Deployment: both replicas Ready, a rollout restart finishes, one leader at a time",
         controller_rollout,
+    ),
+    Scenario::new(
+        "the Go operator's samples and e2e objects through kubectl apply as they are: admitted whole, \
+         Ready, with their NetworkPolicy and authentication in force; the one it refuses refused",
+        go_operator::go_operator_objects,
     ),
 ];
 
@@ -453,14 +461,7 @@ fn secrets(env: &mut Env) -> Result<(), String> {
     let ns = "secrets";
     ensure_namespace(env, ns)?;
     let tls = pki::issue(&["cache.secrets.svc"])?;
-    env.kubectl.apply(
-        &json!({
-            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-            "metadata": {"name": "cache-tls", "namespace": ns},
-            "stringData": {"tls.crt": tls.cert, "tls.key": tls.key, "ca.crt": tls.ca},
-        })
-        .to_string(),
-    )?;
+    env.kubectl.apply(&tls_secret(ns, "cache-tls", &tls))?;
     env.kubectl
         .apply(&auth_secret(ns, "cache-auth", "operator:first-password\n"))?;
     let secure = json!({"security": {

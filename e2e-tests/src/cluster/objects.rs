@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
+use super::pki::Pki;
 use super::scenario::SETTLE;
 use super::{Env, wait_for};
 
@@ -220,6 +221,17 @@ pub fn auth_secret(namespace: &str, name: &str, lines: &str) -> String {
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": name, "namespace": namespace},
         "stringData": {"auth": lines},
+    })
+    .to_string()
+}
+
+/// A `kubernetes.io/tls` Secret `namespace/name` holding `pki`'s leaf
+/// (`tls.crt`, `tls.key`) and CA (`ca.crt`), as cert-manager writes one.
+pub fn tls_secret(namespace: &str, name: &str, pki: &Pki) -> String {
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": name, "namespace": namespace},
+        "stringData": {"tls.crt": pki.cert, "tls.key": pki.key, "ca.crt": pki.ca},
     })
     .to_string()
 }
