@@ -208,11 +208,18 @@ pub(crate) fn hung_memcached(env: &mut Env) -> Result<(), String> {
 /// The pid of the memcached process the pod runtime started for pod `ip`
 /// (it listens with `-l <ip>`).
 pub(crate) fn memcached_listening_on(ip: &str) -> Result<u32, String> {
+    // Another suite's pods may have the same addresses in their own network
+    // namespace (make test runs suites side by side): ours share this one.
+    let network = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+    let ours = network("self");
     let processes = std::fs::read_dir("/proc").map_err(|e| e.to_string())?;
     for entry in processes.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
+        if network(&pid.to_string()) != ours {
+            continue;
+        }
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
