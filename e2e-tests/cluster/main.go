@@ -86,9 +86,11 @@ func run(workdir string, nodes int, podCIDR, memcached, controller string, node 
 	}
 	if memcached != "" || controller != "" {
 		config := runtimeConfig{memcached: memcached, controller: controller, kubeconfig: cp.kubeconfig, root: filepath.Join(workdir, "pods")}
-		if err := startPodRuntime(ctx, cp.client, config); err != nil {
+		stopPods, err := startPodRuntime(ctx, cp.client, config)
+		if err != nil {
 			return err
 		}
+		defer stopPods()
 	}
 	if realNode {
 		node.dir = filepath.Join(workdir, "node")

@@ -61,6 +61,9 @@ type podRuntime struct {
 
 	mu      sync.Mutex
 	running map[types.UID]*process
+	// emptyDirs are the emptyDir volumes written, removed with their pod or
+	// when the node stops (a memory file is up to maxMemoryMB).
+	emptyDirs map[string]struct{}
 }
 
 // runtimeConfig is what startPodRuntime needs besides the client.
@@ -89,20 +92,21 @@ type process struct {
 	config string
 }
 
-func startPodRuntime(ctx context.Context, client kubernetes.Interface, config runtimeConfig) error {
-	r := &podRuntime{client: client, root: config.root, running: map[types.UID]*process{}}
-	var err error
+// startPodRuntime runs the pods of the fake nodes until ctx ends; the
+// returned stop waits for their processes and removes their emptyDirs.
+func startPodRuntime(ctx context.Context, client kubernetes.Interface, config runtimeConfig) (stop func(), err error) {
+	r := &podRuntime{client: client, root: config.root, running: map[types.UID]*process{}, emptyDirs: map[string]struct{}{}}
 	if config.memcached != "" {
 		if r.memcached, err = exec.LookPath(config.memcached); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if config.controller != "" {
 		if r.controller, err = exec.LookPath(config.controller); err != nil {
-			return err
+			return nil, err
 		}
 		if r.api, err = clientcmd.BuildConfigFromFlags("", config.kubeconfig); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// The periodic resync retries pods whose Secrets were missing, as the
@@ -123,14 +127,10 @@ func startPodRuntime(ctx context.Context, client kubernetes.Interface, config ru
 		},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	factory.Start(ctx.Done())
-	go func() {
-		<-ctx.Done()
-		r.stopAll()
-	}()
-	return nil
+	return r.stopAll, nil
 }
 
 func (r *podRuntime) sync(ctx context.Context, obj any) {
@@ -358,6 +358,9 @@ func (r *podRuntime) writeVolumes(ctx context.Context, pod *corev1.Pod, containe
 			if err := os.MkdirAll(target, 0o777); err != nil {
 				return nil, err
 			}
+			r.mu.Lock()
+			r.emptyDirs[target] = struct{}{}
+			r.mu.Unlock()
 			mounts[strings.TrimSuffix(mount.MountPath, "/")] = target
 			continue
 		}
@@ -437,20 +440,30 @@ func (r *podRuntime) podDir(pod *corev1.Pod) string {
 func (r *podRuntime) removeEmptyDirs(pod *corev1.Pod) {
 	for _, volume := range pod.Spec.Volumes {
 		if volume.EmptyDir != nil {
-			if err := os.RemoveAll(filepath.Join(r.podDir(pod), volume.Name)); err != nil {
+			dir := filepath.Join(r.podDir(pod), volume.Name)
+			r.mu.Lock()
+			delete(r.emptyDirs, dir)
+			r.mu.Unlock()
+			if err := os.RemoveAll(dir); err != nil {
 				klog.ErrorS(err, "emptyDir not removed", "pod", klog.KObj(pod), "volume", volume.Name)
 			}
 		}
 	}
 }
 
+// stopAll kills every process and removes every emptyDir left: the node stops.
 func (r *podRuntime) stopAll() {
 	r.mu.Lock()
-	procs := r.running
-	r.running = map[types.UID]*process{}
+	procs, dirs := r.running, r.emptyDirs
+	r.running, r.emptyDirs = map[types.UID]*process{}, map[string]struct{}{}
 	r.mu.Unlock()
 	for _, proc := range procs {
 		proc.kill()
+	}
+	for dir := range dirs {
+		if err := os.RemoveAll(dir); err != nil {
+			klog.ErrorS(err, "emptyDir not removed", "dir", dir)
+		}
 	}
 }
 
