@@ -30,7 +30,7 @@ use e2e_tests::cluster::{
 use e2e_tests::fixtures;
 use serde_json::{Value, json};
 
-#[path = "cluster/go_operator.rs"]
+#[path = "cluster/go_operator/mod.rs"]
 mod go_operator;
 
 const SCENARIOS: &[Scenario] = &[
