@@ -8,10 +8,10 @@ use std::collections::BTreeSet;
 
 use common::Release;
 use common::outcome::{Outcome, assert_exits_as_quoted, policy, run, strings};
+use memcached_api::extra_args::options::Release as TableRelease;
 use memcached_api::extra_args::options::{
     self as table, HasArg, LONG_OPTIONS, SHORT_OPTIONS, SUBOPTIONS,
 };
-use memcached_api::extra_args::release::Release as TableRelease;
 use serde_json::json;
 
 /// The release of the option table the test's memcached is.

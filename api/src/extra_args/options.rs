@@ -11,7 +11,23 @@
 //! entry). `controller/tests/option_table_on_memcached.rs` checks the entries of each
 //! test-bed release against that release's own binary.
 
-use super::release::Release;
+use std::fmt;
+
+/// A memcached 1.6 release, `1.6.<patch>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Release(pub u32);
+
+impl fmt::Display for Release {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "1.6.{}", self.0)
+    }
+}
+
+/// The oldest release the option table covers.
+pub const OLDEST: Release = Release(0);
+/// The newest release the option table covers: what `memcached:1.6` runs
+/// today.
+pub const NEWEST: Release = Release(45);
 
 /// The releases that have an option: from `since` on, and before `until`
 /// when it was removed.

@@ -1,32 +1,14 @@
 //! Which memcached release `extraArgs` are judged against: the one the
 //! image's tag states (`memcached:1.6.18`, `1.6.18-alpine`, `1.6.45-bookworm`),
-//! else the newest 1.6 the option table knows ([`NEWEST`]), what a floating
+//! else the newest 1.6 the option table knows ([`options::NEWEST`]), what a floating
 //! tag (`1.6`, `1`, `latest`, `alpine`, a digest alone, a tag of one's own)
 //! pulls today. Options that releases of 1.6 lack are refused on a stated
 //! release and warned about on a floating tag ([`warnings`]).
 
-use std::fmt;
-
 use super::getopt;
-use super::options::{self, Span};
+use super::options::{self, NEWEST, OLDEST, Release, Span};
 use crate::kubernetes::image::tag;
 use crate::memcached_options::{self, ExtraArgs::Allowed, MemcachedOption};
-
-/// A memcached 1.6 release, `1.6.<patch>`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Release(pub u32);
-
-impl fmt::Display for Release {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "1.6.{}", self.0)
-    }
-}
-
-/// The oldest release the option table covers.
-pub const OLDEST: Release = Release(0);
-/// The newest release the option table covers: what `memcached:1.6` runs
-/// today.
-pub const NEWEST: Release = Release(45);
 
 /// What an image's tag says of the memcached it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
