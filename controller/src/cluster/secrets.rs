@@ -87,9 +87,10 @@ pub struct Mounted {
     /// `name=resourceVersion` of each one read, comma-separated: while it
     /// stays the same, so does the data.
     pub versions: String,
-    /// The data this controller had read of them before (of those it had),
-    /// and its [`Mounted::versions`]: a change from it is known exactly.
-    pub before: (SecretData, String),
+    /// When one of them changed since this controller last read it: the
+    /// data it had read of them (of those it had) and its
+    /// [`Mounted::versions`], so the change is known exactly.
+    pub before: Option<(SecretData, String)>,
 }
 
 /// The Secrets `spec` mounts.
@@ -101,20 +102,18 @@ pub async fn read(
 ) -> Result<Mounted, kube::Error> {
     let ns = api.namespace().unwrap_or_default().to_string();
     let mut mounted = Mounted::default();
+    let (mut earlier, mut changed) = (Vec::new(), false);
     for (_, name, _) in secret_mounts(spec) {
         let key = (ns.clone(), name.clone());
         let before = cached.get(&key);
-        if let Some((version, data)) = &before {
-            add(
-                &mut mounted.before.0,
-                &mut mounted.before.1,
-                &name,
-                version,
-                data,
-            );
+        if let Some(entry) = &before {
+            earlier.push((name.clone(), entry.clone()));
         }
-        let entry = match before.filter(|(v, _)| Some(v) == version(versions, &ns, &name).as_ref())
-        {
+        let current = version(versions, &ns, &name);
+        changed |= before
+            .as_ref()
+            .is_some_and(|(v, _)| Some(v) != current.as_ref());
+        let entry = match before.filter(|(v, _)| Some(v) == current.as_ref()) {
             Some(entry) => Some(entry),
             // New, changed, or not seen by the watch (yet): read it.
             None => {
@@ -140,6 +139,14 @@ pub async fn read(
             None => mounted.missing.push(name),
         }
     }
+    // Copied only when something changed: most reconciles find nothing new.
+    mounted.before = changed.then(|| {
+        let (mut data, mut versions) = (SecretData::new(), String::new());
+        for (name, (version, read)) in &earlier {
+            add(&mut data, &mut versions, name, version, read);
+        }
+        (data, versions)
+    });
     Ok(mounted)
 }
 

@@ -69,8 +69,10 @@ pub(super) async fn read_secrets(
             Some(stamp) if stamp.versions == versions => stamp.hash,
             // Changed, but none of what a restart takes (a renewed certificate).
             Some(stamp)
-                if stamp.versions == before.1
-                    && restart_inputs(&before.0) == restart_inputs(&data) =>
+                if before.as_ref().is_some_and(|(earlier, earlier_versions)| {
+                    stamp.versions == *earlier_versions
+                        && restart_inputs(earlier) == restart_inputs(&data)
+                }) =>
             {
                 stamp.hash
             }
