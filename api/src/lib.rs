@@ -8,10 +8,10 @@ pub mod extra_args;
 pub mod field;
 pub mod kubernetes;
 pub mod memcached_options;
-pub mod pod;
-pub mod pod_changes;
+
 pub mod pod_security;
 pub mod quantity;
+pub mod render;
 pub mod types;
 pub mod validation;
 

@@ -5,7 +5,7 @@
 //! checks of `spec.memcached` ([`crate::validation`]), the `extraArgs` rules
 //! ([`crate::extra_args`]), what a saved memory file restores into
 //! ([`crate::extra_args::memory_file`]) and the restart classification
-//! ([`crate::pod_changes`]) read it; so can a builder of memcached's command
+//! ([`crate::render::changes`]) read it; so can a builder of memcached's command
 //! line ([`MemcachedOption::args`], [`spec_args`]).
 //!
 //! A new parameter of `spec.memcached` is its field in [`MemcachedConfig`]

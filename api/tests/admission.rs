@@ -439,7 +439,7 @@ creates_pods! {
     a_new_image_creates_pods: "spec.image" => |s| s["image"] = json!("memcached:1.6.39");
     pod_labels_create_pods: "spec.podLabels" => |s| s["podLabels"] = json!({"team": "cache"});
     tolerations_create_pods: "spec.tolerations" => |s| s["tolerations"] = json!([{"operator": "Exists"}]);
-    graceful_shutdown_creates_pods: "spec.highAvailability.gracefulShutdown" => |s| {
+    graceful_shutdown_creates_pods: "spec.highAvailability.gracefulShutdown.enabled" => |s| {
         s["highAvailability"]["gracefulShutdown"] = json!({"enabled": true});
     };
     enabling_autoscaling_creates_pods: "spec.autoscaling.maxReplicas" => |s| {
@@ -674,7 +674,7 @@ fn the_completion_is_not_taken_when_it_alone_would_replace_the_pods() {
     );
     assert!(
         warnings[1].starts_with(
-            "spec.resources changes the pod template, so the pods are replaced: 3 pods restart cold"
+            "spec.memcached.maxMemoryMB changes the pod template, so the pods are replaced: 3 pods restart cold"
         ),
         "{warnings:?}"
     );
@@ -915,13 +915,14 @@ fn an_update_to_an_image_not_known_to_carry_sh_under_warm_restarts_is_warned_abo
 }
 
 /// The pod template's annotations are limited as a whole: `podAnnotations`
-/// must leave room for the ones the operator adds (warm restarts: the args).
+/// must leave room for the ones the operator renders (warm restarts: the
+/// args), counted on the rendered template.
 #[test]
 fn pod_annotations_leave_room_for_the_operators() {
     let big = |warm: bool| json!({"podAnnotations": {"big": "a".repeat(256 * 1024 - 3)}, "warmRestart": {"enabled": warm}});
     let (message, _) = rejection(create(big(true)));
     assert!(
-        message.ends_with("spec.podAnnotations: Too long: may not be more than 261098 bytes"),
+        message.ends_with("spec.podAnnotations: Too long: may not be more than 262028 bytes"),
         "{message}"
     );
     assert!(matches!(create(big(false)), Decision::Mutate { .. }));

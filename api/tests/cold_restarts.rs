@@ -1,5 +1,5 @@
 //! The warning of an UPDATE that restarts the pods cold, at apply time
-//! (`pod_changes::restart`): in mutating and validating mode alike, only
+//! (`render::changes::restart`): in mutating and validating mode alike, only
 //! when some pod runs, never for a warm change or one that restarts nothing.
 
 use memcached_api::admission::{Decision, Request, Settings, review};

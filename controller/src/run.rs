@@ -34,11 +34,11 @@ use crate::cluster::stored::Stored;
 use crate::metrics::api_requests::CountRequests;
 use crate::metrics::registry::Metrics;
 use crate::objects::desired::Installation;
-use crate::objects::labels::MANAGER;
 use crate::reconcile::context::{self, Context, Error};
 use crate::reconcile::{error_policy, reconcile_stored};
 use crate::serve::endpoints::HttpSettings;
 use crate::stats::live::LiveStats;
+use memcached_api::render::labels::MANAGER;
 
 /// How the controller runs.
 #[derive(Clone, Debug)]

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use common::{Release, loopback_args, make_pki, readable_tempdir, start};
 use memcached_api::apply_defaults;
+use memcached_api::render::args::{AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, memcached_args};
+use memcached_api::render::warm_restart;
 use memcached_controller::cluster::secrets::SecretData;
-use memcached_controller::objects::args::{AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, memcached_args};
-use memcached_controller::objects::warm_start;
 use memcached_controller::stats::setup::stats_client;
 use memcached_controller::stats::tls::server_name;
 use serde_json::json;
@@ -155,7 +155,7 @@ fn fill_and_count(addr: std::net::SocketAddr, count: usize) -> u64 {
 
 on_each_release! {
     /// Warm restarts on the real memcached through the pod's supervisor
-    /// (`warm_start`), its volumes in a temp dir where the pod mounts them, the
+    /// (`warm_restart`), its volumes in a temp dir where the pod mounts them, the
     /// args file written as the kubelet writes the downward API volume:
     /// a changed args annotation restarts memcached warm with the new settings
     /// (a new process, every key kept), so does a changed Secret hash, once
@@ -182,9 +182,9 @@ on_each_release! {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
         }
         // The pod's paths, here; the wait for Secret files 8 s.
-        let wait = format!("-lt {}", warm_start::SECRET_FILES_WAIT_SECONDS);
+        let wait = format!("-lt {}", warm_restart::SECRET_FILES_WAIT_SECONDS);
         let local = |text: &str| {
-            text.replace(warm_start::RUN_DIR, &run.display().to_string())
+            text.replace(warm_restart::RUN_DIR, &run.display().to_string())
                 .replace(WARM_RESTART_DIR, &data.display().to_string())
                 .replace(AUTH_DIR, &auth.display().to_string())
                 .replace(&wait, "-lt 8")
@@ -200,14 +200,14 @@ on_each_release! {
             let mut args: Vec<String> = memcached_args(&spec).iter().map(|a| local(a)).collect();
             args.extend(loopback_args(port));
             args.extend(["-u".into(), "nobody".into()]);
-            std::fs::write(run.join("args"), warm_start::args_annotation(&args)).unwrap();
+            std::fs::write(run.join("args"), warm_restart::args_annotation(&args)).unwrap();
             std::fs::write(run.join("secrets"), secrets).unwrap();
         };
         let warm = |threads: i32, connections: i32| {
             json!({"warmRestart": {"enabled": true},
                 "memcached": {"maxMemoryMB": 64, "threads": threads, "maxConnections": connections}})
         };
-        let command: Vec<String> = warm_start::command().iter().map(|c| local(c)).collect();
+        let command: Vec<String> = warm_restart::command().iter().map(|c| local(c)).collect();
         let start = || Supervised::start(&command, addr);
 
         annotate(warm(4, 1024), "");
@@ -262,7 +262,7 @@ on_each_release! {
 
         // The preStop hook returns once the save is done; the supervisor waits
         // for the kubelet's SIGTERM.
-        let hook = local(&warm_start::save_and_wait()).replace(
+        let hook = local(&warm_restart::save_and_wait()).replace(
             "kill -USR1 1 ",
             &format!("kill -USR1 {} ", supervisor.pid()),
         );

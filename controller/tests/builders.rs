@@ -1,10 +1,10 @@
 //! Every builder against the design doc's YAML, with and without each feature.
 
+use memcached_api::render::args::AUTH_FILE;
+use memcached_api::render::warm_restart;
 use memcached_api::{Memcached, apply_defaults};
-use memcached_controller::objects::args::AUTH_FILE;
 use memcached_controller::objects::desired::{Desired, Workload};
 use memcached_controller::objects::server_list;
-use memcached_controller::objects::warm_start;
 use serde_json::{Value, json};
 
 fn memcached(spec: Value) -> Memcached {
@@ -230,7 +230,7 @@ fn warm_restarts_keep_the_memory_file_on_tmpfs_and_save_it_on_stop() {
                 {"path": "args", "fieldRef": {"fieldPath": "metadata.annotations['memcached.c5c3.io/args']"}},
                 {"path": "secrets", "fieldRef": {"fieldPath": "metadata.annotations['memcached.c5c3.io/secret-hash']"}}]}}],
         "containers": [{
-            "command": warm_start::command(),
+            "command": warm_restart::command(),
             "volumeMounts": [{"name": "warm-restart", "mountPath": "/var/lib/memcached"},
                 {"name": "run", "mountPath": "/etc/memcached/run", "readOnly": true}],
             "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", format!("sleep 7; {save}")]}}}}]}}}}),

@@ -14,7 +14,7 @@ use common::outcome::{
     Outcome, assert_exits_as_quoted, judged, policy, rendered, run, strings, writable_tempdir,
 };
 use memcached_api::apply_defaults;
-use memcached_controller::objects::args::{WARM_RESTART_DIR, confirmed_settings};
+use memcached_api::render::args::{WARM_RESTART_DIR, confirmed_settings};
 use serde_json::json;
 
 on_each_release! {

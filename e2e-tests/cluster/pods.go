@@ -31,7 +31,7 @@ const memcachedContainer = "memcached"
 
 // With warm restarts the container runs a supervisor that reads memcached's
 // args, one per line, from this pod annotation, and restarts memcached warm
-// when it or the Secret hash annotation changes (controller/src/objects/warm_start.rs).
+// when it or the Secret hash annotation changes (api/src/render/warm_restart.rs).
 const (
 	argsAnnotation       = "memcached.c5c3.io/args"
 	secretHashAnnotation = "memcached.c5c3.io/secret-hash"

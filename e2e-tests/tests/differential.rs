@@ -33,8 +33,8 @@ use e2e_tests::cluster::{Binaries, Cluster, Kubectl, Outcome, enter_network_name
 use e2e_tests::generate::{Rng, boundary_specs, spec};
 use e2e_tests::workspace_root;
 use memcached_api::Memcached;
-use memcached_api::defaults::apply_defaults_at;
 use memcached_api::pod_security::Level;
+use memcached_api::pod_security::completion::apply_defaults_at;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "differential";

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::admission::decision::QUALIFIED_KIND;
 use crate::admission::request::Request;
-use crate::pod_changes::RESTART_TRIGGER_ANNOTATION;
+use crate::render::RESTART_TRIGGER_ANNOTATION;
 use crate::types::{GROUP, KIND, MemcachedSpec, SECTIONS};
 
 /// The spec of an object, or why it cannot be read.
@@ -107,23 +107,23 @@ pub(super) fn restart_trigger(object: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The stored Memcached of an UPDATE, as far as the decision goes.
-pub(super) struct Stored {
+/// The stored Memcached of an UPDATE (its `oldObject`), as far as the decision goes.
+pub(super) struct OldMemcached {
     pub(super) spec: MemcachedSpec,
     /// `status.replicas`: the replicas its workload runs (the controller's
     /// record of the workload's desired replicas).
     pub(super) running: Option<i32>,
-    /// Its [`crate::pod_changes::RESTART_TRIGGER_ANNOTATION`].
+    /// Its [`crate::render::RESTART_TRIGGER_ANNOTATION`].
     pub(super) restart_trigger: Option<String>,
 }
 
-impl Stored {
+impl OldMemcached {
     /// The stored object of an UPDATE, when it decodes.
     pub(super) fn of(request: &Request) -> Option<Self> {
         (request.operation == "UPDATE")
             .then(|| decode(&request.old_object, "oldObject").ok())
             .flatten()
-            .map(|spec| Stored {
+            .map(|spec| OldMemcached {
                 spec,
                 running: status_replicas(&request.old_object),
                 restart_trigger: restart_trigger(&request.old_object),

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::admission::decision::{Decision, FORBIDDEN_CODE, QUALIFIED_KIND, rejection};
-use crate::admission::decode::{Stored, decode};
+use crate::admission::decode::{OldMemcached, decode};
 use crate::admission::operation_defaults;
 use crate::admission::patch;
 use crate::admission::pod_security_judgement::{EffectiveLevel, Judged, judge_pod_security};
@@ -21,7 +21,7 @@ pub(super) fn review_memcached(request: Request, settings: &Settings) -> Decisio
         Err(refused) => return refused,
     };
     let original = spec.clone();
-    let old = Stored::of(&request);
+    let old = OldMemcached::of(&request);
     let mut warnings = Vec::new();
     if let Some(old) = &old {
         warnings.extend(operation_defaults::replicas_across_autoscaling(
@@ -77,7 +77,7 @@ pub(super) fn review_memcached(request: Request, settings: &Settings) -> Decisio
     if let Some(old) = &old {
         // The spec the controller will render: the one admitted.
         let stored = (!settings.mutate).then(|| apply_defaults(original.clone()));
-        let admitted: &MemcachedSpec = stored.as_deref().unwrap_or(&spec);
+        let admitted = stored.as_ref().unwrap_or(&spec);
         warnings.extend(restart_warnings::cold_restart_warning(
             &request, old, admitted,
         ));

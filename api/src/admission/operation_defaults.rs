@@ -2,7 +2,7 @@
 //! those of every spec (`crate::defaults`): warm restarts on for what is
 //! created from now on, and `replicas` across autoscaling turned on or off.
 
-use crate::admission::decode::Stored;
+use crate::admission::decode::OldMemcached;
 use crate::defaults::IMAGE;
 use crate::extra_args::memory_file::ShortOfMemory;
 use crate::kubernetes::image::repository_name;
@@ -20,7 +20,7 @@ use crate::types::{MemcachedConfig, MemcachedSpec, REPLICAS_BOUNDS};
 pub(super) fn default_warm_restart(
     spec: &mut MemcachedSpec,
     created: bool,
-    old: Option<&Stored>,
+    old: Option<&OldMemcached>,
 ) -> Option<String> {
     if spec
         .warm_restart
@@ -67,7 +67,7 @@ pub(super) fn default_warm_restart(
 /// `spec.replicas` on an UPDATE that turns autoscaling on or off.
 pub(super) fn replicas_across_autoscaling(
     spec: &mut MemcachedSpec,
-    old: &Stored,
+    old: &OldMemcached,
 ) -> Option<String> {
     match (old.spec.autoscaling_enabled(), spec.autoscaling_enabled()) {
         (false, true) => release_replicas_to_autoscaler(spec, &old.spec),
@@ -95,7 +95,7 @@ fn release_replicas_to_autoscaler(spec: &mut MemcachedSpec, old: &MemcachedSpec)
 /// `replicas` becomes the old `status.replicas` (or, without one, the old
 /// `minReplicas`), with a warning; a `replicas` below `status.replicas` is
 /// admitted with a warning counting the pods that will go.
-fn hold_replicas_of_autoscaler(spec: &mut MemcachedSpec, old: &Stored) -> Option<String> {
+fn hold_replicas_of_autoscaler(spec: &mut MemcachedSpec, old: &OldMemcached) -> Option<String> {
     let advice = "set spec.replicas to choose another count";
     if let Some(replicas) = spec.replicas {
         let running = old.running.filter(|r| replicas < *r)?;

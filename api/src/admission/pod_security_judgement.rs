@@ -1,15 +1,15 @@
 //! The Pod Security judgement of the pods a Memcached makes, at the stricter
 //! of the settings' level and its namespace's `enforce` label.
 
-use crate::admission::decode::Stored;
+use crate::admission::decode::OldMemcached;
 use crate::admission::decode::restart_trigger;
 use crate::admission::request::NamespaceEnforce;
 use crate::admission::request::{Request, Settings};
-use crate::defaults::{Addition, Defaulted, apply_defaults};
+use crate::defaults::{Defaulted, apply_defaults};
 use crate::field::Path;
-use crate::pod_changes::{PodSource, pod_creating_change};
+use crate::pod_security::completion::Addition;
 use crate::pod_security::{self, Level, Violation};
-use crate::types::MemcachedSpec;
+use crate::render::changes::{PodSource, pod_creating_change};
 
 /// The Pod Security level a request is judged at: the stricter of the
 /// settings' and its namespace's `enforce` label.
@@ -69,7 +69,7 @@ pub(super) fn judge_pod_security<F: FnOnce() -> Defaulted>(
     request: &Request,
     level: &EffectiveLevel,
     judged: Judged<'_, F>,
-    old: Option<&Stored>,
+    old: Option<&OldMemcached>,
     warnings: &mut Vec<String>,
 ) -> Result<Defaulted, String> {
     let Judged {
@@ -98,7 +98,7 @@ pub(super) fn judge_pod_security<F: FnOnce() -> Defaulted>(
             running: old.running,
         };
         let trigger = restart_trigger(&request.object);
-        let creates = |spec: &MemcachedSpec| {
+        let creates = |spec: &Defaulted| {
             let after = PodSource {
                 spec,
                 restart_trigger: trigger.as_deref(),

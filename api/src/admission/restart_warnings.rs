@@ -1,12 +1,12 @@
 //! Warnings of what an UPDATE does to the running pods: a cold restart, and
 //! warm restarts under an image not known to carry `sh`.
 
-use crate::admission::decode::Stored;
+use crate::admission::decode::OldMemcached;
 use crate::admission::decode::restart_trigger;
 use crate::admission::request::Request;
-use crate::defaults::{IMAGE, apply_defaults};
+use crate::defaults::{Defaulted, IMAGE, apply_defaults};
 use crate::kubernetes::image::repository_name;
-use crate::pod_changes::{PodSource, Restart, restart};
+use crate::render::changes::{PodSource, Restart, restart};
 use crate::types::MemcachedSpec;
 
 /// The warning of an UPDATE that restarts the pods cold, before it happens:
@@ -14,8 +14,8 @@ use crate::types::MemcachedSpec;
 /// ([`restart`]); none when the pods restart warm, not at all, or none runs.
 pub(super) fn cold_restart_warning(
     request: &Request,
-    old: &Stored,
-    spec: &MemcachedSpec,
+    old: &OldMemcached,
+    spec: &Defaulted,
 ) -> Option<String> {
     let stored = apply_defaults(old.spec.clone());
     let trigger = restart_trigger(&request.object);

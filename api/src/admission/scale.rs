@@ -9,7 +9,7 @@ use crate::admission::decode::{decode, json_type, spec_path};
 use crate::admission::memcached::review_memcached;
 use crate::admission::pod_security_judgement::{EffectiveLevel, enforced_by, joined};
 use crate::admission::request::{RESOURCE, Request, Settings, StoredMemcached};
-use crate::defaults::apply_defaults;
+use crate::defaults::{Defaulted, apply_defaults};
 use crate::field::{ErrorList, Path};
 use crate::pod_security;
 use crate::types::{GROUP, KIND, MemcachedSpec, VERSIONS};
@@ -169,7 +169,7 @@ fn judge_scale_up(
 /// The scale-up of a Memcached whose apply is admitted: refused when the pods
 /// built from the stored spec as it is (without the completion the apply
 /// would add) violate the level.
-fn stored_pods_at(request: &Request, pods: &MemcachedSpec, level: &EffectiveLevel) -> Decision {
+fn stored_pods_at(request: &Request, pods: &Defaulted, level: &EffectiveLevel) -> Decision {
     let violations = pod_security::check(pods, level.level, &Path::new("spec"));
     if violations.is_empty() {
         return Decision::Accept {

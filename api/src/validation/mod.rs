@@ -33,13 +33,14 @@ use resources::{MemoryFloor, validate_resources};
 use security::validate_security;
 use workload::{validate_replicas, validate_server_list_config_map, validate_workload};
 
-use crate::defaults::{Addition, Defaulted, apply_defaults, complete_for};
+use crate::defaults::{Defaulted, apply_defaults};
 use crate::extra_args::release::Judge;
 use crate::field::{ErrorList, Path};
 use crate::kubernetes::image::validate_image;
 use crate::kubernetes::metadata::{self, validate_labels};
 use crate::kubernetes::scheduling::validate_tolerations;
 use crate::pod_security::Level;
+use crate::pod_security::completion::{Addition, complete_for};
 use crate::types::MemcachedSpec;
 
 pub use options::{DEFAULT_MEMORY_OVERHEAD, ObjectName, Options};
@@ -53,7 +54,7 @@ pub struct Checked {
     /// The defaulted spec.
     pub spec: Defaulted,
     /// What defaulting added to the security contexts for the Pod Security
-    /// level (see [`apply_defaults_at`](crate::defaults::apply_defaults_at)).
+    /// level (see [`apply_defaults_at`](crate::pod_security::completion::apply_defaults_at)).
     pub added: Vec<Addition>,
     /// Every violation of the object with that spec.
     pub errors: ErrorList,
@@ -70,7 +71,7 @@ pub fn check(object: ObjectName<'_>, spec: MemcachedSpec, options: &Options) -> 
 }
 
 /// [`check`] with the security contexts completed for the Pod Security
-/// `level` the pods must meet ([`apply_defaults_at`](crate::defaults::apply_defaults_at)).
+/// `level` the pods must meet ([`apply_defaults_at`](crate::pod_security::completion::apply_defaults_at)).
 pub fn check_at(
     object: ObjectName<'_>,
     spec: MemcachedSpec,

@@ -26,9 +26,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::objects::intent::TemplateStamp;
-use crate::objects::labels::MANAGER;
 use crate::objects::workload::Workload;
+use memcached_api::render::labels::MANAGER;
+use memcached_api::render::stamp::TemplateStamp;
 
 /// Field manager that holds `spec.replicas` while the HPA takes it over.
 pub const HANDOVER_MANAGER: &str = "memcached-operator-handover";
@@ -51,7 +51,7 @@ pub enum Outcome {
     /// The object is being deleted: left alone until it is gone.
     Terminating,
     /// Applied with the running pod template, not a new rendering made for
-    /// the same intent (see [`crate::objects::intent`]).
+    /// the same intent (see [`memcached_api::render::stamp`]).
     Held,
 }
 
@@ -273,7 +273,7 @@ where
 }
 
 /// [`ensure`] for a workload whose new pod template is held (see
-/// [`crate::objects::intent`]): `desired` is applied with the template `live` runs,
+/// [`memcached_api::render::stamp`]): `desired` is applied with the template `live` runs,
 /// stamped `running`, so everything else (replicas, labels) still converges
 /// and no pod restarts. The running template is read from the API server
 /// only when an apply is due: after a restart, or when `desired` changed

@@ -39,13 +39,13 @@ use serde::de::DeserializeOwned;
 
 use crate::cluster::apply::compact_managed_fields;
 use crate::cluster::stored::Stored;
-use crate::objects::intent::{
-    BASE_ANNOTATION, INTENT_ANNOTATION, INTENT_SPEC_ANNOTATION, TEMPLATE_ANNOTATION,
-};
-use crate::objects::labels::SECRET_HASH_ANNOTATION;
 use crate::objects::secret_stamp::{SECRET_VERSIONS_ANNOTATION, SecretStamp};
 use crate::objects::service_monitor;
 use crate::objects::workload::{IN_PLACE_ANNOTATION, Workload};
+use memcached_api::render::labels::SECRET_HASH_ANNOTATION;
+use memcached_api::render::stamp::{
+    BASE_ANNOTATION, INTENT_ANNOTATION, INTENT_SPEC_ANNOTATION, TEMPLATE_ANNOTATION,
+};
 
 /// An object's metadata only.
 pub type Meta<K> = PartialObjectMeta<K>;
@@ -474,7 +474,7 @@ fn keep_own_meta<K: Resource>(object: &mut K) {
 }
 
 /// The workload annotations reconcile reads: [`SecretStamp`],
-/// [`TemplateStamp`](crate::objects::intent::TemplateStamp) and the image being
+/// [`TemplateStamp`](memcached_api::render::stamp::TemplateStamp) and the image being
 /// applied in place ([`crate::rollout::in_place`]).
 const STAMPS: [&str; 7] = [
     SECRET_HASH_ANNOTATION,
@@ -577,7 +577,7 @@ mod tests {
     /// whole template stamp of a workload as rendered.
     #[test]
     fn a_workload_keeps_its_template_stamp_in_the_store() {
-        use crate::objects::intent::TemplateStamp;
+        use memcached_api::render::stamp::TemplateStamp;
         let mc: Memcached = serde_json::from_value(serde_json::json!({
             "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
             "metadata": {"name": "c", "namespace": "ns"},
@@ -585,10 +585,10 @@ mod tests {
         .unwrap();
         let spec = memcached_api::apply_defaults(mc.spec.clone());
         let mut deployment = crate::objects::deployment::build(&mc, &spec, Some("h"), "auth");
-        let rendered = TemplateStamp::of(&deployment).unwrap();
+        let rendered = TemplateStamp::of(&deployment.metadata).unwrap();
         assert!(rendered.base.is_some() && rendered.spec.is_some());
         keep_status(&mut deployment);
-        assert_eq!(TemplateStamp::of(&deployment), Some(rendered));
+        assert_eq!(TemplateStamp::of(&deployment.metadata), Some(rendered));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::de::DeserializeOwned;
 
-use crate::objects::labels::MANAGER;
+use memcached_api::render::labels::MANAGER;
 
 /// Default name of the Secret holding the key (`--hash-key-secret`).
 pub const SECRET_NAME: &str = "memcached-operator-hash-key";

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
-use crate::objects::labels::MANAGER;
+use memcached_api::render::labels::MANAGER;
 
 /// How long a Lease lasts after its holder's last renewal (client-go's default).
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);

@@ -18,8 +18,9 @@ use ring::hmac;
 
 use crate::cluster::cache::Meta;
 use crate::cluster::stored::Stored;
-use crate::objects::args::{TLS_CA_KEY, TLS_CERT_KEY};
-use crate::objects::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
+use memcached_api::render::args::{TLS_CA_KEY, TLS_CERT_KEY};
+use memcached_api::render::labels::SECRET_HASH_LENGTH;
+use memcached_api::render::volumes::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 
 /// One Secret's data: key to bytes.
 pub type Data = BTreeMap<String, Vec<u8>>;
@@ -274,7 +275,7 @@ pub fn hash(key: &hmac::Key, secrets: &SecretData) -> String {
         .sign()
         .as_ref()
         .iter()
-        .take(16)
+        .take(SECRET_HASH_LENGTH / 2)
         .map(|b| format!("{b:02x}"))
         .collect()
 }
@@ -412,6 +413,6 @@ mod tests {
         let b = hmac::Key::new(hmac::HMAC_SHA256, b"key-b");
         assert_eq!(hash(&a, &data), hash(&a, &data));
         assert_ne!(hash(&a, &data), hash(&b, &data));
-        assert_eq!(hash(&a, &data).len(), 32);
+        assert_eq!(hash(&a, &data).len(), SECRET_HASH_LENGTH);
     }
 }

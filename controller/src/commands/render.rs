@@ -12,10 +12,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::commands::unknown_fields::unknown_fields;
-use crate::objects::args::AUTH_FILE;
 use crate::objects::desired::{Desired, Workload};
 use crate::objects::server_list;
 use crate::objects::workload::initial_replicas;
+use memcached_api::render::args::AUTH_FILE;
 
 /// Render every Memcached document of `yaml` to multi-document YAML, with
 /// the policy's warnings. `Err`: every error of every document, one a line

@@ -7,8 +7,9 @@ use k8s_openapi::api::apps::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use memcached_api::{Defaulted, Memcached};
 
-use crate::objects::labels;
-use crate::objects::pod_template::{self, Template};
+use memcached_api::render::workload::{self, Template};
+
+use crate::objects::meta;
 
 /// The Deployment for `mc`, with its defaulted `spec`.
 pub fn build(
@@ -17,12 +18,13 @@ pub fn build(
     secret_hash: Option<&str>,
     auth_key: &str,
 ) -> Deployment {
-    let Template { metadata, pod } = pod_template::build(mc, spec, secret_hash, auth_key);
+    let Template { mut metadata, pod } = workload::build(mc.into(), spec, secret_hash, auth_key);
+    metadata.owner_references = meta::owner(mc);
     Deployment {
         metadata,
         spec: Some(DeploymentSpec {
-            replicas: pod_template::replicas(spec),
-            selector: labels::selector(mc),
+            replicas: workload::replicas(spec),
+            selector: meta::selector(mc),
             strategy: Some(DeploymentStrategy {
                 type_: Some("RollingUpdate".into()),
                 rolling_update: Some(RollingUpdateDeployment {

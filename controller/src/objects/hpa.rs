@@ -7,7 +7,7 @@ use k8s_openapi::api::autoscaling::v2::{
 };
 use memcached_api::{Memcached, MemcachedSpec};
 
-use crate::objects::labels;
+use crate::objects::meta;
 
 /// The HorizontalPodAutoscaler for `mc`, or `None` when autoscaling is off.
 pub fn build(mc: &Memcached, spec: &MemcachedSpec) -> Option<HorizontalPodAutoscaler> {
@@ -16,7 +16,7 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec) -> Option<HorizontalPodAutosc
         .as_ref()
         .filter(|_| spec.autoscaling_enabled())?;
     Some(HorizontalPodAutoscaler {
-        metadata: labels::object_meta(mc),
+        metadata: meta::object_meta(mc),
         spec: Some(HorizontalPodAutoscalerSpec {
             scale_target_ref: CrossVersionObjectReference {
                 api_version: Some("apps/v1".into()),
@@ -26,7 +26,7 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec) -> Option<HorizontalPodAutosc
                     "Deployment"
                 }
                 .into(),
-                name: labels::name(mc).into(),
+                name: meta::name(mc).into(),
             },
             min_replicas: autoscaling.min_replicas,
             max_replicas: autoscaling.max_replicas.unwrap_or(1),

@@ -12,7 +12,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use memcached_api::{Memcached, MemcachedSpec};
 
-use crate::objects::labels::{self, MEMCACHED_PORT, METRICS_PORT};
+use memcached_api::render::containers::{MEMCACHED_PORT, METRICS_PORT};
+
+use crate::objects::meta;
 
 /// Who besides the CR's `allowedSources` may connect.
 #[derive(Clone, Debug, PartialEq)]
@@ -102,9 +104,9 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec, access: &Access) -> Option<Ne
         });
     }
     Some(NetworkPolicy {
-        metadata: labels::object_meta(mc),
+        metadata: meta::object_meta(mc),
         spec: Some(NetworkPolicySpec {
-            pod_selector: Some(labels::selector(mc)),
+            pod_selector: Some(meta::selector(mc)),
             policy_types: Some(vec!["Ingress".into()]),
             ingress: Some(ingress),
             ..Default::default()

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::objects::labels::SECRET_HASH_ANNOTATION;
+use memcached_api::render::labels::SECRET_HASH_ANNOTATION;
 
 /// Workload annotation: the [`Mounted::versions`] the pods' Secret hash was
 /// computed from (the hash is beside it, under the pod template's name).

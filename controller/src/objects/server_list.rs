@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use memcached_api::{Memcached, MemcachedSpec};
 
-use crate::objects::labels::{self, MEMCACHED_PORT};
+use memcached_api::render::containers::MEMCACHED_PORT;
+
+use crate::objects::meta;
 
 /// ConfigMap key with the list comma-separated (oslo.cache's `memcache_servers`).
 pub const COMMA_SEPARATED_KEY: &str = "memcache_servers";
@@ -16,7 +18,7 @@ pub const LINES_KEY: &str = "servers";
 /// The servers of `mc` with `replicas` desired pods: with `stable_names`
 /// (StatefulSet) every pod's name in ordinal order, else the Service's name.
 pub fn build(mc: &Memcached, stable_names: bool, replicas: i32) -> Vec<String> {
-    let name = labels::name(mc);
+    let name = meta::name(mc);
     let namespace = mc.metadata.namespace.as_deref().unwrap_or_default();
     if stable_names {
         (0..replicas.max(0))
@@ -31,7 +33,7 @@ pub fn build(mc: &Memcached, stable_names: bool, replicas: i32) -> Vec<String> {
 /// when the field is absent.
 pub fn config_map(mc: &Memcached, spec: &MemcachedSpec, servers: &[String]) -> Option<ConfigMap> {
     let name = spec.server_list_config_map.clone()?;
-    let mut metadata = labels::object_meta(mc);
+    let mut metadata = meta::object_meta(mc);
     metadata.name = Some(name);
     let lines: String = servers.iter().map(|s| format!("{s}\n")).collect();
     Some(ConfigMap {

@@ -7,7 +7,9 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use memcached_api::{Memcached, MemcachedSpec, defaults};
 use serde_json::json;
 
-use crate::objects::labels;
+use memcached_api::render::labels::selector_labels;
+
+use crate::objects::meta;
 
 /// The ServiceMonitor API (monitoring.coreos.com/v1).
 pub fn api_resource() -> ApiResource {
@@ -31,17 +33,17 @@ pub fn build(
         .as_ref()
         .filter(|_| spec.monitoring_enabled())?;
     let sm = monitoring.service_monitor.clone().unwrap_or_default();
-    let mut metadata = labels::object_meta(mc);
+    let mut metadata = meta::object_meta(mc);
     let mut extra = defaults.clone();
     extra.extend(sm.additional_labels.unwrap_or_default());
     let labels = metadata.labels.get_or_insert_default();
     for (k, v) in extra {
         labels.entry(k).or_insert(v);
     }
-    let mut object = DynamicObject::new(labels::name(mc), &api_resource());
+    let mut object = DynamicObject::new(meta::name(mc), &api_resource());
     object.metadata = metadata;
     object.data = json!({"spec": {
-        "selector": {"matchLabels": labels::selector_labels(mc)},
+        "selector": {"matchLabels": selector_labels(meta::name(mc))},
         "endpoints": [{
             "port": "metrics",
             "interval": sm.interval.unwrap_or_else(|| defaults::SCRAPE_INTERVAL.into()),
@@ -79,7 +81,7 @@ mod tests {
 
     #[test]
     fn the_installation_labels_every_service_monitor_and_a_memcached_adds_its_own_on_top() {
-        let managed = labels::selector_labels(&memcached(json!({"enabled": true})));
+        let managed = selector_labels(meta::name(&memcached(json!({"enabled": true}))));
         let defaults = [("release", "kube-prometheus-stack"), ("team", "ops")];
 
         // A Memcached that names no label: the installation's.

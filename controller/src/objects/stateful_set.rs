@@ -6,8 +6,9 @@
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use memcached_api::{Defaulted, Memcached};
 
-use crate::objects::labels;
-use crate::objects::pod_template::{self, Template};
+use memcached_api::render::workload::{self, Template};
+
+use crate::objects::meta;
 
 /// The StatefulSet for `mc`, with its defaulted `spec`.
 /// Pods start and stop in parallel (a cache has no start order); a rollout
@@ -18,13 +19,14 @@ pub fn build(
     secret_hash: Option<&str>,
     auth_key: &str,
 ) -> StatefulSet {
-    let Template { metadata, pod } = pod_template::build(mc, spec, secret_hash, auth_key);
+    let Template { mut metadata, pod } = workload::build(mc.into(), spec, secret_hash, auth_key);
+    metadata.owner_references = meta::owner(mc);
     StatefulSet {
         metadata,
         spec: Some(StatefulSetSpec {
-            replicas: pod_template::replicas(spec),
-            selector: labels::selector(mc),
-            service_name: Some(labels::name(mc).into()),
+            replicas: workload::replicas(spec),
+            selector: meta::selector(mc),
+            service_name: Some(meta::name(mc).into()),
             pod_management_policy: Some("Parallel".into()),
             update_strategy: Some(StatefulSetUpdateStrategy {
                 type_: Some("RollingUpdate".into()),

@@ -3,12 +3,13 @@
 //!
 //! 1. judge the stored spec as the policy would; a refused one is reported on
 //!    itself and nothing is applied ([`refuse`]);
-//! 2. read the Secrets it mounts ([`secrets`]);
+//! 2. read the Secrets it mounts ([`read_secrets`]);
 //! 3. converge its objects, one after the other: the workload first, changed
-//!    in place or paced, switching kinds without a gap ([`workload`], with
-//!    [`in_place`] and [`pacing`]); then the Service, PodDisruptionBudget,
+//!    in place or paced, switching kinds without a gap
+//!    ([`converge_workload`], with [`converge_in_place`] and
+//!    [`pace_rollout`]); then the Service, PodDisruptionBudget,
 //!    HorizontalPodAutoscaler, NetworkPolicy and ServiceMonitor ([`applied`]
-//!    records each outcome), and the server list ([`server_list`]);
+//!    records each outcome), and the server list ([`publish_server_list`]);
 //! 4. report: the metrics, memcached's numbers, the status ([`report`],
 //!    computed purely by [`status`]), and when to look again.
 //!
@@ -29,17 +30,17 @@
 pub mod applied;
 pub mod certificates;
 pub mod context;
+pub mod converge_in_place;
+pub mod converge_workload;
 pub mod events;
-pub mod in_place;
-pub mod pacing;
+pub mod pace_rollout;
+pub mod publish_server_list;
+pub mod read_secrets;
 pub mod refuse;
 pub mod report;
 pub mod running;
-pub mod secrets;
-pub mod server_list;
 pub mod status;
 pub mod streaks;
-pub mod workload;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,14 +55,16 @@ use crate::cluster::stored::Stored;
 use crate::objects::desired::{Desired, Workload as DesiredWorkload};
 use crate::reconcile::applied::Applied;
 use crate::reconcile::context::{Context, Error, key};
-use crate::reconcile::in_place::{converge_in_place, converge_stateful_in_place, inform_in_place};
-use crate::reconcile::pacing::{pace, pace_deployment};
+use crate::reconcile::converge_in_place::{
+    converge_in_place, converge_stateful_in_place, inform_in_place,
+};
+use crate::reconcile::converge_workload::{Workloads, converge_workload};
+use crate::reconcile::pace_rollout::{pace, pace_deployment};
+use crate::reconcile::read_secrets::{SecretsSeen, read_secrets};
 use crate::reconcile::refuse::{refuse_invalid, refuse_unreadable};
 use crate::reconcile::report::{Converged, report};
 use crate::reconcile::running::running_workload;
-use crate::reconcile::secrets::{SecretsSeen, read_secrets};
 use crate::reconcile::status::observe;
-use crate::reconcile::workload::{Workloads, converge_workload};
 
 /// Converge one Memcached: judge its spec, read the Secrets it mounts,
 /// converge its objects, then write what was found to its status.
@@ -154,7 +157,8 @@ async fn converge_children(
     applied
         .converge_service_monitor(desired.service_monitor.as_ref())
         .await?;
-    let (servers, list_stable) = server_list::converge(&mut applied, spec, &workloads).await?;
+    let (servers, list_stable) =
+        publish_server_list::converge(&mut applied, spec, &workloads).await?;
 
     // What was found.
     let Applied {

@@ -92,7 +92,7 @@ where
         invalid_spec: Some(refused.message),
         nothing_running: rollout.is_none(),
         generation: object.meta().generation,
-        selector: crate::objects::labels::selector_string(object),
+        selector: crate::objects::meta::selector_string(object),
         server_list: refused
             .status
             .and_then(|s| s.server_list.clone())

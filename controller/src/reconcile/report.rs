@@ -17,7 +17,6 @@ use serde_json::json;
 use crate::cluster::secrets::SecretData;
 use crate::cluster::stored::Stored;
 use crate::metrics::memcacheds::Instance;
-use crate::objects::labels::MANAGER;
 use crate::reconcile::certificates;
 use crate::reconcile::context::{APPLY_FAILED, Context, Error, Problem, key};
 use crate::reconcile::events::warn;
@@ -26,6 +25,7 @@ use crate::reconcile::status::{self, Observed};
 use crate::stats::client::ClusterStats;
 use crate::stats::setup::stats_client;
 use crate::stats::tls;
+use memcached_api::render::labels::MANAGER;
 
 /// Requeue while not every replica is ready, or a pod presents an older
 /// certificate than the TLS Secret's.

@@ -15,10 +15,10 @@ use memcached_api::Memcached;
 
 use crate::cluster::apply::is_controlled_by;
 use crate::cluster::cache::{self, Cache, scoped};
-use crate::objects::labels::MEMCACHED_PORT;
 use crate::objects::workload::{Rollout, Workload};
 use crate::reconcile::context::{Context, Error};
 use crate::stats::client::PodStats;
+use memcached_api::render::containers::MEMCACHED_PORT;
 
 /// The workload of either kind the Memcached of `meta` controls, as the
 /// cache sees it; a StatefulSet when both run and `stateful_set`.

@@ -286,7 +286,7 @@ pub(super) fn observe(
         available: seen.available,
         missing_secrets: missing,
         generation: mc.metadata.generation,
-        selector: crate::objects::labels::selector_string(mc),
+        selector: crate::objects::meta::selector_string(mc),
         image: spec.image.clone(),
         ..Default::default()
     }

@@ -12,11 +12,11 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use crate::cluster::apply::is_controlled_by;
-use crate::objects::labels::MEMCACHED_PORT;
 use crate::rollout::in_place::{failing, owned_replica_sets, still_running, unschedulable};
 use crate::rollout::pacing::{Generations, Newest};
 use crate::rollout::pod_change::ready;
 use crate::stats::client::PodStats;
+use memcached_api::render::containers::MEMCACHED_PORT;
 
 /// The annotation a Deployment numbers its ReplicaSets with.
 const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";

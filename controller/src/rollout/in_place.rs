@@ -2,7 +2,7 @@
 //! no pod is replaced, so none starts cold. It is what
 //! [`crate::rollout::pod_change::Change`] holds: the memcached image and, with warm
 //! restarts, memcached's args and the Secret hash the pod's supervisor reads
-//! from its annotations ([`crate::objects::warm_start`]); the memory geometry stays.
+//! from its annotations ([`memcached_api::render::warm_restart`]); the memory geometry stays.
 //!
 //! A pod's container image can change without a new pod: the kubelet stops
 //! that container (its preStop hook saves memcached's cache to the
@@ -41,11 +41,11 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::cluster::apply::{is_controlled_by, owns_replicas_of};
-use crate::objects::intent::TemplateStamp;
-use crate::objects::labels::MANAGER;
 use crate::objects::workload::{IN_PLACE_ANNOTATION, Workload};
 use crate::rollout::pacing::Peers;
 use crate::rollout::pod_change::{self, Change, Seen, Taken, address, memcached_status, ready};
+use memcached_api::render::labels::MANAGER;
+use memcached_api::render::stamp::TemplateStamp;
 
 /// How long step 2 waits for the ReplicaSet controller; the next reconcile
 /// carries on after that.
@@ -167,8 +167,8 @@ pub async fn converge(
     let marked = annotation(live, IN_PLACE_ANNOTATION) == Some(change.mark().as_str());
     let paused = live.spec.as_ref().and_then(|s| s.paused) == Some(true);
     let replicas = live.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let starting = TemplateStamp::of(desired)
-        .zip(TemplateStamp::of(live))
+    let starting = TemplateStamp::of(desired.meta())
+        .zip(TemplateStamp::of(live.meta()))
         .is_some_and(|(new, running)| new.in_place_change(&running))
         && may_start(live, replicas);
     if !starting && !marked {

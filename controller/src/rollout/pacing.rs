@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, RollingUpdateStatefulSetStrategy, StatefulSet};
 
-use crate::objects::intent::TemplateStamp;
 use crate::objects::workload::Workload;
 use crate::stats::client::PodStats;
+use memcached_api::render::stamp::TemplateStamp;
 
 /// Peers holding fewer items than this have no cache worth waiting for.
 pub const MIN_ITEMS: u64 = 100;
@@ -206,7 +206,10 @@ pub fn pace(
 /// `desired` has another pod template than `live` (not a new rendering of
 /// the same intent, which is held): a new rollout starts.
 pub fn retemplated<W: Workload>(desired: &W, live: &W) -> bool {
-    let (new, running) = (TemplateStamp::of(desired), TemplateStamp::of(live));
+    let (new, running) = (
+        TemplateStamp::of(desired.meta()),
+        TemplateStamp::of(live.meta()),
+    );
     new.zip(running)
         .is_some_and(|(new, running)| new.template != running.template && !new.held_by(&running))
 }

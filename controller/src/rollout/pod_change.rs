@@ -1,7 +1,7 @@
 //! What a change in place gives a running pod, and whether the pod has
 //! taken it: the memcached image (the kubelet restarts the container) and,
 //! with warm restarts, the args and the Secret hash annotations the pod's
-//! supervisor restarts memcached for ([`crate::objects::warm_start`]). A pod has
+//! supervisor restarts memcached for ([`memcached_api::render::warm_restart`]). A pod has
 //! taken its change once memcached itself says so: another process than
 //! before the patch, running the settings its args ask for, accepting the
 //! current credentials, and warm again ([`crate::rollout::pacing`]'s rule).
@@ -14,13 +14,14 @@ use kube::ResourceExt;
 use ring::digest::{SHA256, digest};
 use serde_json::{Value, json};
 
-use crate::objects::args;
-use crate::objects::labels::{
-    IMAGE_ANNOTATION, MEMCACHED_CONTAINER, MEMCACHED_PORT, SECRET_HASH_ANNOTATION, VERSION_LABEL,
-};
-use crate::objects::warm_start::{ARGS_ANNOTATION, NAPI_IDS_RAN_ANNOTATION, annotation_args};
 use crate::rollout::pacing::{Peers, Waits, Warming};
 use crate::stats::client::PodStats;
+use memcached_api::render::args;
+use memcached_api::render::containers::{MEMCACHED_CONTAINER, MEMCACHED_PORT};
+use memcached_api::render::labels::{IMAGE_ANNOTATION, SECRET_HASH_ANNOTATION, VERSION_LABEL};
+use memcached_api::render::warm_restart::{
+    ARGS_ANNOTATION, NAPI_IDS_RAN_ANNOTATION, annotation_args,
+};
 
 /// Pod annotation: the memcached container's restart count when its image
 /// was changed; the pod is restarted once the count is higher.
@@ -164,7 +165,7 @@ impl Change {
 pub struct Seen<'a> {
     /// The last stats, by pod address.
     pub stats: &'a BTreeMap<SocketAddr, PodStats>,
-    /// The `stats settings` the pods' args give ([`crate::objects::args::confirmed_settings`]).
+    /// The `stats settings` the pods' args give ([`memcached_api::render::args::confirmed_settings`]).
     pub settings: &'a [(&'static str, String)],
     /// How long each Memcached's rollout has waited for a pod to warm, and
     /// this one's key: a pod that came back cold is waited for no longer

@@ -32,12 +32,12 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::cluster::apply::is_controlled_by;
-use crate::objects::intent::TemplateStamp;
 use crate::objects::workload::{IN_PLACE_ANNOTATION, Workload};
 use crate::rollout::in_place::{
     Failed, Progress, annotation, len, mark, may_start, running_pods, step, taken,
 };
 use crate::rollout::pod_change::{Change, Seen, Taken};
+use memcached_api::render::stamp::TemplateStamp;
 
 /// The pod label a StatefulSet compares with its update revision.
 pub const REVISION_LABEL: &str = "controller-revision-hash";
@@ -62,7 +62,10 @@ pub async fn converge(
     let Some(change) = desired.template().and_then(Change::of) else {
         return Ok(None);
     };
-    let (new, running) = (TemplateStamp::of(desired), TemplateStamp::of(live));
+    let (new, running) = (
+        TemplateStamp::of(&desired.metadata),
+        TemplateStamp::of(&live.metadata),
+    );
     let replicas = live.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let starting = new
         .as_ref()

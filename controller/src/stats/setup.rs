@@ -8,11 +8,11 @@ use memcached_api::Defaulted;
 use tokio_rustls::rustls::pki_types::ServerName;
 
 use crate::cluster::secrets::{self, SecretData};
-use crate::objects::args::{self, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-use crate::objects::pod_template::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 use crate::stats::client::{Credentials, StatsClient};
 use crate::stats::tls;
 use crate::stats::tls::{Mounted, Tls};
+use memcached_api::render::args::{self, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use memcached_api::render::volumes::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
 
 /// A stats client that speaks what the pods speak, with what the Secrets
 /// hold; an error when TLS is on but cannot be set up (never plain text then).

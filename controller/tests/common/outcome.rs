@@ -9,9 +9,9 @@ use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use memcached_api::render::args::memcached_args;
 use memcached_api::validation::{ObjectName, Options, check};
 use memcached_api::{MemcachedSpec, apply_defaults};
-use memcached_controller::objects::args::memcached_args;
 use serde_json::json;
 
 use super::{Release, free_port, loopback_args, readable_tempdir};

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
-use memcached_controller::objects::labels::MEMCACHED_PORT;
+use memcached_api::render::containers::MEMCACHED_PORT;
 use memcached_controller::stats::client::READ_TIMEOUT;
 
 use fake_api::{NS, Shared, context, path};

@@ -32,10 +32,8 @@ use e2e_tests::cluster::scenario::{
 };
 use e2e_tests::cluster::signing;
 use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
-use memcached_controller::objects::intent::{
-    BASE_ANNOTATION, INTENT_SPEC_ANNOTATION, TEMPLATE_ANNOTATION,
-};
-use memcached_controller::objects::labels::SECRET_HASH_ANNOTATION;
+use memcached_api::render::labels::SECRET_HASH_ANNOTATION;
+use memcached_api::render::stamp::{BASE_ANNOTATION, INTENT_SPEC_ANNOTATION, TEMPLATE_ANNOTATION};
 use serde_json::{Value, json};
 
 mod chart;

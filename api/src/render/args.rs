@@ -1,14 +1,15 @@
 //! The memcached command line for an effective (defaulted) spec.
 //!
 //! Order: `-m -c -t -I` (the spec's fields, rendered by
-//! [`memcached_api::memcached_options`]), then the memory file of warm
+//! [`crate::memcached_options`]), then the memory file of warm
 //! restarts (`-e`), then `-v`/`-vv`, then authentication, then TLS, then
 //! `extraArgs`. The TLS and authentication flags are the ones memcached 1.6
 //! really has (the design doc's `--ssl-*` flags do not exist).
 
-use memcached_api::extra_args::{getopt, verbosity};
-use memcached_api::memcached_options::{Render, spec_args};
-use memcached_api::{AUTH_SECRET_KEYS, Defaulted, MemcachedConfig, MemcachedSpec};
+use crate::defaults::Defaulted;
+use crate::extra_args::{getopt, verbosity};
+use crate::memcached_options::{Render, spec_args};
+use crate::types::{AUTH_SECRET_KEYS, MemcachedConfig, MemcachedSpec};
 
 /// Where the authentication Secret is mounted.
 pub const AUTH_DIR: &str = "/etc/memcached/auth";
@@ -121,7 +122,7 @@ pub fn client_cert_required(spec: &MemcachedSpec) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memcached_api::apply_defaults;
+    use crate::apply_defaults;
     use serde_json::json;
 
     fn args(spec: serde_json::Value) -> Vec<String> {

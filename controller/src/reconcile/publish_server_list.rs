@@ -13,7 +13,7 @@ use crate::objects::server_list;
 use crate::objects::workload::desired_replicas;
 use crate::reconcile::applied::Applied;
 use crate::reconcile::context::Error;
-use crate::reconcile::workload::Workloads;
+use crate::reconcile::converge_workload::Workloads;
 
 /// Publish where clients connect: the server list of the workload that
 /// serves them (see [`server_list::build`]), also in a ConfigMap when

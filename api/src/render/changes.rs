@@ -1,15 +1,13 @@
-//! Which updates of a Memcached create pods: the one classification of every
-//! spec field, read from what the controller builds (`controller/src/objects/
-//! {pod_template,args,deployment,stateful_set,intent}.rs`).
+//! Which updates of a Memcached create pods, and what they do to the pods
+//! that run, judged on the pod templates the controller renders before and
+//! after ([`pod_template::pod`]): no field is classified by hand.
 //!
-//! The controller renders the pod template from the stored spec: a change of
-//! a field that reaches it rolls the workload out, and every pod of a rollout
-//! is new. So does a change of the workload's kind, and of the
-//! `memcached.c5c3.io/restart-trigger` annotation, which the template
-//! carries. More replicas, or autoscaler bounds that let the
-//! HorizontalPodAutoscaler add pods, create pods without a rollout. Nothing
-//! else does: the PodDisruptionBudget, the Service, the NetworkPolicy, the
-//! ServiceMonitor, the server-list ConfigMap, scaling down, other metadata.
+//! A change of the rendered template rolls the workload out, and every pod
+//! of a rollout is new. So does a change of the workload's kind. More
+//! replicas, or autoscaler bounds that let the HorizontalPodAutoscaler add
+//! pods, create pods without a rollout. Nothing else does: the
+//! PodDisruptionBudget, the Service, the NetworkPolicy, the ServiceMonitor,
+//! the server-list ConfigMap, scaling down, other metadata.
 //!
 //! An image change with warm restarts on is applied to the running pods in
 //! place. Pod Security admission judges each such pod update again (an image
@@ -18,43 +16,73 @@
 //! only the pod's annotations (new args, a Secret hash); any pod the workload
 //! creates later gets the new template, so it counts as creating pods here too.
 //!
-//! [`template_fields`] destructures every struct of the spec exhaustively:
-//! a field added to one of them does not compile until it is classified.
-//!
 //! [`restart`] says what an update does to the pods that run, for the
 //! warning that tells `kubectl apply` before the cache is lost: nothing,
-//! memcached restarted warm in its own pod (`controller/src/rollout/
-//! in_place.rs`: warm restarts on before and after, and the template changes
-//! only in memcached's image and args with the same memory geometry), or the
-//! pods replaced, cold.
+//! memcached restarted warm in its own pod (warm restarts on before and
+//! after, and the templates' [`in_place::base`] the same: they differ only in
+//! what a running pod takes in place), or the pods replaced, cold.
+//!
+//! The field a warning names is the first field of the spec (by its path)
+//! whose change alone makes the difference ([`blame`]).
 
-use k8s_openapi::api::core::v1::ResourceRequirements;
-use serde::Serialize;
-use serde_json::Value;
+use std::collections::BTreeMap;
 
-use crate::extra_args::memory_file;
+use crate::defaults::Defaulted;
 use crate::field::Path;
-use crate::memcached_options::{SPEC_FIELDS, config_args};
-use crate::types::{
-    AutoscalingSpec, GracefulShutdownSpec, HighAvailabilitySpec, MemcachedConfig, MemcachedSpec,
-    MonitoringSpec, NetworkPolicySpec, PdbSpec, SaslSpec, SecuritySpec, ServiceMonitorSpec,
-    ServiceSpec, TlsSpec, WarmRestartSpec,
-};
-
-/// Annotation of a Memcached that the controller copies to the pod template
-/// to force a rollout.
-pub const RESTART_TRIGGER_ANNOTATION: &str = "memcached.c5c3.io/restart-trigger";
+use crate::render::args::AUTH_FILE;
+use crate::render::in_place;
+use crate::render::{Instance, RESTART_TRIGGER_ANNOTATION, blame, pod_template};
+use crate::types::MemcachedSpec;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// A Memcached as far as its pods go: the defaulted spec the controller
 /// renders, and the restart trigger of its metadata.
 #[derive(Clone, Copy, Debug)]
 pub struct PodSource<'a> {
     /// The spec, defaulted as the controller defaults it.
-    pub spec: &'a MemcachedSpec,
+    pub spec: &'a Defaulted,
     /// The value of [`RESTART_TRIGGER_ANNOTATION`].
     pub restart_trigger: Option<&'a str>,
     /// The pods the workload runs now (`status.replicas`), when known.
     pub running: Option<i32>,
+}
+
+impl PodSource<'_> {
+    /// The pod template the controller renders for this source (the
+    /// Secrets' hash and key aside: neither is known at admission).
+    fn template(&self) -> PodTemplateSpec {
+        template_of(self.spec, self.restart_trigger)
+    }
+}
+
+fn template_of(spec: &Defaulted, restart_trigger: Option<&str>) -> PodTemplateSpec {
+    let metadata = ObjectMeta {
+        annotations: restart_trigger
+            .map(|t| BTreeMap::from([(RESTART_TRIGGER_ANNOTATION.to_string(), t.to_string())])),
+        ..Default::default()
+    };
+    let instance = Instance {
+        metadata: &metadata,
+        spec,
+    };
+    pod_template::pod(instance, spec, None, AUTH_FILE)
+}
+
+/// The first field whose change from `old` to `new` alone renders a
+/// template `same` refuses ([`blame::first_field`]), with that template.
+fn blame(
+    old: &PodSource<'_>,
+    new: &PodSource<'_>,
+    same: impl Fn(&PodTemplateSpec) -> bool,
+) -> (Path, Option<PodTemplateSpec>) {
+    let render = |spec: &Defaulted| template_of(spec, old.restart_trigger);
+    blame::first_field(old.spec, new.spec, render, same)
+}
+
+/// The restart trigger's path, as a warning names it.
+fn trigger_path() -> Path {
+    Path::new("metadata.annotations").key(RESTART_TRIGGER_ANNOTATION)
 }
 
 /// The first change from `old` to `new` that creates pods: the field that
@@ -62,154 +90,16 @@ pub struct PodSource<'a> {
 /// when the update creates none.
 pub fn pod_creating_change(old: &PodSource<'_>, new: &PodSource<'_>) -> Option<Path> {
     if old.restart_trigger != new.restart_trigger {
-        return Some(Path::new("metadata.annotations").key(RESTART_TRIGGER_ANNOTATION));
+        return Some(trigger_path());
     }
-    let before = template_fields(old.spec);
-    let after = template_fields(new.spec);
-    let changed = before
-        .iter()
-        .zip(&after)
-        .find(|((_, a), (_, b))| a != b)
-        .map(|(_, (field, _))| Path::new(&format!("spec.{field}")));
-    changed.or_else(|| added_pods(old, new.spec))
-}
-
-/// Every input of the pod template, by field (under `spec`), as JSON: a
-/// field that reaches the pods only in some cases (the exporter's image
-/// only with monitoring on) counts only then.
-fn template_fields(spec: &MemcachedSpec) -> Vec<(&'static str, Value)> {
-    // Exhaustive, here and below: a new field must be classified.
-    let MemcachedSpec {
-        replicas: _,               // creates pods when raised: `added_pods`
-        autoscaling: _,            // likewise (the HorizontalPodAutoscaler's bounds)
-        workload,                  // another workload: every pod is new
-        server_list_config_map: _, // a ConfigMap
-        image,
-        resources,
-        memcached,
-        high_availability,
-        warm_restart,
-        monitoring,
-        security,
-        network_policy: _, // a NetworkPolicy
-        service: _,        // the Service
-        pod_labels,
-        pod_annotations,
-        node_selector,
-        tolerations,
-        image_pull_secrets,
-    } = spec;
-    // Every field is an argument (one per row of the option table, and
-    // extraArgs); maxMemoryMB also sizes the warm restart volume.
-    let config = memcached.clone().unwrap_or_default();
-    let high_availability = high_availability.clone();
-    let present = high_availability.is_some();
-    let HighAvailabilitySpec {
-        anti_affinity_preset, // the pods' affinity, when highAvailability is present
-        topology_spread_constraints,
-        pod_disruption_budget, // a PodDisruptionBudget
-        graceful_shutdown,
-    } = high_availability.unwrap_or_default();
-    let PdbSpec {
-        enabled: _,
-        min_available: _,
-        max_unavailable: _,
-    } = pod_disruption_budget.unwrap_or_default();
-    let GracefulShutdownSpec {
-        enabled: shutdown_enabled,
-        pre_stop_delay_seconds, // the preStop hook, when enabled
-        termination_grace_period_seconds,
-    } = graceful_shutdown.unwrap_or_default();
-    let WarmRestartSpec {
-        enabled: warm_restart_enabled, // the command, a volume, the preStop hook
-    } = warm_restart.clone().unwrap_or_default();
-    let MonitoringSpec {
-        enabled: monitoring_enabled, // the exporter container
-        exporter_image,
-        exporter_resources,
-        service_monitor,
-    } = monitoring.clone().unwrap_or_default();
-    let ServiceMonitorSpec {
-        additional_labels: _, // a ServiceMonitor
-        interval: _,
-        scrape_timeout: _,
-    } = service_monitor.unwrap_or_default();
-    let SecuritySpec {
-        pod_security_context,
-        container_security_context, // every container's
-        sasl,
-        tls,
-        network_policy: _, // a NetworkPolicy
-    } = security.clone().unwrap_or_default();
-    let SaslSpec {
-        enabled: sasl_enabled, // an argument and a Secret volume
-        credentials_secret_ref,
-    } = sasl.unwrap_or_default();
-    let TlsSpec {
-        enabled: tls_enabled, // arguments of both containers and a Secret volume
-        certificate_secret_ref,
-        enable_client_cert,
-    } = tls.unwrap_or_default();
-    let AutoscalingSpec {
-        enabled: _,      // `added_pods`
-        min_replicas: _, // `added_pods`
-        max_replicas: _, // `added_pods`
-        metrics: _,      // when the autoscaler scales within its bounds, not whether
-        behavior: _,     // likewise
-    } = spec.autoscaling.clone().unwrap_or_default();
-    let NetworkPolicySpec {
-        enabled: _,
-        allowed_sources: _,
-    } = spec.network_policy.clone().unwrap_or_default();
-    let ServiceSpec { annotations: _ } = spec.service.clone().unwrap_or_default();
-
-    let on = |enabled: Option<bool>| enabled == Some(true);
-    let exporter: Option<(Option<String>, Option<ResourceRequirements>)> =
-        on(monitoring_enabled).then_some((exporter_image, exporter_resources));
-    let shutdown =
-        on(shutdown_enabled).then_some((pre_stop_delay_seconds, termination_grace_period_seconds));
-    let sasl = on(sasl_enabled).then_some(credentials_secret_ref);
-    let tls = on(tls_enabled).then_some((certificate_secret_ref, enable_client_cert));
-    let options = (SPEC_FIELDS.iter())
-        .filter_map(|option| option.field)
-        .map(|field| (field.key, json(&field.get(&config))));
-    let mut fields = vec![
-        ("workload", json(workload)),
-        ("image", json(image)),
-        ("resources", json(resources)),
-    ];
-    fields.extend(options);
-    fields.extend([
-        ("memcached.extraArgs", json(&config.extra_args)),
-        (
-            "highAvailability.antiAffinityPreset",
-            json(&present.then_some(anti_affinity_preset)),
-        ),
-        (
-            "highAvailability.topologySpreadConstraints",
-            json(&topology_spread_constraints),
-        ),
-        ("highAvailability.gracefulShutdown", json(&shutdown)),
-        ("warmRestart.enabled", json(&on(warm_restart_enabled))),
-        ("monitoring", json(&exporter)),
-        ("security.podSecurityContext", json(&pod_security_context)),
-        (
-            "security.containerSecurityContext",
-            json(&container_security_context),
-        ),
-        ("security.sasl", json(&sasl)),
-        ("security.tls", json(&tls)),
-        ("podLabels", json(pod_labels)),
-        ("podAnnotations", json(pod_annotations)),
-        ("nodeSelector", json(node_selector)),
-        ("tolerations", json(tolerations)),
-        ("imagePullSecrets", json(image_pull_secrets)),
-    ]);
-    fields
-}
-
-fn json(value: &impl Serialize) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
+    if old.spec.stateful_set() != new.spec.stateful_set() {
+        return Some(Path::new("spec.workload"));
+    }
+    let before = old.template();
+    if before != new.template() {
+        return Some(blame(old, new, |t| t == &before).0);
+    }
+    added_pods(old, new.spec)
 }
 
 /// The field of `new` that lets the workload run more pods than `old` does:
@@ -340,12 +230,11 @@ impl Cold {
 }
 
 /// What the update from `old` to `new` does to the pods that run: no
-/// restart, a warm restart in place, or a cold restart and the field that
-/// forces it. Warm takes warm restarts on before and after, and changes of
-/// the memcached image, of `spec.memcached` (memcached's args) and of
-/// `enableClientCert` without the exporter (an arg too) alone, with the
-/// memory geometry unchanged; anything else that changes the pod template
-/// replaces the pods.
+/// restart (the same rendered template), a warm restart in place (warm
+/// restarts on before and after, and the templates differ only in what a
+/// running pod takes in place, [`in_place::base`]: memcached's image, and
+/// its args within the same memory geometry), or a cold restart and the
+/// field that forces it.
 pub fn restart(old: &PodSource<'_>, new: &PodSource<'_>) -> Restart {
     let warm = (
         old.spec.warm_restart_enabled(),
@@ -362,75 +251,38 @@ pub fn restart(old: &PodSource<'_>, new: &PodSource<'_>) -> Restart {
         warm_restarts: warm == (true, true),
     };
     if old.restart_trigger != new.restart_trigger {
-        let trigger = Path::new("metadata.annotations").key(RESTART_TRIGGER_ANNOTATION);
-        return cold(trigger, new_pods);
+        return cold(trigger_path(), new_pods);
     }
     if old.spec.stateful_set() != new.spec.stateful_set() {
         return cold(Path::new("spec.workload"), ColdBecause::Workload);
     }
-    let before = template_fields(old.spec);
-    let after = template_fields(new.spec);
-    let changed: Vec<&'static str> = (before.iter().zip(&after))
-        .filter(|((_, a), (_, b))| a != b)
-        .map(|((field, _), _)| *field)
-        .collect();
-    let spec = |field: &str| Path::new(&format!("spec.{field}"));
-    let Some(first) = changed.first() else {
+    let before = old.template();
+    if before == new.template() {
         return Restart::None;
-    };
+    }
+    let warm_restart = || Path::new("spec.warmRestart.enabled");
     match warm {
-        (false, true) => return cold(spec(WARM_RESTART), ColdBecause::WarmRestartsOn),
-        (true, false) => return cold(spec(WARM_RESTART), ColdBecause::WarmRestartsOff),
-        (false, false) => return cold(spec(first), new_pods),
+        (false, true) => return cold(warm_restart(), ColdBecause::WarmRestartsOn),
+        (true, false) => return cold(warm_restart(), ColdBecause::WarmRestartsOff),
+        (false, false) => return cold(blame(old, new, |t| t == &before).0, new_pods),
         (true, true) => {}
     }
-    let in_place = |field: &&str| {
-        taken_in_place(field) || (*field == "security.tls" && tls_in_place(old.spec, new.spec))
-    };
-    if let Some(field) = changed.iter().find(|f| !in_place(f)) {
-        return cold(spec(field), new_pods);
+    let base = in_place::base(&before);
+    if base == in_place::base(&new.template()) {
+        return Restart::Warm;
     }
-    if memory_geometry(old.spec) != memory_geometry(new.spec) {
-        // Only `spec.memcached` reaches the geometry.
-        let field = changed.iter().find(|f| f.starts_with("memcached."));
-        return cold(spec(field.unwrap_or(first)), ColdBecause::Geometry);
-    }
-    Restart::Warm
-}
-
-/// `spec.warmRestart.enabled`, under `spec`.
-const WARM_RESTART: &str = "warmRestart.enabled";
-
-/// A field of [`template_fields`] a running pod takes in place with warm
-/// restarts on: the memcached image, and memcached's args, every field of
-/// `spec.memcached` (the geometry among them is judged apart).
-fn taken_in_place(field: &str) -> bool {
-    field == "image" || field.starts_with("memcached.")
-}
-
-/// A change of TLS a running pod takes in place: on before and after with
-/// the same Secret (the volume), so only memcached's args change; the
-/// exporter, when on, would get new args and mounts.
-fn tls_in_place(old: &MemcachedSpec, new: &MemcachedSpec) -> bool {
-    let secret = |s: &MemcachedSpec| {
-        let tls = s.security.as_ref().and_then(|s| s.tls.as_ref());
-        tls.and_then(|t| t.certificate_secret_ref.clone())
-    };
-    old.tls_enabled()
-        && new.tls_enabled()
-        && secret(old) == secret(new)
-        && !old.monitoring_enabled()
-        && !new.monitoring_enabled()
-}
-
-/// The options of memcached's args from `spec.memcached` that decide
-/// whether a saved memory file restores ([`memory_file::geometry`]). The
-/// args the rest of the spec adds (the memory file's path, SASL, TLS) are
-/// the same with warm restarts on before and after, or no geometry.
-fn memory_geometry(spec: &MemcachedSpec) -> Vec<String> {
-    let unset = MemcachedConfig::default();
-    let config = spec.memcached.as_ref().unwrap_or(&unset);
-    memory_file::geometry(&config_args(config))
+    // The first change a running pod cannot take: beyond memcached's image
+    // and args, or of their memory geometry.
+    let (field, alone) = blame(old, new, |t| in_place::base(t) == base);
+    let geometry = alone.is_some_and(|t| in_place::base(&t).geometry != base.geometry);
+    cold(
+        field,
+        if geometry {
+            ColdBecause::Geometry
+        } else {
+            new_pods
+        },
+    )
 }
 
 /// The pods an update of `old` to `new` restarts: those running
@@ -457,7 +309,7 @@ fn restarting_pods(old: &PodSource<'_>, new: &MemcachedSpec) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::apply_defaults;
@@ -514,16 +366,16 @@ mod tests {
         disruption_budget: {"highAvailability": {}} => {"highAvailability": {
             "podDisruptionBudget": {"enabled": true, "maxUnavailable": 1}}}, None;
         graceful_shutdown: {"highAvailability": {}} => {"highAvailability": {"gracefulShutdown": {"enabled": true}}},
-            Some("spec.highAvailability.gracefulShutdown");
+            Some("spec.highAvailability.gracefulShutdown.enabled");
         graceful_shutdown_disabled: {"highAvailability": {}} => {"highAvailability": {
             "gracefulShutdown": {"preStopDelaySeconds": 5}}}, None;
         warm_restart: {} => {"warmRestart": {"enabled": true}}, Some("spec.warmRestart.enabled");
         warm_restart_disabled: {} => {"warmRestart": {"enabled": false}}, None;
-        monitoring: {} => {"monitoring": {"enabled": true}}, Some("spec.monitoring");
+        monitoring: {} => {"monitoring": {"enabled": true}}, Some("spec.monitoring.enabled");
         exporter_image: {"monitoring": {"enabled": true}} => {"monitoring": {"enabled": true, "exporterImage": "e:2"}},
-            Some("spec.monitoring");
+            Some("spec.monitoring.exporterImage");
         exporter_resources: {"monitoring": {"enabled": true}} => {"monitoring": {"enabled": true,
-            "exporterResources": {"requests": {"cpu": "10m"}}}}, Some("spec.monitoring");
+            "exporterResources": {"requests": {"cpu": "10m"}}}}, Some("spec.monitoring.exporterResources");
         exporter_image_without_monitoring: {} => {"monitoring": {"exporterImage": "e:2"}}, None;
         service_monitor: {"monitoring": {"enabled": true}} => {"monitoring": {"enabled": true,
             "serviceMonitor": {"interval": "1m", "additionalLabels": {"release": "p"}}}}, None;
@@ -532,13 +384,13 @@ mod tests {
         container_security_context: {} => {"security": {"containerSecurityContext": {}}},
             Some("spec.security.containerSecurityContext");
         sasl: {} => {"security": {"sasl": {"enabled": true, "credentialsSecretRef": {"name": "a"}}}},
-            Some("spec.security.sasl");
+            Some("spec.security.sasl.enabled");
         sasl_disabled: {} => {"security": {"sasl": {"credentialsSecretRef": {"name": "a"}}}}, None;
         tls: {} => {"security": {"tls": {"enabled": true, "certificateSecretRef": {"name": "t"}}}},
-            Some("spec.security.tls");
+            Some("spec.security.tls.enabled");
         tls_client_cert: {"security": {"tls": {"enabled": true, "certificateSecretRef": {"name": "t"}}}} =>
             {"security": {"tls": {"enabled": true, "certificateSecretRef": {"name": "t"}, "enableClientCert": true}}},
-            Some("spec.security.tls");
+            Some("spec.security.tls.enableClientCert");
         network_policy: {} => {"networkPolicy": {"enabled": true}}, None;
         service: {} => {"service": {"annotations": {"a": "b"}}}, None;
         pod_labels: {} => {"podLabels": {"team": "a"}}, Some("spec.podLabels");
@@ -599,8 +451,7 @@ mod tests {
 }
 
 /// [`restart`]: the restart trigger, the pods counted and the warning's
-/// words. The verdict of each kind of change is checked against the
-/// controller's own in `controller/tests/cold_changes.rs`.
+/// words.
 #[cfg(test)]
 mod restarts {
     use serde_json::{Value, json};

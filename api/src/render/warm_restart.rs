@@ -24,14 +24,16 @@
 //! content, at most [`SECRET_FILES_WAIT_SECONDS`]) before the save, and
 //! restarts memcached once more if they come later.
 
+use std::sync::OnceLock;
+
 use k8s_openapi::api::core::v1::{
     DownwardAPIVolumeFile, DownwardAPIVolumeSource, ObjectFieldSelector, Volume,
 };
 
-use crate::objects::args::{
+use crate::render::args::{
     AUTH_DIR, MEMORY_FILE, TLS_CA_KEY, TLS_CERT_KEY, TLS_DIR, WARM_RESTART_DIR,
 };
-use crate::objects::labels::SECRET_HASH_ANNOTATION;
+use crate::render::labels::SECRET_HASH_ANNOTATION;
 
 /// Pod annotation: memcached's args, one per line (what the pod runs).
 pub const ARGS_ANNOTATION: &str = "memcached.c5c3.io/args";
@@ -57,7 +59,10 @@ pub fn save_and_wait() -> String {
 
 /// The memcached container's command: the supervisor.
 pub fn command() -> Vec<String> {
-    vec!["/bin/sh".into(), "-c".into(), script()]
+    // The same text for every pod: written once per process.
+    static SCRIPT: OnceLock<String> = OnceLock::new();
+    let script = SCRIPT.get_or_init(script);
+    vec!["/bin/sh".into(), "-c".into(), script.clone()]
 }
 
 /// How long the supervisor waits, after the Secret hash changed, for the

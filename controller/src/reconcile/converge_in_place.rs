@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::discovery::ApiResource;
 use memcached_api::{Defaulted, Memcached};
 
-use crate::objects::args;
 use crate::reconcile::applied::Applied;
 use crate::reconcile::context::{
     Context, Error, IN_PLACE_FORBIDDEN, IN_PLACE_MISMATCH, IN_PLACE_STALLED, Problem, key,
@@ -22,6 +21,7 @@ use crate::reconcile::running::{live_workload, pod_stats};
 use crate::rollout::pod_change::Seen;
 use crate::rollout::{in_place, stateful_in_place};
 use crate::stats::client::PodStats;
+use memcached_api::render::args;
 
 /// What a change in place judges its pods by, owned: the last stats of the
 /// Memcached's pods, the settings its args give, its key for the waits.
@@ -59,7 +59,7 @@ pub(super) async fn converge_in_place(
 ) -> Result<Option<in_place::Progress>, Error> {
     let (ctx, mc) = (applied.ctx, applied.mc);
     let live = live_workload(ctx, &ctx.cache.deployments, mc).await?;
-    let selector = crate::objects::labels::selector_string(mc);
+    let selector = crate::objects::meta::selector_string(mc);
     let original = desired.clone();
     let observed = Observed::of(ctx, mc, spec);
     let seen = observed.seen(ctx);
@@ -99,7 +99,7 @@ pub(super) async fn converge_stateful_in_place(
 ) -> Result<Option<in_place::Progress>, Error> {
     let (ctx, mc) = (applied.ctx, applied.mc);
     let live = live_workload(ctx, &ctx.cache.stateful_sets, mc).await?;
-    let selector = crate::objects::labels::selector_string(mc);
+    let selector = crate::objects::meta::selector_string(mc);
     let original = desired.clone();
     let observed = Observed::of(ctx, mc, spec);
     let seen = observed.seen(ctx);

@@ -1,6 +1,6 @@
 //! Applying a Memcached's workload, the Deployment or the StatefulSet
 //! `spec.workload` names, once a change in place or pacing had its say
-//! ([`super::in_place`], [`super::pacing`]): its running pod template held
+//! ([`super::converge_in_place`], [`super::pace_rollout`]): its running pod template held
 //! while the user's intent is the same, the autoscaler handed its replicas,
 //! and the other kind deleted once the new one runs every replica ready.
 
@@ -12,12 +12,12 @@ use memcached_api::MemcachedSpec;
 
 use crate::cluster::apply::{Outcome, ensure, ensure_held, hand_over_replicas, is_controlled_by};
 use crate::cluster::cache::{self, scoped};
-use crate::objects::intent::TemplateStamp;
 use crate::objects::workload::{Rollout, Workload, desired_replicas, initial_replicas};
 use crate::reconcile::applied::Applied;
 use crate::reconcile::context::Error;
 use crate::reconcile::events::Target;
 use crate::reconcile::running::serving;
+use memcached_api::render::stamp::TemplateStamp;
 
 /// The workloads of one Memcached after converging.
 pub(super) struct Workloads {
@@ -135,13 +135,13 @@ pub(super) async fn converge_workload<New: Workload, Old: Workload>(
 }
 
 /// The stamp of `live`'s running pod template when it must be kept instead
-/// of `desired`'s (see [`crate::objects::intent`]); stamped by a controller
+/// of `desired`'s (see [`memcached_api::render::stamp`]); stamped by a controller
 /// before the intent itself was, it gets the intent (the same as desired's),
 /// so the next warm change goes in place.
 fn held_template<W: Workload>(desired: &W, live: Option<&W>, uid: &str) -> Option<TemplateStamp> {
     let live = live.filter(|l| is_controlled_by(*l, uid))?;
-    let mut running = TemplateStamp::of(live)?;
-    let desired = TemplateStamp::of(desired)?;
+    let mut running = TemplateStamp::of(live.meta())?;
+    let desired = TemplateStamp::of(desired.meta())?;
     if !desired.held_by(&running) {
         return None;
     }

@@ -12,11 +12,11 @@
 //! A third stamp, the digest of the template without what a pod can take
 //! in place (the memcached image and, with warm restarts, the args and the
 //! Secret hash its supervisor reads from its annotations, see
-//! [`crate::objects::warm_start`]) but with the memory geometry of those args, tells
-//! a change warm restarts apply in place (see [`crate::rollout::in_place`]).
+//! [`crate::render::warm_restart`]) but with the memory geometry of those args, tells
+//! a change warm restarts apply in place (the controller's `rollout::in_place`).
 //!
 //! The intent itself is stamped too ([`INTENT_SPEC_ANNOTATION`]): a change
-//! the policy's own classification calls warm ([`pod_changes::restart`],
+//! the policy's own classification calls warm ([`changes::restart`],
 //! the warning `kubectl apply` shows) is applied in place even when this
 //! controller renders the rest of the template differently from the one
 //! that rendered the running pods (a new supervisor, a new volume): those
@@ -28,20 +28,16 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use kube::Resource;
-use memcached_api::{Memcached, MemcachedSpec};
-use ring::digest::{SHA256, digest};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde_json::json;
+use sha2::{Digest, Sha256};
 
-use memcached_api::apply_defaults;
-use memcached_api::extra_args::memory_file;
-use memcached_api::pod_changes::{self, PodSource, RESTART_TRIGGER_ANNOTATION, Restart};
-
-use crate::objects::labels::{
-    IMAGE_ANNOTATION, MEMCACHED_CONTAINER, SECRET_HASH_ANNOTATION, VERSION_LABEL,
-};
-use crate::objects::warm_start::ARGS_ANNOTATION;
+use crate::defaults::apply_defaults;
+use crate::render::Instance;
+use crate::render::changes::{self, PodSource, Restart};
+use crate::render::in_place::{Base, base};
+use crate::types::MemcachedSpec;
 
 /// Workload annotation: the digest of the intent its pod template was rendered for.
 pub const INTENT_ANNOTATION: &str = "memcached.c5c3.io/intent";
@@ -71,8 +67,8 @@ pub struct TemplateStamp {
 
 impl TemplateStamp {
     /// The stamp on a workload's metadata, if both parts are there.
-    pub fn of(workload: &impl Resource) -> Option<Self> {
-        Self::from_annotations(workload.meta().annotations.as_ref()?)
+    pub fn of(workload: &ObjectMeta) -> Option<Self> {
+        Self::from_annotations(workload.annotations.as_ref()?)
     }
 
     /// The stamp in `annotations`, if both parts are there.
@@ -120,17 +116,17 @@ impl TemplateStamp {
 
 /// What the user asked of a Memcached's pods but the Secrets' hash: its
 /// stored spec without `replicas` and its restart trigger, as JSON.
-pub fn intent_spec(mc: &Memcached) -> String {
+pub fn intent_spec(mc: Instance<'_>) -> String {
     let spec = MemcachedSpec {
         replicas: None,
         ..mc.spec.clone()
     };
-    json!({"spec": spec, "restartTrigger": restart_trigger(mc)}).to_string()
+    json!({"spec": spec, "restartTrigger": mc.restart_trigger()}).to_string()
 }
 
 /// From intent `old` to `new` ([`intent_spec`]s), with warm restarts on
 /// before and after, the running pods restart warm or not at all
-/// ([`pod_changes::restart`], what `kubectl apply` warns of): a change in
+/// ([`changes::restart`], what `kubectl apply` warns of): a change in
 /// place. An intent that does not read is none.
 pub fn warm_change(old: &str, new: &str) -> bool {
     #[derive(serde::Deserialize)]
@@ -157,25 +153,20 @@ pub fn warm_change(old: &str, new: &str) -> bool {
     old_spec.warm_restart_enabled()
         && new_spec.warm_restart_enabled()
         && matches!(
-            pod_changes::restart(&before, &after),
+            changes::restart(&before, &after),
             Restart::Warm | Restart::None
         )
-}
-
-/// The Memcached's [`RESTART_TRIGGER_ANNOTATION`].
-fn restart_trigger(mc: &Memcached) -> Option<&String> {
-    (mc.metadata.annotations.as_ref()).and_then(|a| a.get(RESTART_TRIGGER_ANNOTATION))
 }
 
 /// The digest of what the user asked of `mc`'s pods: its stored spec without
 /// `replicas` (scaling starts or stops pods, it restarts none), the digest
 /// of the Secrets they mount, and the restart trigger.
-pub fn intent(mc: &Memcached, secret_hash: Option<&str>) -> String {
+pub fn intent(mc: Instance<'_>, secret_hash: Option<&str>) -> String {
     let spec = MemcachedSpec {
         replicas: None,
         ..mc.spec.clone()
     };
-    let trigger = restart_trigger(mc);
+    let trigger = mc.restart_trigger();
     canonical_digest(&json!({"spec": spec, "secrets": secret_hash, "restartTrigger": trigger}))
 }
 
@@ -184,31 +175,10 @@ pub fn template_digest(template: &PodTemplateSpec) -> String {
     canonical_digest(template)
 }
 
-/// The digest of a pod template without what a running pod takes in place:
-/// the memcached container's image, the version label and image annotation
-/// that follow it, the args annotation and the Secret hash annotation. The memory geometry
-/// of those args stays in (a save restores only into the same geometry).
+/// The digest of a pod template's [`Base`].
 pub fn base_digest(template: &PodTemplateSpec) -> String {
-    let mut base = template.clone();
-    let mut geometry = Vec::new();
-    if let Some(metadata) = base.metadata.as_mut() {
-        if let Some(labels) = metadata.labels.as_mut() {
-            labels.remove(VERSION_LABEL);
-        }
-        if let Some(annotations) = metadata.annotations.as_mut() {
-            annotations.remove(SECRET_HASH_ANNOTATION);
-            annotations.remove(IMAGE_ANNOTATION);
-            if let Some(args) = annotations.remove(ARGS_ANNOTATION) {
-                let args: Vec<String> = args.lines().map(String::from).collect();
-                geometry = memory_file::geometry(&args);
-            }
-        }
-    }
-    let containers = base.spec.iter_mut().flat_map(|s| s.containers.iter_mut());
-    for container in containers.filter(|c| c.name == MEMCACHED_CONTAINER) {
-        container.image = None;
-    }
-    canonical_digest(&json!({"template": base, "memoryGeometry": geometry}))
+    let Base { template, geometry } = base(template);
+    canonical_digest(&json!({"template": template, "memoryGeometry": geometry}))
 }
 
 /// SHA-256 of `value` as JSON with sorted object keys, first 16 bytes in hex.
@@ -217,7 +187,7 @@ fn canonical_digest(value: &impl Serialize) -> String {
     let canonical = serde_json::to_value(value)
         .and_then(|v| serde_json::to_vec(&v))
         .unwrap_or_default();
-    digest(&SHA256, &canonical).as_ref()[..16]
+    Sha256::digest(&canonical)[..16]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
@@ -227,29 +197,33 @@ fn canonical_digest(value: &impl Serialize) -> String {
 mod tests {
     use super::*;
 
-    fn memcached(spec: serde_json::Value, trigger: Option<&str>) -> Memcached {
+    use crate::render::RESTART_TRIGGER_ANNOTATION;
+    use crate::render::labels::VERSION_LABEL;
+
+    /// A Memcached named `c` with `spec` and restart `trigger`, as
+    /// rendering reads it (leaked: a test's few bytes).
+    fn memcached(spec: serde_json::Value, trigger: Option<&str>) -> Instance<'static> {
         let annotations = trigger.map(|t| json!({RESTART_TRIGGER_ANNOTATION: t}));
-        serde_json::from_value(json!({
-            "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
-            "metadata": {"name": "c", "namespace": "ns", "annotations": annotations},
-            "spec": spec,
-        }))
-        .unwrap()
+        let metadata = json!({"name": "c", "namespace": "ns", "annotations": annotations});
+        Instance {
+            metadata: Box::leak(Box::new(serde_json::from_value(metadata).unwrap())),
+            spec: Box::leak(Box::new(serde_json::from_value(spec).unwrap())),
+        }
     }
 
     #[test]
     fn the_intent_ignores_replicas_and_follows_spec_secrets_and_trigger() {
-        let base = intent(&memcached(json!({"replicas": 3}), None), Some("h"));
-        let scaled = intent(&memcached(json!({"replicas": 5}), None), Some("h"));
+        let base = intent(memcached(json!({"replicas": 3}), None), Some("h"));
+        let scaled = intent(memcached(json!({"replicas": 5}), None), Some("h"));
         assert_eq!(base, scaled, "scaling restarts no pod");
         for changed in [
             intent(
-                &memcached(json!({"replicas": 3, "image": "m:2"}), None),
+                memcached(json!({"replicas": 3, "image": "m:2"}), None),
                 Some("h"),
             ),
-            intent(&memcached(json!({"replicas": 3}), None), Some("other")),
-            intent(&memcached(json!({"replicas": 3}), None), None),
-            intent(&memcached(json!({"replicas": 3}), Some("1")), Some("h")),
+            intent(memcached(json!({"replicas": 3}), None), Some("other")),
+            intent(memcached(json!({"replicas": 3}), None), None),
+            intent(memcached(json!({"replicas": 3}), Some("1")), Some("h")),
         ] {
             assert_ne!(base, changed);
         }
@@ -318,7 +292,7 @@ mod tests {
     /// The intent of a warm Memcached with `memcached` and `trigger`.
     fn warm(memcached_config: serde_json::Value, trigger: Option<&str>) -> String {
         let spec = json!({"warmRestart": {"enabled": true}, "memcached": memcached_config});
-        intent_spec(&memcached(spec, trigger))
+        intent_spec(memcached(spec, trigger))
     }
 
     #[test]
@@ -329,7 +303,7 @@ mod tests {
             warm_change(&running, &running),
             "a rotation: the spec alone unchanged"
         );
-        let image = intent_spec(&memcached(
+        let image = intent_spec(memcached(
             json!({"warmRestart": {"enabled": true}, "memcached": {"threads": 4}, "image": "memcached:1.6.45"}),
             None,
         ));
@@ -337,8 +311,8 @@ mod tests {
         for cold in [
             warm(json!({"threads": 4, "maxMemoryMB": 128}), None),
             warm(json!({"threads": 4}), Some("now")),
-            intent_spec(&memcached(json!({"memcached": {"threads": 2}}), None)),
-            intent_spec(&memcached(
+            intent_spec(memcached(json!({"memcached": {"threads": 2}}), None)),
+            intent_spec(memcached(
                 json!({"warmRestart": {"enabled": true}, "memcached": {"threads": 4},
                     "resources": {"limits": {"memory": "1Gi"}}}),
                 None,

@@ -6,10 +6,10 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::ResourceExt;
 use memcached_api::{Defaulted, Memcached};
 
-use crate::objects::pod_template::hard_anti_affinity;
 use crate::reconcile::context::{Context, Error, Problem, ROLLOUT_UNSCHEDULABLE, key};
 use crate::reconcile::running::{live_workload, pod_stats, ready_endpoints};
 use crate::rollout::{generations, pacing};
+use memcached_api::render::pod_template::hard_anti_affinity;
 
 /// [`pacing::pace`] of `mc`'s StatefulSet `desired`, from the live
 /// StatefulSet and the last stats collected.
@@ -56,7 +56,7 @@ pub(super) async fn pace_deployment(
         ctx.waits.done(&key(mc));
         return Ok(None);
     };
-    let selector = crate::objects::labels::selector_string(mc);
+    let selector = crate::objects::meta::selector_string(mc);
     let stats = pod_stats(ctx, mc);
     let generations = match generations::of(&ctx.client, &live, &selector, stats).await {
         Ok(generations) => generations,
