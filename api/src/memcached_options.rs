@@ -520,9 +520,10 @@ mod tests {
         }
     }
 
-    /// Every field of [`MemcachedConfig`] but `extraArgs` has its row, under
-    /// its name on the wire: with every row's field filled, no field is left
-    /// `None` and the JSON has the rows' names.
+    /// Every field of [`MemcachedConfig`] but `extraArgs` has its row: with
+    /// every row's field filled, no field is left `None`. (A row under
+    /// another name than its field's on the wire fails
+    /// `controller/tests/crd.rs`, which finds no description of it.)
     #[test]
     fn every_field_of_the_config_has_its_row() {
         let mut config = MemcachedConfig {
@@ -539,23 +540,6 @@ mod tests {
         assert!(
             without.is_empty(),
             "fields of MemcachedConfig without a row in OPTIONS: {without:?}"
-        );
-        let json = serde_json::to_value(&config).unwrap();
-        let mut names: Vec<&str> = json
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        let mut rows: Vec<&str> = (SPEC_FIELDS.iter())
-            .filter_map(|o| o.field.map(|f| f.name))
-            .chain(["extraArgs"])
-            .collect();
-        names.sort_unstable();
-        rows.sort_unstable();
-        assert_eq!(
-            names, rows,
-            "the rows' names are the fields' names on the wire"
         );
     }
 
