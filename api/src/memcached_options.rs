@@ -19,10 +19,8 @@ use std::ops::RangeInclusive;
 
 use serde::Serialize;
 
-use crate::types::{
-    ITEM_SIZE_PATTERN, MAX_CONNECTIONS_BOUNDS, MAX_MEMORY_MB_BOUNDS, MemcachedConfig,
-    THREADS_BOUNDS, VERBOSITY_BOUNDS,
-};
+// The rows name their bounds `types::...`: a new row needs no new import.
+use crate::types::{self, ITEM_SIZE_PATTERN, MemcachedConfig};
 
 /// memcached 1.6's default `slab_chunk_max` (half its 1m slab page): `-I`
 /// must be a multiple of it (`-I 700k` exits with code 64; so do 1k and 511k),
@@ -157,7 +155,7 @@ macro_rules! access {
     };
 }
 
-/// A row's [`SpecField`]: `field!(threads: Int = 4, "threads", Range(&THREADS_BOUNDS), Valued)`.
+/// A row's [`SpecField`]: `field!(threads: Int = 4, "threads", Range(&types::THREADS_BOUNDS), Valued)`.
 macro_rules! field {
     ($field:ident: $kind:ident = $default:expr, $name:literal, $schema:expr, $render:ident) => {
         Some(SpecField {
@@ -251,19 +249,19 @@ use Schema::{Pattern, Range};
 pub const OPTIONS: &[MemcachedOption] = &[
     MemcachedOption {
         option: Short('m'),
-        field: field!(max_memory_mb: Int = 64, "maxMemoryMB", Range(&MAX_MEMORY_MB_BOUNDS), Valued),
+        field: field!(max_memory_mb: Int = 64, "maxMemoryMB", Range(&types::MAX_MEMORY_MB_BOUNDS), Valued),
         extra_args: Managed("set spec.memcached.maxMemoryMB instead"),
         geometry: true,
     },
     MemcachedOption {
         option: Short('c'),
-        field: field!(max_connections: Int = 1024, "maxConnections", Range(&MAX_CONNECTIONS_BOUNDS), Valued),
+        field: field!(max_connections: Int = 1024, "maxConnections", Range(&types::MAX_CONNECTIONS_BOUNDS), Valued),
         extra_args: Managed("set spec.memcached.maxConnections instead"),
         geometry: false,
     },
     MemcachedOption {
         option: Short('t'),
-        field: field!(threads: Int = 4, "threads", Range(&THREADS_BOUNDS), Valued),
+        field: field!(threads: Int = 4, "threads", Range(&types::THREADS_BOUNDS), Valued),
         extra_args: Managed("set spec.memcached.threads instead"),
         geometry: false,
     },
@@ -275,7 +273,7 @@ pub const OPTIONS: &[MemcachedOption] = &[
     },
     MemcachedOption {
         option: Short('v'),
-        field: field!(verbosity: Int = 0, "verbosity", Range(&VERBOSITY_BOUNDS), Repeated),
+        field: field!(verbosity: Int = 0, "verbosity", Range(&types::VERBOSITY_BOUNDS), Repeated),
         extra_args: Allowed,
         geometry: false,
     },
