@@ -1,14 +1,17 @@
 //! The lines of the docs that state facts of the option table
 //! (`api/src/memcached_options.rs`) are generated from it: the policy
-//! README's `memcached` row of the Defaults table and its bounds in
-//! "Validation", and the cache size of the project README. A line that
+//! README's `memcached` row of the Defaults table, its bounds and the flags
+//! `extraArgs` may not set because a field does, in "Validation"; and the
+//! cache size of the project README. A line that
 //! differs fails here, named; `UPDATE_DOCS=1` (what `make crd` runs)
 //! rewrites it. (The CRD's descriptions state them too, checked against the
 //! rows by `controller/tests/crd.rs`.)
 
 use std::path::Path;
 
-use memcached_api::memcached_options::{MAX_MEMORY_MB, SPEC_FIELDS, Schema, SpecField};
+use memcached_api::memcached_options::{
+    ExtraArgs, MAX_MEMORY_MB, Opt, SPEC_FIELDS, Schema, SpecField,
+};
 
 /// A generated piece of a document: the text between `before` and the
 /// first `after` following it.
@@ -36,6 +39,13 @@ fn pieces() -> Vec<Piece> {
         .map(|field| format!("`{} {}`", field.name, field.default))
         .collect();
     let bounds: Vec<String> = fields().map(|field| bound(&field)).collect();
+    let managed: Vec<String> = (SPEC_FIELDS.iter())
+        .filter(|option| matches!(option.extra_args, ExtraArgs::Managed(_)))
+        .filter_map(|option| match (option.option, option.field) {
+            (Opt::Short(flag), Some(field)) => Some(format!("`-{flag}` ({})", field.name)),
+            _ => None,
+        })
+        .collect();
     let cache = MAX_MEMORY_MB
         .field
         .expect("maxMemoryMB has a field")
@@ -52,6 +62,12 @@ fn pieces() -> Vec<Piece> {
             before: "\n   in `memcached`: ",
             after: ".\n",
             text: bounds.join(", "),
+        },
+        Piece {
+            file: "policy-wasm/README.md",
+            before: "\n     - flags the operator manages: ",
+            after: ";\n",
+            text: managed.join(", "),
         },
         Piece {
             file: "README.md",
