@@ -26,7 +26,7 @@ fn fields() -> impl Iterator<Item = SpecField> {
     SPEC_FIELDS.iter().filter_map(|option| option.field)
 }
 
-/// `maxMemoryMB 16-65536`, `maxItemSize ` + "`^[0-9]+(k|m)$`".
+/// A field's bound as the README writes it: `<name> <low>-<high>`, or its name and pattern.
 fn bound(field: &SpecField) -> String {
     match field.schema {
         Schema::Range(range) => format!("{} {}-{}", field.name, range.start(), range.end()),
