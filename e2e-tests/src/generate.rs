@@ -8,8 +8,8 @@ use std::sync::LazyLock;
 
 use memcached_api::memcached_options::{MAX_MEMORY_MB, SPEC_FIELDS, Schema, Setting};
 use memcached_api::{
-    MAX_CONNECTIONS_BOUNDS, MAX_MEMORY_MB_BOUNDS, PRE_STOP_DELAY_SECONDS_BOUNDS, REPLICAS_BOUNDS,
-    TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS, THREADS_BOUNDS, VERBOSITY_BOUNDS,
+    MAX_MEMORY_MB_BOUNDS, PRE_STOP_DELAY_SECONDS_BOUNDS, REPLICAS_BOUNDS,
+    TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS,
 };
 use serde_json::{Map, Value, json};
 
@@ -117,23 +117,27 @@ const LABEL_KEYS: [&str; 7] = [
 ];
 const LABEL_VALUES: [&str; 4] = ["a", "", "x y", "v-1"];
 
-/// The integer bounds of the schema (`api/src/types.rs`).
-const BOUNDS: [RangeInclusive<i32>; 7] = [
-    REPLICAS_BOUNDS,
-    MAX_MEMORY_MB_BOUNDS,
-    MAX_CONNECTIONS_BOUNDS,
-    THREADS_BOUNDS,
-    VERBOSITY_BOUNDS,
-    PRE_STOP_DELAY_SECONDS_BOUNDS,
-    TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS,
-];
+/// The integer bounds of the schema (`api/src/types.rs`): the memcached
+/// options' (their rows) and the others.
+fn bounds() -> impl Iterator<Item = &'static RangeInclusive<i32>> {
+    let options = SPEC_FIELDS
+        .iter()
+        .filter_map(|option| match option.field?.schema {
+            Schema::Range(bounds) => Some(bounds),
+            Schema::Pattern(..) => None,
+        });
+    options.chain([
+        &REPLICAS_BOUNDS,
+        &PRE_STOP_DELAY_SECONDS_BOUNDS,
+        &TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS,
+    ])
+}
 
 /// Integers at the bounds the schema cares about, in order: each bound's
 /// minimum, maximum and one above, a negative number, and one below the
 /// replicas' maximum.
 static NEAR_BOUNDS: LazyLock<Vec<i32>> = LazyLock::new(|| {
-    let mut near: BTreeSet<i32> = BOUNDS
-        .iter()
+    let mut near: BTreeSet<i32> = bounds()
         .flat_map(|b| [*b.start(), *b.end(), *b.end() + 1])
         .collect();
     near.extend([-1, *REPLICAS_BOUNDS.end() - 1]);
@@ -446,8 +450,8 @@ pub fn boundary_specs() -> Vec<(String, Value)> {
         ],
     );
     for field in SPEC_FIELDS.iter().filter_map(|option| option.field) {
-        if let Schema::Range(bounds) = field.schema {
-            each(&mut c, field.key, edges(bounds));
+        if let Schema::Range(range) = field.schema {
+            each(&mut c, field.key, edges(range));
         }
     }
     each(
