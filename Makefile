@@ -408,10 +408,13 @@ bench-e2e: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECE
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench controller
 	$(MAKE) --no-print-directory bench-rollout bench-kubewarden
 
-## crd: regenerate deploy/crd.yaml from the API types, and the Memcached reference (docs/reference) from it.
+## crd: regenerate deploy/crd.yaml from the API types, and the Memcached reference (docs/reference) from it; and the
+## docs' lines that state the memcached option table's defaults and bounds (policy-wasm/README.md, README.md;
+## api/tests/option_docs.rs).
 crd:
 	$(CARGO) run --locked -q -p memcached-controller -- crd > deploy/crd.yaml
 	python3 hack/crd_reference.py
+	UPDATE_DOCS=1 $(CARGO) test --locked -q -p memcached-api --test option_docs
 
 ## fixtures: regenerate e2e-tests/fixtures from the seed documents it keeps (e2e-tests/fixtures/seeds).
 fixtures:

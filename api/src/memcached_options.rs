@@ -9,18 +9,18 @@
 //! line ([`MemcachedOption::args`], [`spec_args`]).
 //!
 //! A new parameter of `spec.memcached` is its field in [`MemcachedConfig`]
-//! (with its doc comment and schema bound), and its row here; a field of
-//! `MemcachedConfig` without a row does not compile ([`SPEC_FIELDS`]).
+//! (with its doc comment and schema bound), and its row here: the table's
+//! lengths, [`SPEC_FIELDS`] and the rows' names are derived from the rows.
+//! A field of `MemcachedConfig` without a row fails this module's tests,
+//! naming the field.
 
 use std::fmt;
 use std::ops::RangeInclusive;
 
 use serde::Serialize;
 
-use crate::types::{
-    ITEM_SIZE_PATTERN, MAX_CONNECTIONS_BOUNDS, MAX_MEMORY_MB_BOUNDS, MemcachedConfig,
-    THREADS_BOUNDS, VERBOSITY_BOUNDS,
-};
+// The rows name their bounds `types::...`: a new row needs no new import.
+use crate::types::{self, ITEM_SIZE_PATTERN, MemcachedConfig};
 
 /// memcached 1.6's default `slab_chunk_max` (half its 1m slab page): `-I`
 /// must be a multiple of it (`-I 700k` exits with code 64; so do 1k and 511k),
@@ -155,7 +155,7 @@ macro_rules! access {
     };
 }
 
-/// A row's [`SpecField`]: `field!(threads: Int = 4, "threads", Range(&THREADS_BOUNDS), Valued)`.
+/// A row's [`SpecField`]: `field!(threads: Int = 4, "threads", Range(&types::THREADS_BOUNDS), Valued)`.
 macro_rules! field {
     ($field:ident: $kind:ident = $default:expr, $name:literal, $schema:expr, $render:ident) => {
         Some(SpecField {
@@ -246,22 +246,22 @@ use Schema::{Pattern, Range};
 
 /// Every option the operator has a say in. The rows with a field come first,
 /// in the order of memcached's command line and of their checks.
-pub const OPTIONS: [MemcachedOption; 31] = [
+pub const OPTIONS: &[MemcachedOption] = &[
     MemcachedOption {
         option: Short('m'),
-        field: field!(max_memory_mb: Int = 64, "maxMemoryMB", Range(&MAX_MEMORY_MB_BOUNDS), Valued),
+        field: field!(max_memory_mb: Int = 64, "maxMemoryMB", Range(&types::MAX_MEMORY_MB_BOUNDS), Valued),
         extra_args: Managed("set spec.memcached.maxMemoryMB instead"),
         geometry: true,
     },
     MemcachedOption {
         option: Short('c'),
-        field: field!(max_connections: Int = 1024, "maxConnections", Range(&MAX_CONNECTIONS_BOUNDS), Valued),
+        field: field!(max_connections: Int = 1024, "maxConnections", Range(&types::MAX_CONNECTIONS_BOUNDS), Valued),
         extra_args: Managed("set spec.memcached.maxConnections instead"),
         geometry: false,
     },
     MemcachedOption {
         option: Short('t'),
-        field: field!(threads: Int = 4, "threads", Range(&THREADS_BOUNDS), Valued),
+        field: field!(threads: Int = 4, "threads", Range(&types::THREADS_BOUNDS), Valued),
         extra_args: Managed("set spec.memcached.threads instead"),
         geometry: false,
     },
@@ -273,7 +273,7 @@ pub const OPTIONS: [MemcachedOption; 31] = [
     },
     MemcachedOption {
         option: Short('v'),
-        field: field!(verbosity: Int = 0, "verbosity", Range(&VERBOSITY_BOUNDS), Repeated),
+        field: field!(verbosity: Int = 0, "verbosity", Range(&types::VERBOSITY_BOUNDS), Repeated),
         extra_args: Allowed,
         geometry: false,
     },
@@ -389,40 +389,78 @@ pub fn is_item_size(s: &str) -> bool {
         .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// The rows of [`OPTIONS`] set by a field of `spec.memcached`, in order.
-/// Every field of [`MemcachedConfig`] but `extraArgs` has one.
-pub const SPEC_FIELDS: [&MemcachedOption; 5] = {
-    // Exhaustive: a field added to `MemcachedConfig` does not compile until
-    // it is listed here, and has its row.
-    fn _every_field(config: &MemcachedConfig) {
-        let MemcachedConfig {
-            max_memory_mb: _,
-            max_connections: _,
-            threads: _,
-            max_item_size: _,
-            verbosity: _,
-            extra_args: _,
-        } = config;
+/// How many rows of [`OPTIONS`], from the first, have a field; no row after
+/// them has one (the build fails otherwise).
+const FIELD_ROWS: usize = {
+    let mut n = 0;
+    while n < OPTIONS.len() && OPTIONS[n].field.is_some() {
+        n += 1;
     }
-    [
-        &OPTIONS[0],
-        &OPTIONS[1],
-        &OPTIONS[2],
-        &OPTIONS[3],
-        &OPTIONS[4],
-    ]
+    let mut rest = n;
+    while rest < OPTIONS.len() {
+        assert!(
+            OPTIONS[rest].field.is_none(),
+            "the rows with a field come first in OPTIONS"
+        );
+        rest += 1;
+    }
+    n
 };
 
+/// The rows of [`OPTIONS`] set by a field of `spec.memcached`, in order.
+/// Every field of [`MemcachedConfig`] but `extraArgs` has one (the tests
+/// name a field without).
+pub const SPEC_FIELDS: [&MemcachedOption; FIELD_ROWS] = {
+    let mut rows = [&OPTIONS[0]; FIELD_ROWS];
+    let mut i = 0;
+    while i < FIELD_ROWS {
+        rows[i] = &OPTIONS[i];
+        i += 1;
+    }
+    rows
+};
+
+/// The row of the field `name` of `spec.memcached`; a name without a row
+/// does not compile where a constant is defined with it.
+const fn spec_field(name: &str) -> &'static MemcachedOption {
+    let mut i = 0;
+    while i < FIELD_ROWS {
+        if let Some(field) = &OPTIONS[i].field
+            && same(field.name, name)
+        {
+            return &OPTIONS[i];
+        }
+        i += 1;
+    }
+    panic!("no row of OPTIONS has this field")
+}
+
+/// `a == b`, in a constant.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// `spec.memcached.maxMemoryMB`'s row.
-pub const MAX_MEMORY_MB: &MemcachedOption = SPEC_FIELDS[0];
+pub const MAX_MEMORY_MB: &MemcachedOption = spec_field("maxMemoryMB");
 /// `spec.memcached.maxConnections`'s row.
-pub const MAX_CONNECTIONS: &MemcachedOption = SPEC_FIELDS[1];
+pub const MAX_CONNECTIONS: &MemcachedOption = spec_field("maxConnections");
 /// `spec.memcached.threads`'s row.
-pub const THREADS: &MemcachedOption = SPEC_FIELDS[2];
+pub const THREADS: &MemcachedOption = spec_field("threads");
 /// `spec.memcached.maxItemSize`'s row.
-pub const MAX_ITEM_SIZE: &MemcachedOption = SPEC_FIELDS[3];
+pub const MAX_ITEM_SIZE: &MemcachedOption = spec_field("maxItemSize");
 /// `spec.memcached.verbosity`'s row.
-pub const VERBOSITY: &MemcachedOption = SPEC_FIELDS[4];
+pub const VERBOSITY: &MemcachedOption = spec_field("verbosity");
 
 /// The row of the short option `c`.
 pub fn short(c: char) -> Option<&'static MemcachedOption> {
@@ -478,6 +516,29 @@ mod tests {
                 assert_eq!(instead, format!("set {} instead", field.path()));
             }
         }
+    }
+
+    /// Every field of [`MemcachedConfig`] but `extraArgs` has its row: with
+    /// every row's field filled, no field is left `None`. (A row under
+    /// another name than its field's on the wire fails
+    /// `controller/tests/crd.rs`, which finds no description of it.)
+    #[test]
+    fn every_field_of_the_config_has_its_row() {
+        let mut config = MemcachedConfig {
+            extra_args: Some(Vec::new()),
+            ..MemcachedConfig::default()
+        };
+        for option in SPEC_FIELDS {
+            option.field.unwrap().fill(&mut config);
+        }
+        let shown = format!("{config:#?}");
+        let without: Vec<&str> = (shown.lines())
+            .filter_map(|line| line.trim().strip_suffix(": None,"))
+            .collect();
+        assert!(
+            without.is_empty(),
+            "fields of MemcachedConfig without a row in OPTIONS: {without:?}"
+        );
     }
 
     #[test]

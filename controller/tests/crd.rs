@@ -2,6 +2,7 @@
 //! and what kubectl shows (columns, categories, descriptions, deprecation).
 
 use memcached_api::SECTIONS;
+use memcached_api::memcached_options::{SPEC_FIELDS, Schema, Setting};
 use memcached_controller::commands::crd::{V1ALPHA1_DEPRECATION, crd, crd_yaml};
 use serde_json::Value;
 
@@ -172,10 +173,6 @@ fn carries_bounds_but_no_defaults() {
         ),
         (Some(0.0), Some(64.0))
     );
-    let config = &spec["memcached"]["properties"];
-    assert_eq!(config["maxMemoryMB"]["maximum"].as_f64(), Some(65536.0));
-    assert_eq!(config["threads"]["maximum"].as_f64(), Some(128.0));
-    assert_eq!(config["maxItemSize"]["pattern"], "^[0-9]+(k|m)$");
     assert_eq!(
         spec["highAvailability"]["properties"]["antiAffinityPreset"]["enum"],
         serde_json::json!(["soft", "hard"])
@@ -191,26 +188,66 @@ fn carries_bounds_but_no_defaults() {
     );
 }
 
-/// Every field of `spec.memcached` is `extraArgs` or has its row in the
-/// option table, which defaulting, validation, the args, the restart
-/// classification and the UPDATE pruning read: a field without a row would
-/// be none of those.
+/// The bounds of each field of `spec.memcached` in the schema are its row's,
+/// and its description (the doc comment of `api/src/types.rs`) states the
+/// row's default in the project's form (`...; default 4.`) and its range
+/// (`1-128`): a row and its field saying different things fail here, named,
+/// and so does a row under another name than its field's. (A field without
+/// a row fails `memcached_options`' unit tests.)
 #[test]
-fn every_memcached_field_but_extra_args_has_its_row() {
+fn every_memcached_field_states_its_rows_default_and_bounds() {
     let memcached = &schema()["properties"]["spec"]["properties"]["memcached"]["properties"];
-    let mut fields: Vec<&str> = memcached
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    fields.sort_unstable();
-    let mut rows: Vec<&str> = (memcached_api::memcached_options::SPEC_FIELDS.iter())
-        .filter_map(|option| option.field.map(|field| field.name))
-        .chain(["extraArgs"])
-        .collect();
-    rows.sort_unstable();
-    assert_eq!(fields, rows);
+    let mut wrong = Vec::new();
+    for field in SPEC_FIELDS.iter().filter_map(|option| option.field) {
+        let property = &memcached[field.name];
+        if property.is_null() {
+            wrong.push(format!(
+                "{}: a row, but no such field in the schema",
+                field.path()
+            ));
+            continue;
+        }
+        let description = (property["description"].as_str().unwrap_or_default())
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let path = field.path();
+        let default = match field.default {
+            Setting::Int(n) => format!("; default {n}."),
+            Setting::Text(s) => format!("; default `{s}`."),
+        };
+        if !description.contains(&default) {
+            wrong.push(format!(
+                "{path}: its row's default is {}, its description does not say {default:?}: {description:?}",
+                field.default
+            ));
+        }
+        match field.schema {
+            Schema::Range(bounds) => {
+                let (low, high) = (*bounds.start(), *bounds.end());
+                let schema = (property["minimum"].as_f64(), property["maximum"].as_f64());
+                if schema != (Some(low.into()), Some(high.into())) {
+                    wrong.push(format!(
+                        "{path}: its row's bounds are {low}-{high}, the schema's {schema:?}"
+                    ));
+                }
+                if !description.contains(&format!(" {low}-{high}")) {
+                    wrong.push(format!(
+                        "{path}: its row's bounds are {low}-{high}, its description does not say \"{low}-{high}\": {description:?}"
+                    ));
+                }
+            }
+            Schema::Pattern(pattern, _) => {
+                if property["pattern"] != pattern {
+                    wrong.push(format!(
+                        "{path}: its row's pattern is {pattern}, the schema's {}",
+                        property["pattern"]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// `spec.security.networkPolicy`, where the Go operator (C5C3/memcached-operator)

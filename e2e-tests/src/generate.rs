@@ -2,6 +2,15 @@
 //! objects with values around every bound, sprinkled with wrong types, bad
 //! quantities and other kinds. Deterministic for a given seed.
 
+use std::collections::BTreeSet;
+use std::ops::RangeInclusive;
+use std::sync::LazyLock;
+
+use memcached_api::memcached_options::{MAX_MEMORY_MB, SPEC_FIELDS, Schema, Setting};
+use memcached_api::{
+    MAX_MEMORY_MB_BOUNDS, PRE_STOP_DELAY_SECONDS_BOUNDS, REPLICAS_BOUNDS,
+    TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS,
+};
 use serde_json::{Map, Value, json};
 
 /// SplitMix64: small, fast, good enough to explore input space.
@@ -108,12 +117,37 @@ const LABEL_KEYS: [&str; 7] = [
 ];
 const LABEL_VALUES: [&str; 4] = ["a", "", "x y", "v-1"];
 
+/// The integer bounds of the schema (`api/src/types.rs`): the memcached
+/// options' (their rows) and the others.
+fn bounds() -> impl Iterator<Item = &'static RangeInclusive<i32>> {
+    let options = SPEC_FIELDS
+        .iter()
+        .filter_map(|option| match option.field?.schema {
+            Schema::Range(bounds) => Some(bounds),
+            Schema::Pattern(..) => None,
+        });
+    options.chain([
+        &REPLICAS_BOUNDS,
+        &PRE_STOP_DELAY_SECONDS_BOUNDS,
+        &TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS,
+    ])
+}
+
+/// Integers at the bounds the schema cares about, in order: each bound's
+/// minimum, maximum and one above, a negative number, and one below the
+/// replicas' maximum.
+static NEAR_BOUNDS: LazyLock<Vec<i32>> = LazyLock::new(|| {
+    let mut near: BTreeSet<i32> = bounds()
+        .flat_map(|b| [*b.start(), *b.end(), *b.end() + 1])
+        .collect();
+    near.extend([-1, *REPLICAS_BOUNDS.end() - 1]);
+    near.into_iter().collect()
+});
+
 /// An integer near the bounds the schema cares about, or a wrong type.
 fn int(rng: &mut Rng) -> Value {
     match rng.below(12) {
-        0 => json!(rng.pick(&[
-            -1, 0, 1, 2, 3, 16, 63, 64, 65, 128, 129, 300, 301, 600, 601, 65536, 65537
-        ])),
+        0 => json!(rng.pick(&NEAR_BOUNDS)),
         1 => json!(i64::from(i32::MAX) + 1),
         2 => json!("7"),
         3 => json!(1.5),
@@ -372,16 +406,18 @@ fn with(cases: &mut Vec<(String, Value)>, name: &str, spec: Value) {
     cases.push((name.to_string(), spec));
 }
 
+/// Each end of `bounds` and just beyond it: `[-1, 0, 64, 65]` for `0..=64`.
+fn edges(bounds: &RangeInclusive<i32>) -> Vec<Value> {
+    let (low, high) = (*bounds.start(), *bounds.end());
+    vec![json!(low - 1), json!(low), json!(high), json!(high + 1)]
+}
+
 /// Specs just inside and just outside every rule of the spec and of the
 /// Kubernetes types it embeds, one field (or one combination) at a time,
 /// each named by what it varies: the differential test's inputs.
 pub fn boundary_specs() -> Vec<(String, Value)> {
     let mut c = Vec::new();
-    each(
-        &mut c,
-        "replicas",
-        vec![json!(-1), json!(0), json!(64), json!(65)],
-    );
+    each(&mut c, "replicas", edges(&REPLICAS_BOUNDS));
     each(
         &mut c,
         "workload",
@@ -413,17 +449,10 @@ pub fn boundary_specs() -> Vec<(String, Value)> {
             json!(""),
         ],
     );
-    for (field, low, high) in [
-        ("maxMemoryMB", 16, 65536),
-        ("maxConnections", 1, 65536),
-        ("threads", 1, 128),
-        ("verbosity", 0, 2),
-    ] {
-        each(
-            &mut c,
-            &format!("memcached.{field}"),
-            vec![json!(low - 1), json!(low), json!(high), json!(high + 1)],
-        );
+    for field in SPEC_FIELDS.iter().filter_map(|option| option.field) {
+        if let Schema::Range(range) = field.schema {
+            each(&mut c, field.key, edges(range));
+        }
     }
     each(
         &mut c,
@@ -508,12 +537,16 @@ pub fn boundary_specs() -> Vec<(String, Value)> {
             json!({"replicas": 2, "highAvailability": {"podDisruptionBudget": p}}),
         );
     }
+    let (delay_max, grace_max) = (
+        *PRE_STOP_DELAY_SECONDS_BOUNDS.end(),
+        *TERMINATION_GRACE_PERIOD_SECONDS_BOUNDS.end(),
+    );
     for (delay, grace) in [
         (1, 2),
         (0, 30),
-        (300, 301),
-        (301, 600),
-        (10, 601),
+        (delay_max, delay_max + 1),
+        (delay_max + 1, grace_max),
+        (10, grace_max + 1),
         (10, 10),
         (10, 11),
     ] {
@@ -524,7 +557,14 @@ pub fn boundary_specs() -> Vec<(String, Value)> {
         );
     }
     // The memory-backed volume sized from maxMemoryMB, at its bounds, with and without the preStop delay.
-    for (memory, graceful) in [(16, false), (65_536, true), (64, true)] {
+    let Some(Setting::Int(memory_default)) = MAX_MEMORY_MB.field.map(|f| f.default) else {
+        unreachable!("maxMemoryMB is a number")
+    };
+    for (memory, graceful) in [
+        (*MAX_MEMORY_MB_BOUNDS.start(), false),
+        (*MAX_MEMORY_MB_BOUNDS.end(), true),
+        (memory_default, true),
+    ] {
         with(
             &mut c,
             &format!("warmRestart maxMemoryMB {memory} graceful {graceful}"),
