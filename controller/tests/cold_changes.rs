@@ -24,19 +24,22 @@ use memcached_controller::objects::pod_template::{self, Template};
 use memcached_controller::objects::warm_start::ARGS_ANNOTATION;
 use memcached_controller::rollout::pod_change::Change;
 use serde_json::{Map, Value, json};
+use test_support::object;
 
 /// The Secret hash the controller stamps (unchanged across the update).
 const SECRET_HASH: &str = "0123456789abcdef";
 
 /// A Memcached of `spec`, with the restart trigger `trigger`.
 fn memcached(spec: &Value, trigger: Option<&str>) -> Memcached {
-    let annotations = trigger.map(|t| json!({RESTART_TRIGGER_ANNOTATION: t}));
-    serde_json::from_value(json!({
-        "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
-        "metadata": {"name": "c", "namespace": "ns", "uid": "u-1", "annotations": annotations},
-        "spec": spec,
-    }))
-    .unwrap()
+    let object = object::memcached(spec.clone())
+        .name("c")
+        .namespace("ns")
+        .uid("u-1");
+    match trigger {
+        Some(trigger) => object.annotation(RESTART_TRIGGER_ANNOTATION, trigger),
+        None => object,
+    }
+    .typed()
 }
 
 /// The workload metadata and pod template the controller renders for `mc`.

@@ -2,7 +2,6 @@
 //! GET, LIST, WATCH (held open, no events), server-side apply PATCH and
 //! DELETE for the controller's real requests. Used by the reconcile tests and
 //! the watch bench.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

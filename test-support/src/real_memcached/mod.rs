@@ -2,13 +2,12 @@
 //! (Debian 12's 1.6.18, `memcached` on PATH) or today's (Debian sid's, run
 //! from its own root filesystem, `$MEMCACHED_NEWEST`), as the test says
 //! ([`on_each_release!`] runs a test on both).
-#![allow(dead_code)]
 
 pub mod outcome;
 
 use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -129,13 +128,14 @@ pub fn newest_rootfs() -> PathBuf {
 /// A directory with `memcached`, a script that runs today's memcached from
 /// its root filesystem without chroot: its own `ld-linux` loads it with the
 /// root filesystem's libraries (sid's glibc, newer than the host's). Written
-/// once per test process, in cargo's target tmp directory.
+/// once per test process, in cargo's target tmp directory (`target/tmp`, the
+/// `CARGO_TARGET_TMPDIR` of the test binary running this).
 fn newest_wrapper() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         use std::os::unix::fs::PermissionsExt;
         let rootfs = newest_rootfs();
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("memcached-newest");
+        let dir = target_tmpdir().join("memcached-newest");
         std::fs::create_dir_all(&dir).unwrap();
         let libs: Vec<String> = ["usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib"]
             .iter()
@@ -159,6 +159,17 @@ fn newest_wrapper() -> PathBuf {
     .clone()
 }
 
+/// Cargo's `target/tmp`: a library has no `CARGO_TARGET_TMPDIR`, so it is
+/// found from the running test binary (`target/<profile>/deps/<test>`).
+fn target_tmpdir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .unwrap_or_else(|| panic!("{}: not under target/<profile>/deps", exe.display()));
+    target.join("tmp")
+}
+
 /// Each test of the block twice, in a module of its name: `<test>::host` on
 /// the host's memcached (Debian 12's 1.6.18) and `<test>::newest` on today's
 /// ([`Release`]); the test reads which from [`Release::current`].
@@ -172,12 +183,12 @@ macro_rules! on_each_release {
             use super::*;
             #[tokio::test]
             async fn host() {
-                $crate::common::Release::Host.select();
+                $crate::real_memcached::Release::Host.select();
                 $body
             }
             #[tokio::test]
             async fn newest() {
-                $crate::common::Release::Newest.select();
+                $crate::real_memcached::Release::Newest.select();
                 $body
             }
         }
@@ -190,12 +201,12 @@ macro_rules! on_each_release {
             use super::*;
             #[test]
             fn host() {
-                $crate::common::Release::Host.select();
+                $crate::real_memcached::Release::Host.select();
                 $body
             }
             #[test]
             fn newest() {
-                $crate::common::Release::Newest.select();
+                $crate::real_memcached::Release::Newest.select();
                 $body
             }
         }

@@ -1,5 +1,4 @@
-//! Helpers shared by the api integration tests.
-#![allow(dead_code)]
+//! Specs from JSON, defaulted and judged as the policy judges them.
 
 use memcached_api::validation::Options;
 use memcached_api::{Defaulted, MemcachedSpec, apply_defaults, validate};

@@ -1,6 +1,5 @@
 //! A raw HTTP/1.1 client for the endpoint tests: one request per
 //! connection, the answer read to its end, over TCP or TLS.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
