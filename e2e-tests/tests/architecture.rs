@@ -1,40 +1,114 @@
-//! The controller's rooms (`src/<room>/`, see `src/lib.rs`) import each
-//! other in one direction only: no import circle between two files or two
-//! rooms, and each room uses only the rooms its `mod.rs` names on its
-//! `//! May use:` line. Read from the sources' `use` declarations and their
-//! inline `crate::`, `super::` and `self::` paths (doc links are comments,
-//! and do not count).
+//! The workspace's architecture, read from its sources:
+//!
+//! * no crate (`api`, `controller`, `policy-wasm`, `e2e-tests`, `test-support`) has an import
+//!   circle in its `src/`, between modules (a module and its own child count apart) or between
+//!   top-level modules;
+//! * the controller's rooms (`controller/src/<room>/`, see its `lib.rs`) each use only the rooms
+//!   their `mod.rs` names on its `//! May use:` line.
+//!
+//! A module's imports are read from its code: its `use` trees, its inline `crate::`, `super::` and
+//! `self::` paths and the plain paths into its own child modules (`node::start(..)`); doc links
+//! are comments and do not count. Unit tests (a file's `#[cfg(test)] mod tests`) are left out of
+//! the circles (a test of a part may go through the whole), not out of the rooms' rules.
+//! Binaries (`src/main.rs`, `src/bin/`) are crates of their own. The test suites' modules share their `main.rs`'s imports by design and are
+//! not read.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
 
+use e2e_tests::workspace_root;
+
+/// The workspace's crates, by folder.
+const CRATES: [&str; 5] = [
+    "api",
+    "controller",
+    "policy-wasm",
+    "e2e-tests",
+    "test-support",
+];
+
+/// Which file of a crate imports which, by path relative to `src/`.
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
 #[test]
-fn no_file_imports_itself_in_a_circle() {
-    let files = sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
-    let circles = circles(&file_graph(&files));
+fn the_reader_reads() {
+    let api = file_graph(&without_unit_tests(sources("api")));
+    assert!(api["validation/mod.rs"].contains("defaults.rs"));
+    assert!(api["extra_args/memory_file.rs"].contains("memcached_options.rs"));
+    let e2e = file_graph(&sources("e2e-tests"));
+    assert!(e2e["cluster/operator.rs"].contains("cluster/checks.rs"));
     assert!(
-        circles.is_empty(),
-        "import circles between files:\n{}",
-        circles.join("\n")
+        e2e["cluster/mod.rs"].contains("cluster/node.rs"),
+        "a plain path"
+    );
+    assert_eq!(
+        tokens("r#\"a::b\"# 'x' '\\'' // c::d\n/* e::f */ g::h"),
+        [
+            Token::Ident("g".into()),
+            Token::PathSep,
+            Token::Ident("h".into())
+        ]
     );
 }
 
 #[test]
-fn rooms_import_in_one_direction_and_only_what_they_declare() {
-    let files = sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
-    let rooms = room_graph(&file_graph(&files));
-    let circles = circles(&rooms);
-    assert!(
-        circles.is_empty(),
-        "import circles between rooms:\n{}",
-        circles.join("\n")
-    );
-    let undeclared = undeclared_uses(&files, &rooms);
+fn no_module_imports_one_that_imports_it() {
+    for krate in CRATES {
+        let circles = circles(&file_graph(&without_unit_tests(sources(krate))));
+        assert!(
+            circles.is_empty(),
+            "import circles between the modules of {krate}:\n{}",
+            circles.join("\n")
+        );
+    }
+}
+
+#[test]
+fn no_top_level_module_imports_one_that_imports_it() {
+    for krate in CRATES {
+        let circles = circles(&room_graph(&file_graph(&without_unit_tests(sources(
+            krate,
+        )))));
+        assert!(
+            circles.is_empty(),
+            "import circles between the top-level modules of {krate}:\n{}",
+            circles.join("\n")
+        );
+    }
+}
+
+#[test]
+fn the_controllers_rooms_use_only_what_their_mod_rs_names() {
+    let files = sources("controller");
+    let undeclared = undeclared_uses(&files, &room_graph(&file_graph(&files)));
     assert!(
         undeclared.is_empty(),
         "rooms using rooms their mod.rs does not name on its `//! May use:` line:\n{}",
         undeclared.join("\n")
+    );
+}
+
+/// A `//! May use:` line naming a room that is not there (misspelt, moved) allows nothing.
+#[test]
+fn the_controllers_rooms_name_rooms_that_exist() {
+    let files = sources("controller");
+    let rooms: BTreeSet<String> = files
+        .keys()
+        .filter(|f| *f != "lib.rs")
+        .map(|f| room_of(f))
+        .collect();
+    let mut unknown = Vec::new();
+    for (file, text) in files.iter().filter(|(f, _)| f.ends_with("/mod.rs")) {
+        for named in may_use(text).into_iter().flatten() {
+            if !rooms.contains(named) {
+                unknown.push(format!("{file} names {named}"));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "`//! May use:` lines naming no room of controller/src:\n{}",
+        unknown.join("\n")
     );
 }
 
@@ -84,27 +158,69 @@ fn circles_and_undeclared_uses_are_found() {
     );
 }
 
-/// Every `.rs` file under `src` but `main.rs` (the binary, another crate),
-/// by its path relative to `src`.
-fn sources(src: &Path) -> BTreeMap<String, String> {
+/// A circle through a child module named by a plain path, and one of three.
+#[test]
+fn a_circle_through_a_plain_path_is_found() {
+    let files = BTreeMap::from([
+        ("lib.rs".to_string(), "mod a;\nmod b;\n".to_string()),
+        (
+            "a/mod.rs".to_string(),
+            "mod child;\nfn f() { child::g() }\n".to_string(),
+        ),
+        ("a/child.rs".to_string(), "use super::f;\n".to_string()),
+        ("b/mod.rs".to_string(), "mod c;\n".to_string()),
+        ("b/c.rs".to_string(), "use crate::b::d::D;\n".to_string()),
+    ]);
+    assert_eq!(
+        circles(&file_graph(&files)),
+        ["a/child.rs -> a/mod.rs -> a/child.rs"]
+    );
+    let three = BTreeMap::from([
+        ("a".to_string(), BTreeSet::from(["b".to_string()])),
+        ("b".to_string(), BTreeSet::from(["c".to_string()])),
+        ("c".to_string(), BTreeSet::from(["a".to_string()])),
+    ]);
+    assert_eq!(circles(&three), ["a -> b -> c -> a"]);
+}
+
+/// Every `.rs` file of `krate`'s `src/` but its binaries (`main.rs`, `bin/`), by its path
+/// relative to `src`.
+fn sources(krate: &str) -> BTreeMap<String, String> {
     fn walk(dir: &Path, src: &Path, files: &mut BTreeMap<String, String>) {
-        for entry in fs::read_dir(dir).unwrap() {
+        for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                walk(&path, src, files);
+                if path != src.join("bin") {
+                    walk(&path, src, files);
+                }
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let relative = path.strip_prefix(src).unwrap().to_string_lossy();
                 files.insert(
                     relative.replace('\\', "/"),
-                    fs::read_to_string(&path).unwrap(),
+                    std::fs::read_to_string(&path).unwrap(),
                 );
             }
         }
     }
+    let src = workspace_root().join(krate).join("src");
     let mut files = BTreeMap::new();
-    walk(src, src, &mut files);
+    walk(&src, &src, &mut files);
     files.remove("main.rs");
     files
+}
+
+/// `files` without their unit tests (`#[cfg(test)]` then `mod tests`, to the end of the file).
+fn without_unit_tests(files: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    files
+        .into_iter()
+        .map(|(file, text)| {
+            let code = text
+                .split("#[cfg(test)]\nmod tests")
+                .next()
+                .unwrap_or_default();
+            (file, code.to_string())
+        })
+        .collect()
 }
 
 /// The module path of a file: `a/mod.rs` and `a.rs` are `a`, `lib.rs` the root.
@@ -120,8 +236,8 @@ fn module_of(file: &str) -> Vec<String> {
     parts
 }
 
-/// Which file imports which (the root, `lib.rs`, left out).
-fn file_graph(files: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
+/// Which file imports which (the root, `lib.rs`, left out: nothing can import it back).
+fn file_graph(files: &BTreeMap<String, String>) -> Graph {
     let modules: BTreeMap<Vec<String>, &String> = files.keys().map(|f| (module_of(f), f)).collect();
     let mut graph = BTreeMap::new();
     for (file, text) in files.iter().filter(|(f, _)| *f != "lib.rs") {
@@ -139,14 +255,14 @@ fn file_graph(files: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<Str
     graph
 }
 
-/// The room of a file: its first folder, or its name at the top.
+/// The room of a file (its top-level module): its first folder, or its name at the top.
 fn room_of(file: &str) -> String {
     module_of(file)[0].clone()
 }
 
 /// Which room uses which.
-fn room_graph(files: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, BTreeSet<String>> {
-    let mut rooms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+fn room_graph(files: &Graph) -> Graph {
+    let mut rooms: Graph = BTreeMap::new();
     for (file, targets) in files {
         let room = room_of(file);
         let used = targets.iter().map(|t| room_of(t)).filter(|r| *r != room);
@@ -157,7 +273,7 @@ fn room_graph(files: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, BT
 
 /// One circle of each group of nodes that reach each other, as `a -> b -> a`
 /// (naming the group when it holds more).
-fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+fn circles(graph: &Graph) -> Vec<String> {
     let reach = |from: &String| {
         let mut seen = BTreeSet::new();
         let mut next = vec![from.clone()];
@@ -186,7 +302,7 @@ fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
         reported.extend(group.iter().map(|n| (*n).clone()));
         // The shortest way back from `node` to itself within the group.
         let mut way: BTreeMap<&String, &String> = BTreeMap::new();
-        let mut queue = std::collections::VecDeque::from([*node]);
+        let mut queue = VecDeque::from([*node]);
         'search: while let Some(at) = queue.pop_front() {
             for target in graph.get(at).into_iter().flatten() {
                 if target == *node {
@@ -220,25 +336,28 @@ fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
 /// Each use of a room its `mod.rs` does not allow, and each room folder
 /// without its `//! May use:` line (`nothing else in the crate`, or the
 /// rooms it may use, each in backquotes).
-fn undeclared_uses(
-    files: &BTreeMap<String, String>,
-    rooms: &BTreeMap<String, BTreeSet<String>>,
-) -> Vec<String> {
+fn undeclared_uses(files: &BTreeMap<String, String>, rooms: &Graph) -> Vec<String> {
     let mut wrong = Vec::new();
     for (room, used) in rooms {
         let Some(text) = files.get(&format!("{room}/mod.rs")) else {
             continue;
         };
-        let Some(line) = text.lines().find(|l| l.starts_with("//! May use:")) else {
+        let Some(allowed) = may_use(text) else {
             wrong.push(format!("{room}/mod.rs has no `//! May use:` line"));
             continue;
         };
-        let allowed: BTreeSet<&str> = line.split('`').skip(1).step_by(2).collect();
         for other in used.iter().filter(|u| !allowed.contains(u.as_str())) {
             wrong.push(format!("{room} uses {other}"));
         }
     }
     wrong
+}
+
+/// The rooms a room's `mod.rs` names on its `//! May use:` line, each in backquotes; `None`
+/// without the line.
+fn may_use(text: &str) -> Option<BTreeSet<&str>> {
+    let line = text.lines().find(|l| l.starts_with("//! May use:"))?;
+    Some(line.split('`').skip(1).step_by(2).collect())
 }
 
 /// A token of Rust source, comments and literals left out.
@@ -348,9 +467,10 @@ fn raw_string_end(chars: &[char], i: usize) -> Option<usize> {
     Some(j)
 }
 
-/// Every path into the crate that `text`, the file of module `module`,
-/// uses, from the crate's root: the paths of its `use` declarations and
-/// those written inline, each as far as its identifiers go.
+/// Every path into the crate that `text`, the file of module `module`, uses, from the crate's
+/// root: the paths of its `use` declarations, those written inline from `crate`, `super` or
+/// `self`, and plain ones (`child::f()`), each as far as its identifiers go. A path into another
+/// crate comes out as a path under `module` that names no module of this one.
 fn crate_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
     let tokens = tokens(text);
     let ident = |i: usize| match tokens.get(i) {
@@ -389,8 +509,7 @@ fn crate_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
                 continue;
             }
             Token::Ident(word)
-                if matches!(word.as_str(), "crate" | "super" | "self")
-                    && tokens.get(i + 1) == Some(&Token::PathSep)
+                if tokens.get(i + 1) == Some(&Token::PathSep)
                     && (i == 0 || tokens[i - 1] != Token::PathSep) =>
             {
                 let mut path = vec![word.clone()];
@@ -458,8 +577,8 @@ fn skip_rename(tokens: &[Token], i: usize) -> usize {
     }
 }
 
-/// `path` from the crate's root, when it starts at `crate`, `super` or
-/// `self` (seen from module `current`); other paths are other crates'.
+/// `path` from the crate's root, seen from module `current`: from `crate`, `super` or `self`, or
+/// else from `current` (a child module, or another crate's path).
 fn absolute(current: &[String], path: &[String]) -> Option<Vec<String>> {
     let (first, rest) = path.split_first()?;
     match first.as_str() {
@@ -475,6 +594,6 @@ fn absolute(current: &[String], path: &[String]) -> Option<Vec<String>> {
             }
             Some(base.into_iter().chain(rest.iter().cloned()).collect())
         }
-        _ => None,
+        _ => Some(current.iter().chain(path).cloned().collect()),
     }
 }
