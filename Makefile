@@ -335,8 +335,8 @@ unit-tests: deps policy.wasm $(NEWEST_MEMCACHED_DIR)/version
 kwctl-tests: annotated-policy.wasm $(E2E_BIN)/registry $(COSIGN)
 	bats e2e-tests/e2e.bats e2e-tests/signing.bats
 
-## e2e: the end-to-end suites alone: tests/cluster.rs (the product), tests/controller/ (the controller on the API
-## server's semantics), tests/manifests.rs (deploy/ and the chart, server-side dry-run), same build as `make test`.
+## e2e: the end-to-end suites alone: tests/cluster/ (the product), tests/controller/ (the controller on the API
+## server's semantics), tests/manifests/ (deploy/ and the chart, server-side dry-run), same build as `make test`.
 ## The suites run target/debug/memcached-controller, which `--test` alone would not rebuild: the bins come first.
 e2e: policy.wasm annotated-policy.wasm $(CLUSTER_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins

@@ -30,7 +30,6 @@ use e2e_tests::cluster::{Env, condition_status, wait_for};
 use e2e_tests::workspace_root;
 use serde_json::{Value, json};
 
-#[path = "manifests/chart.rs"]
 mod chart;
 
 const SCENARIOS: &[Scenario] = &[
