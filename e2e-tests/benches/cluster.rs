@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::scenario::memcached_list;
-use e2e_tests::cluster::webhook_latency::Histogram;
-use e2e_tests::cluster::{Env, condition_status, wait_for};
+use e2e_tests::harness::clients::webhook_latency::Histogram;
+use e2e_tests::harness::scenarios::scenario::memcached_list;
+use e2e_tests::harness::{Env, condition_status, wait_for};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "bench";

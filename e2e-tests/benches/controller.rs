@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{Env, Kubectl, api_requests, scenario, wait_for};
+use e2e_tests::harness::{Env, Kubectl, clients::api_requests, scenarios::scenario, wait_for};
 use serde_json::json;
 
 const NAMESPACE: &str = "bench-controller";

@@ -19,11 +19,13 @@
 
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::hash_client::{
+use e2e_tests::harness::clients::hash_client::{
     self, ClientConfig, Mode, Pod, count, ready_pods, sharding_with, store,
 };
-use e2e_tests::cluster::scenario::{SETTLE, ensure_namespace, memcached, patch, wait_ready};
-use e2e_tests::cluster::{Env, wait_for};
+use e2e_tests::harness::scenarios::scenario::{
+    SETTLE, ensure_namespace, memcached, patch, wait_ready,
+};
+use e2e_tests::harness::{Env, wait_for};
 use serde_json::json;
 
 const NAMESPACE: &str = "sharding";

@@ -36,10 +36,14 @@ fn the_reader_reads() {
     assert!(api["validation/mod.rs"].contains("defaults.rs"));
     assert!(api["extra_args/memory_file.rs"].contains("memcached_options.rs"));
     let e2e = file_graph(&sources("e2e-tests"));
-    assert!(e2e["cluster/operator.rs"].contains("cluster/checks.rs"));
+    assert!(e2e["harness/environment/operator.rs"].contains("harness/clients/checks.rs"));
     assert!(
-        e2e["cluster/mod.rs"].contains("cluster/node.rs"),
-        "a plain path"
+        e2e["harness/mod.rs"].contains("harness/environment/node.rs"),
+        "a use path from a child module"
+    );
+    assert!(
+        api["validation/mod.rs"].contains("validation/workload.rs"),
+        "a child module by a relative path"
     );
     assert_eq!(
         tokens("r#\"a::b\"# 'x' '\\'' // c::d\n/* e::f */ g::h"),

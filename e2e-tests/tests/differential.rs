@@ -29,8 +29,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
 use e2e_tests::Policy;
-use e2e_tests::cluster::{Binaries, Cluster, Kubectl, Outcome, enter_network_namespace};
 use e2e_tests::generate::{Rng, boundary_specs, spec};
+use e2e_tests::harness::{Binaries, Cluster, Kubectl, Outcome, enter_network_namespace};
 use e2e_tests::workspace_root;
 use memcached_api::Memcached;
 use memcached_api::defaults::apply_defaults_at;

@@ -12,25 +12,25 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::leadership::{self, Replica};
-use e2e_tests::cluster::memcache::{Memcache, memcached_stat, memcached_version};
-use e2e_tests::cluster::objects::{
+use e2e_tests::fixtures;
+use e2e_tests::harness::clients::memcache::{Memcache, memcached_stat, memcached_version};
+use e2e_tests::harness::scenarios::leadership::{self, Replica};
+use e2e_tests::harness::scenarios::objects::{
     auth_secret, changed, exists, get, install_service_monitor_crd, ordinal_servers, owned_by,
     resource_versions, tls_secret, wait_disruption_budget, wait_exists, wait_server_list,
 };
-use e2e_tests::cluster::pods::{
+use e2e_tests::harness::scenarios::pods::{
     EndpointWatch, memcached_pods, pod_ips, pod_name, pod_names, served_by, served_pods,
     wait_ordinal_pods,
 };
-use e2e_tests::cluster::runner::{Scenario, run_scenarios};
-use e2e_tests::cluster::scenario::{
+use e2e_tests::harness::scenarios::runner::{Scenario, run_scenarios};
+use e2e_tests::harness::scenarios::scenario::{
     self, SETTLE, check, ensure_namespace, lease_holder, memcached, patch, touch, wait_ready,
 };
-use e2e_tests::cluster::{
-    Env, Kubectl, OPERATOR_NAMESPACE, condition, condition_status, metrics_reader_token, pki,
-    reconciles_at_secure, wait_for,
+use e2e_tests::harness::{
+    Env, Kubectl, OPERATOR_NAMESPACE, condition, condition_status, environment::pki,
+    metrics_reader_token, reconciles_at_secure, wait_for,
 };
-use e2e_tests::fixtures;
 use serde_json::{Value, json};
 
 mod controller;
@@ -102,7 +102,7 @@ const SCENARIOS: &[Scenario] = &[
 ];
 
 fn main() {
-    e2e_tests::cluster::enter_network_namespace();
+    e2e_tests::harness::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e");
     let started = Instant::now();
     let Some(env) = scenario::start(&workdir) else {

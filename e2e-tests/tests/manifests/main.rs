@@ -23,10 +23,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::helm::Helm;
-use e2e_tests::cluster::runner::{Scenario, run_scenarios};
-use e2e_tests::cluster::scenario::{self, check};
-use e2e_tests::cluster::{Env, condition_status, wait_for};
+use e2e_tests::harness::environment::helm::Helm;
+use e2e_tests::harness::scenarios::runner::{Scenario, run_scenarios};
+use e2e_tests::harness::scenarios::scenario::{self, check};
+use e2e_tests::harness::{Env, condition_status, wait_for};
 use e2e_tests::workspace_root;
 use serde_json::{Value, json};
 
@@ -115,7 +115,7 @@ const NAMESPACES: [&str; 7] = [
 ];
 
 fn main() {
-    e2e_tests::cluster::enter_network_namespace();
+    e2e_tests::harness::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e-manifests");
     let started = Instant::now();
     let Some(env) = scenario::start(&workdir) else {

@@ -3,37 +3,16 @@
 //! memcached behind every memcached pod, the controller binary behind the
 //! operator's own pods), the policy in the admission chain through
 //! Kubewarden's policy-server configured from `deploy/policy.yaml` as
-//! kubewarden-controller would ([`kubewarden`]), loading the policy's OCI
-//! artifact from a local registry ([`registry`]), and the controller running
+//! kubewarden-controller would ([`environment::kubewarden`]), loading the policy's OCI
+//! artifact from a local registry ([`environment::registry`]), and the controller running
 //! with the RBAC of `deploy/rbac.yaml`.
 //!
 //! Pod addresses come from 10.244.0.0/16, which must be local: run inside
 //! `e2e-tests/netns.sh` (a network namespace with that range routed to lo).
 
-pub mod api_requests;
-mod checks;
-pub mod hash_client;
-pub mod helm;
-pub mod http;
-mod kubectl;
-pub mod kubewarden;
-pub mod kubewarden_charts;
-pub mod leadership;
-pub mod memcache;
-pub mod node;
-pub mod objects;
-mod operator;
-pub mod pki;
-pub mod pods;
-pub mod policy_server;
-mod process;
-mod programs;
-pub mod prometheus;
-pub mod registry;
-pub mod runner;
-pub mod scenario;
-pub mod signing;
-pub mod webhook_latency;
+pub mod clients;
+pub mod environment;
+pub mod scenarios;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -43,20 +22,21 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub use checks::{check, condition, condition_status, wait_for};
-pub use kubectl::{Kubectl, Outcome};
-pub use operator::{
+pub use clients::checks::{check, condition, condition_status, wait_for};
+pub use clients::kubectl::{Kubectl, Outcome};
+pub use environment::operator::{
     OPERATOR_NAMESPACE, Operator, metrics_reader_token, reconciles_at_secure, scrape,
 };
-use process::terminate;
-pub use programs::{Binaries, kubewarden_charts};
+use environment::process::terminate;
+pub use environment::programs::{Binaries, kubewarden_charts};
 
 use crate::workspace_root;
-use helm::Helm;
-use kubewarden::{ClusterAdmissionPolicy, KUBEWARDEN_NAMESPACE};
-use kubewarden_charts::TakeOver;
-use policy_server::PolicyServer;
-use registry::Registry;
+use environment::helm::Helm;
+use environment::kubewarden::{ClusterAdmissionPolicy, KUBEWARDEN_NAMESPACE};
+use environment::kubewarden_charts::TakeOver;
+use environment::policy_server::PolicyServer;
+use environment::registry::Registry;
+use environment::{kubewarden_charts, node, registry};
 
 /// Run this program again inside `e2e-tests/netns.sh` (a private network
 /// namespace where the pod range is local) unless it already runs there, so

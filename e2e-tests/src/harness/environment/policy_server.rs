@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::checks::wait_for;
-use super::http::{self, free_address};
-use super::process::terminate;
+use crate::harness::clients::checks::wait_for;
+use crate::harness::clients::http::{self, free_address};
+use crate::harness::environment::process::terminate;
 
 /// The running policy-server.
 pub struct PolicyServer {
@@ -45,7 +45,7 @@ impl PolicyServer {
         };
         // JSON is YAML: policies.yml as kubewarden-controller writes it (json.Marshal).
         let policies = write("policies.yml", &Value::Object(policies).to_string())?;
-        let pki = super::pki::issue(&["127.0.0.1"])?;
+        let pki = crate::harness::environment::pki::issue(&["127.0.0.1"])?;
         let cert = write("policy-server.crt", &pki.cert)?;
         let key = write("policy-server.key", &pki.key)?;
         let downloads = workdir.join("policies");

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::Env;
-use super::kubewarden::KUBEWARDEN_NAMESPACE;
+use crate::harness::Env;
+use crate::harness::environment::kubewarden::KUBEWARDEN_NAMESPACE;
 use crate::workspace_root;
 
 /// The password the suite's keys are written with.

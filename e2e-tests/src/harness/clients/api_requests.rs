@@ -1,7 +1,7 @@
 //! The requests the API server counted (`apiserver_request_total`), as the
 //! suites and benches read them.
 
-use super::Kubectl;
+use crate::harness::Kubectl;
 
 /// One `apiserver_request_total` series.
 #[derive(Clone, Debug, Default)]

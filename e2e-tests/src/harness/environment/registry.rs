@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::checks::wait_for;
-use super::http::{self, free_address};
-use super::process::terminate;
+use crate::harness::clients::checks::wait_for;
+use crate::harness::clients::http::{self, free_address};
+use crate::harness::environment::process::terminate;
 
 /// The running registry.
 pub struct Registry {

@@ -12,9 +12,9 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::kubewarden_charts;
-use super::programs::Binaries;
-use super::registry::Registry;
+use crate::harness::environment::kubewarden_charts;
+use crate::harness::environment::programs::Binaries;
+use crate::harness::environment::registry::Registry;
 use crate::workspace_root;
 
 /// The real node's name.

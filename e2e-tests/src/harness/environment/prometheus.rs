@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Env, http, node, wait_for};
+use crate::harness::clients::http;
+use crate::harness::environment::node;
+use crate::harness::{Env, wait_for};
 use crate::workspace_root;
 
 /// Where Prometheus and its operator run.
@@ -106,7 +108,7 @@ pub fn install_stack(env: &Env) -> Result<Prometheus, String> {
         .ok(&["apply", "-f", &stack_manifest().to_string_lossy()])?;
     let address = wait_for("Prometheus's pod Ready", Duration::from_secs(180), || {
         let pod = env.kubectl.get(&["pod", POD, "-n", NAMESPACE])?;
-        let ready = super::condition_status(&pod, "Ready") == Some("True");
+        let ready = crate::harness::condition_status(&pod, "Ready") == Some("True");
         match pod["status"]["podIP"].as_str() {
             Some(ip) if ready => format!("{ip}:9090")
                 .parse::<SocketAddr>()

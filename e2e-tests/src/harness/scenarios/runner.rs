@@ -6,8 +6,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::Env;
-use super::api_requests::request_counts;
+use crate::harness::Env;
+use crate::harness::clients::api_requests::request_counts;
 
 /// How long a scenario may wait for the namespaces earlier ones deleted.
 const DELETED_NAMESPACES_GONE: Duration = Duration::from_secs(600);

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::checks::{condition_status, wait_for};
-use super::helm::Helm;
-use super::kubectl::Kubectl;
-use super::kubewarden::KUBEWARDEN_NAMESPACE;
-use super::programs::kubewarden_charts;
+use crate::harness::clients::checks::{condition_status, wait_for};
+use crate::harness::clients::kubectl::Kubectl;
+use crate::harness::environment::helm::Helm;
+use crate::harness::environment::kubewarden::KUBEWARDEN_NAMESPACE;
+use crate::harness::environment::programs::kubewarden_charts;
 use crate::workspace_root;
 
 /// The release the charts, the images and `../shared/bin` are of.
@@ -228,7 +228,7 @@ fn text(value: &Value) -> String {
 /// A PolicyServer `name` like the default one (its image, ServiceAccount,
 /// placement on the real node, `insecure_source`), requiring the signature
 /// the ConfigMap `verification` describes, verified offline with the trust
-/// config in the ConfigMap `trust` (see [`super::signing`]).
+/// config in the ConfigMap `trust` (see [`crate::harness::environment::signing`]).
 pub fn verifying_policy_server(
     name: &str,
     insecure_source: &str,

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::memcache::memcached_version;
-use super::scenario::{SETTLE, instance_objects, ready_endpoints, ready_in};
-use super::{Env, condition_status, wait_for};
+use crate::harness::clients::memcache::memcached_version;
+use crate::harness::scenarios::scenario::{SETTLE, instance_objects, ready_endpoints, ready_in};
+use crate::harness::{Env, condition_status, wait_for};
 
 /// The uids of the pods of Memcached `name`, sorted.
 pub fn pod_uids(env: &Env, ns: &str, name: &str) -> Result<Vec<String>, String> {

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use super::checks::wait_for;
-use super::http::{self, free_address};
-use super::kubectl::Kubectl;
-use super::process::terminate;
+use crate::harness::clients::checks::wait_for;
+use crate::harness::clients::http::{self, free_address};
+use crate::harness::clients::kubectl::Kubectl;
+use crate::harness::environment::process::terminate;
 
 /// Namespace of the controller, its ServiceAccount and its Lease (`deploy/rbac.yaml`).
 pub const OPERATOR_NAMESPACE: &str = "memcached-operator-system";

@@ -1,13 +1,13 @@
-//! The steps several end-to-end suites share (running them: [`super::runner`]).
+//! The steps several end-to-end suites share (running them: [`crate::harness::scenarios::runner`]).
 
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-pub use super::checks::check;
-use super::checks::{condition, wait_for};
-use super::{Env, OPERATOR_NAMESPACE};
+pub use crate::harness::clients::checks::check;
+use crate::harness::clients::checks::{condition, wait_for};
+use crate::harness::{Env, OPERATOR_NAMESPACE};
 
 /// How long objects get to converge: a bound on a wait that ends as soon as
 /// they do, generous for a loaded 2-core machine (90 s was once too short

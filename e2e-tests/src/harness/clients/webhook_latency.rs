@@ -2,7 +2,7 @@
 //! `apiserver_admission_webhook_admission_duration_seconds` histogram for
 //! one webhook, read from `/metrics` before and after a phase.
 
-use super::Kubectl;
+use crate::harness::Kubectl;
 
 /// Cumulative (upper bound in seconds, count) buckets, summed over
 /// operations and outcomes, by ascending bound.

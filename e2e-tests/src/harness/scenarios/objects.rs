@@ -4,9 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::pki::Pki;
-use super::scenario::SETTLE;
-use super::{Env, wait_for};
+use crate::harness::environment::pki::Pki;
+use crate::harness::scenarios::scenario::SETTLE;
+use crate::harness::{Env, wait_for};
 
 /// The Deployment `name` of `namespace`.
 pub fn deployment(env: &Env, namespace: &str, name: &str) -> Result<Value, String> {

@@ -8,8 +8,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::cluster::scenario::{instance_objects, ready_endpoints};
-use crate::cluster::{Env, condition_status};
+use crate::harness::scenarios::scenario::{instance_objects, ready_endpoints};
+use crate::harness::{Env, condition_status};
 use crate::workspace_root;
 
 /// What a `HashClient` is configured with.
