@@ -1,5 +1,5 @@
 //! Numbers on the real control plane (`make bench-e2e`, inside
-//! `e2e-tests/netns.sh`): control-plane start, kubectl apply to Ready,
+//! `e2e-tests/testbed/netns.sh`): control-plane start, kubectl apply to Ready,
 //! admission latency through Kubewarden's policy-server as the API server
 //! measures it, and 200 Memcached objects created at once. Reported, never asserted.
 

@@ -1,6 +1,6 @@
 //! What a cache keeps through rollouts (`make bench-rollout`), on the real
 //! node of `make e2e-node`, with the client OpenStack uses: pymemcache's
-//! `HashClient` (`e2e-tests/sharding.py`), configured as an application
+//! `HashClient` (`e2e-tests/testbed/sharding.py`), configured as an application
 //! would: the ready pods' IPs (Deployment) or `status.serverList`, the names
 //! resolved as cluster DNS answers them (StatefulSet). Memcacheds of 3
 //! replicas with warm restarts, 20,000 keys:

@@ -12,7 +12,7 @@
 //! refuses, and the CRs the policy refuses although the API server accepts
 //! the CR and everything rendered from it (over-strict rules), and prints
 //! them. ServiceMonitors are left out: their CRD is the Prometheus
-//! Operator's, not installed here. Runs inside `e2e-tests/netns.sh`.
+//! Operator's, not installed here. Runs inside `e2e-tests/testbed/netns.sh`.
 //!
 //! Validity is judged at `podSecurityLevel: privileged`, as the API server
 //! does not judge Pod Security itself. Pod Security gets a differential of its

@@ -1,5 +1,5 @@
-//! The product on a real Kubernetes control plane: the `cluster` Go program
-//! (etcd, kube-apiserver, controller manager, scheduler, kwok nodes, a real
+//! The product on a real Kubernetes control plane: the `local-cluster` Go program
+//! of `e2e-tests/testbed/` (etcd, kube-apiserver, controller manager, scheduler, kwok nodes, a real
 //! memcached behind every memcached pod, the controller binary behind the
 //! operator's own pods), the policy in the admission chain through
 //! Kubewarden's policy-server configured from `deploy/policy.yaml` as
@@ -8,7 +8,7 @@
 //! with the RBAC of `deploy/rbac.yaml`.
 //!
 //! Pod addresses come from 10.244.0.0/16, which must be local: run inside
-//! `e2e-tests/netns.sh` (a network namespace with that range routed to lo).
+//! `e2e-tests/testbed/netns.sh` (a network namespace with that range routed to lo).
 
 pub mod clients;
 pub mod environment;
@@ -38,7 +38,7 @@ use environment::policy_server::PolicyServer;
 use environment::registry::Registry;
 use environment::{kubewarden_charts, node, registry};
 
-/// Run this program again inside `e2e-tests/netns.sh` (a private network
+/// Run this program again inside `e2e-tests/testbed/netns.sh` (a private network
 /// namespace where the pod range is local) unless it already runs there, so
 /// plain `cargo test` can start the end-to-end suites.
 pub fn enter_network_namespace() {
@@ -46,7 +46,7 @@ pub fn enter_network_namespace() {
     if std::env::var_os("E2E_IN_NETNS").is_some() {
         return;
     }
-    let script = workspace_root().join("e2e-tests/netns.sh");
+    let script = workspace_root().join("e2e-tests/testbed/netns.sh");
     let error = match std::env::current_exe() {
         Ok(exe) => Command::new(&script)
             .arg(exe)
@@ -100,7 +100,7 @@ impl Cluster {
             .spawn()
             .map_err(|e| {
                 format!(
-                    "cannot start {} ({e}); build it with `make target/e2e/cluster`",
+                    "cannot start {} ({e}); build it with `make target/e2e/local-cluster`",
                     binaries.cluster.display()
                 )
             })?;
@@ -624,7 +624,7 @@ fn policy_server_rbac(cluster: &Cluster) -> Result<String, String> {
             "templates/policy-server-rbac.yaml",
             "-f",
             &workspace_root()
-                .join("e2e-tests/kubewarden-values.yaml")
+                .join("e2e-tests/testbed/kubewarden-values.yaml")
                 .to_string_lossy(),
         ],
     )

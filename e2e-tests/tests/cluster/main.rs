@@ -3,7 +3,7 @@
 //! local registry), the controller driving real objects to Ready, a real
 //! memcached behind every pod.
 //!
-//! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
+//! Runs inside `e2e-tests/testbed/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did. One module per topic: the CRD
 //! and the seed examples (`crd`), a Memcached's life (`lifecycle`), Secrets,
 //! StatefulSet mode, the controller's restarts and leadership (`controller`),

@@ -11,7 +11,7 @@
 //! Lease taken mid-reconcile, etcd compacted and the API server restarted,
 //! 1,000 Memcacheds across 50 namespaces, the API server stopped for 40 s.
 //!
-//! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
+//! Runs inside `e2e-tests/testbed/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
 
 use std::collections::BTreeMap;

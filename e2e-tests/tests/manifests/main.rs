@@ -17,7 +17,7 @@
 //! Kinds of other projects (the Prometheus Operator's ServiceMonitor and
 //! PrometheusRule, Kubewarden's ClusterAdmissionPolicy) get stand-in CRDs that
 //! accept any spec: their apiVersion, kind and metadata are checked, their
-//! spec is not. Runs inside `e2e-tests/netns.sh`; `$HELM` is the helm binary
+//! spec is not. Runs inside `e2e-tests/testbed/netns.sh`; `$HELM` is the helm binary
 //! (default `target/tools/helm`).
 
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@
 //! over the pod IP, and the pod resolves Services through CoreDNS. Teardown
 //! must leave no process, cgroup, mount or changed sysctl.
 //!
-//! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
+//! Runs inside `e2e-tests/testbed/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
 
 use std::collections::{BTreeMap, BTreeSet};

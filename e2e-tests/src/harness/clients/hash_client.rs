@@ -1,7 +1,7 @@
 //! The client OpenStack uses, driven from the benches: pymemcache's
 //! `HashClient` (oslo.cache's `dogpile.cache.pymemcache` backend; rendezvous
 //! hashing over the configured `host:port` strings), run by
-//! `e2e-tests/sharding.py`.
+//! `e2e-tests/testbed/sharding.py`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -199,9 +199,9 @@ pub fn available() -> Result<(), String> {
     sharding(&["--help"]).map(drop)
 }
 
-/// Run `e2e-tests/sharding.py` with `args`; its standard output.
+/// Run `e2e-tests/testbed/sharding.py` with `args`; its standard output.
 fn sharding(args: &[&str]) -> Result<String, String> {
-    let script = workspace_root().join("e2e-tests/sharding.py");
+    let script = workspace_root().join("e2e-tests/testbed/sharding.py");
     let output = Command::new("python3")
         .arg(&script)
         .args(args)

@@ -2,7 +2,7 @@
 //! charts of release 1.35.0 (`kubewarden-crds`, `kubewarden-controller`,
 //! `kubewarden-defaults`, from `../shared/kubewarden` or
 //! `$KUBEWARDEN_CHARTS`) into `kubewarden`, on the real node, from the
-//! images `e2e-tests/cluster/kubewarden.sh` builds under the names the charts
+//! images `e2e-tests/testbed/local-cluster/kubewarden.sh` builds under the names the charts
 //! pull (the node mirrors ghcr.io from the suite's registry). Then
 //! kubewarden-controller, not the suite, runs the default PolicyServer and
 //! registers each policy's webhook, and its audit scanner writes reports.
@@ -72,7 +72,7 @@ fn webhook_answers(kubectl: &Kubectl) -> Result<(), String> {
 }
 
 /// `helm install` of the three charts in their order, with
-/// `e2e-tests/kubewarden-values.yaml`; the default PolicyServer fetches
+/// `e2e-tests/testbed/kubewarden-values.yaml`; the default PolicyServer fetches
 /// policies from `insecure_source` over plain HTTP. Waits until its
 /// Deployment's pods are Ready.
 pub fn install(helm: &Helm, kubectl: &Kubectl, insecure_source: &str) -> Result<(), String> {
@@ -84,7 +84,7 @@ pub fn install(helm: &Helm, kubectl: &Kubectl, insecure_source: &str) -> Result<
             chart["appVersion"]
         ));
     }
-    let values = workspace_root().join("e2e-tests/kubewarden-values.yaml");
+    let values = workspace_root().join("e2e-tests/testbed/kubewarden-values.yaml");
     let values = values.to_string_lossy();
     let insecure = format!("policyServer.insecureSources[0]={insecure_source}");
     for (chart, extra) in [
@@ -235,7 +235,7 @@ pub fn verifying_policy_server(
     verification: &str,
     trust: &str,
 ) -> Result<Value, String> {
-    let values = read_yaml(&workspace_root().join("e2e-tests/kubewarden-values.yaml"))?;
+    let values = read_yaml(&workspace_root().join("e2e-tests/testbed/kubewarden-values.yaml"))?;
     Ok(json!({
         "apiVersion": "policies.kubewarden.io/v1",
         "kind": "PolicyServer",

@@ -9,7 +9,7 @@ use crate::workspace_root;
 /// Where the programs under test are.
 #[derive(Clone, Debug)]
 pub struct Binaries {
-    /// The Go control plane (`$E2E_CLUSTER`, default `target/e2e/cluster`).
+    /// The Go control plane (`$E2E_CLUSTER`, default `target/e2e/local-cluster`).
     pub cluster: PathBuf,
     /// kubectl built from the same release (`$E2E_KUBECTL`, default `target/e2e/kubectl`).
     pub kubectl: PathBuf,
@@ -54,7 +54,7 @@ impl Binaries {
             };
         };
         Ok(Some(Binaries {
-            cluster: pick("E2E_CLUSTER", target.join("e2e/cluster")),
+            cluster: pick("E2E_CLUSTER", target.join("e2e/local-cluster")),
             kubectl: pick("E2E_KUBECTL", target.join("e2e/kubectl")),
             registry: pick("E2E_REGISTRY", target.join("e2e/registry")),
             controller: pick(

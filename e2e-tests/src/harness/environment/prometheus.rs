@@ -1,8 +1,8 @@
 //! Prometheus the way kube-prometheus-stack users run it, on the real node:
 //! Prometheus Operator v0.93.1 and Prometheus 3.13.5 from the images and CRDs
-//! `e2e-tests/cluster/prometheus.sh` builds (`target/e2e/prometheus`), pushed
+//! `e2e-tests/testbed/local-cluster/prometheus.sh` builds (`target/e2e/prometheus`), pushed
 //! to the suite's registry under their upstream names, and the manifests of
-//! `e2e-tests/cluster/prometheus/kube-prometheus-stack.yaml` (namespace
+//! `e2e-tests/testbed/local-cluster/prometheus/kube-prometheus-stack.yaml` (namespace
 //! `monitoring`; a Prometheus selecting ServiceMonitors and PrometheusRules
 //! labelled `release: kube-prometheus-stack` in every namespace). Then
 //! Prometheus's own HTTP API: what it scrapes, which alerts fire, what a
@@ -48,7 +48,7 @@ const IMAGES: [(&str, &str); 3] = [
 
 /// The manifests a kube-prometheus-stack user has.
 pub fn stack_manifest() -> PathBuf {
-    workspace_root().join("e2e-tests/cluster/prometheus/kube-prometheus-stack.yaml")
+    workspace_root().join("e2e-tests/testbed/local-cluster/prometheus/kube-prometheus-stack.yaml")
 }
 
 /// What `prometheus.sh` built: the OCI layout and `crds.yaml`.

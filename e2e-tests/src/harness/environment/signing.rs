@@ -2,7 +2,7 @@
 //! (`target/tools/cosign`, v2), `deploy/push-policy.sh` (what `make push`
 //! runs: kwctl push, then cosign signs the pushed digest), and the
 //! ConfigMaps a PolicyServer names to require that key
-//! (`e2e-tests/verification-config.sh`, `e2e-tests/sigstore-trust-config.sh`).
+//! (`e2e-tests/testbed/verification-config.sh`, `e2e-tests/testbed/sigstore-trust-config.sh`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -74,7 +74,7 @@ pub fn push(env: &Env, reference: &str, key: Option<&KeyPair>) -> Result<String,
 /// requiring `public`'s signature.
 pub fn verification_config_map(name: &str, public: &Path) -> Result<String, String> {
     run(
-        Command::new(workspace_root().join("e2e-tests/verification-config.sh"))
+        Command::new(workspace_root().join("e2e-tests/testbed/verification-config.sh"))
             .args(["--configmap", name, KUBEWARDEN_NAMESPACE])
             .arg(public)
             .arg("memcached-operator release"),
@@ -85,7 +85,7 @@ pub fn verification_config_map(name: &str, public: &Path) -> Result<String, Stri
 /// lets policy-server verify offline (without it, it verifies nothing).
 pub fn sigstore_trust_config_map(name: &str) -> Result<String, String> {
     run(
-        Command::new(workspace_root().join("e2e-tests/sigstore-trust-config.sh")).args([
+        Command::new(workspace_root().join("e2e-tests/testbed/sigstore-trust-config.sh")).args([
             "--configmap",
             name,
             KUBEWARDEN_NAMESPACE,

@@ -10,7 +10,7 @@
 
 bats_require_minimum_version 1.5.0
 
-ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 FIXTURES="$ROOT/e2e-tests/fixtures"
 POLICY="$ROOT/annotated-policy.wasm"
 MINIMAL="$FIXTURES/requests/seed-minimal-cr-after-defaulting-v1beta1.json"

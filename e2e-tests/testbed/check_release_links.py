@@ -13,7 +13,7 @@ import sys
 
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy/helm/memcached-operator"
 LINK = re.compile(r"https://github\.com/([\w.-]+/[\w.-]+)/releases/download/([^/\s`)\"'>]+)/([^\s`)\"'>]+)")
 

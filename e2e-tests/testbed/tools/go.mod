@@ -1,5 +1,5 @@
 // Tools the tests and `make push` build from source (no prebuilt downloads): helm, and cosign v2 (signing).
-module github.com/c5c3/memcached-operator/e2e-tests/tools
+module github.com/c5c3/memcached-operator/e2e-tests/testbed/tools
 
 go 1.26.0
 

@@ -1,5 +1,5 @@
 // CNCF Distribution's registry for the end-to-end tests (see main.go).
-module github.com/c5c3/memcached-operator/e2e-tests/registry
+module github.com/c5c3/memcached-operator/e2e-tests/testbed/registry
 
 go 1.26.0
 

@@ -13,7 +13,7 @@
 # shellcheck disable=SC2154 # status, output and stderr are set by bats' run
 bats_require_minimum_version 1.5.0
 
-ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 
 engine() { # engine NAME VARIABLE: the path of Kubewarden's NAME, or empty
   local path=${!2:-}
@@ -55,10 +55,10 @@ setup_file() {
   export COSIGN_PASSWORD=bats-signing-test
   "$COSIGN" generate-key-pair --output-key-prefix "$WORK/release" >/dev/null 2>&1
   "$COSIGN" generate-key-pair --output-key-prefix "$WORK/other" >/dev/null 2>&1
-  # The offline Sigstore trust config both engines need (see e2e-tests/sigstore-trust-config.sh).
-  "$ROOT/e2e-tests/sigstore-trust-config.sh" >"$WORK/trust-config.json"
-  "$ROOT/e2e-tests/verification-config.sh" "$WORK/release.pub" "memcached-operator release" >"$WORK/verify-release.yml"
-  "$ROOT/e2e-tests/verification-config.sh" "$WORK/other.pub" >"$WORK/verify-other.yml"
+  # The offline Sigstore trust config both engines need (see e2e-tests/testbed/sigstore-trust-config.sh).
+  "$ROOT/e2e-tests/testbed/sigstore-trust-config.sh" >"$WORK/trust-config.json"
+  "$ROOT/e2e-tests/testbed/verification-config.sh" "$WORK/release.pub" "memcached-operator release" >"$WORK/verify-release.yml"
+  "$ROOT/e2e-tests/testbed/verification-config.sh" "$WORK/other.pub" >"$WORK/verify-other.yml"
 
   # What a release does: make push with the key. Its last stdout line is the signed immutable reference.
   make -C "$ROOT" -s push REGISTRY="$REGISTRY/signed" COSIGN_KEY="$WORK/release.key" SOURCES_PATH="$SOURCES" \

@@ -2,7 +2,7 @@
 // Go modules: containerd and its runc shim, and CoreDNS with the plugins the
 // e2e cluster uses (coredns/). Their own module: both need newer k8s.io
 // modules than the control plane's release. Test-only.
-module github.com/c5c3/memcached-operator/e2e-tests/cluster/runtime
+module github.com/c5c3/memcached-operator/e2e-tests/testbed/local-cluster/runtime
 
 go 1.26.6
 

@@ -5,7 +5,7 @@
 
 bats_require_minimum_version 1.5.0
 
-ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 
 setup_file() {
   local binary="${CARGO_TARGET_DIR:-$ROOT/target}/debug/memcached-controller"
@@ -70,7 +70,7 @@ YAML
   grep -qx target <<<"$ignored"
   grep -qx .git <<<"$ignored"
   # Nothing the Dockerfile's build needs is left out.
-  for needed in Cargo.toml Cargo.lock api controller policy-wasm e2e-tests; do
+  for needed in Cargo.toml Cargo.lock api controller policy-wasm e2e-tests test-support; do
     if grep -qx "$needed" <<<"$ignored"; then echo ".dockerignore leaves out $needed"; false; fi
   done
 }

@@ -136,14 +136,14 @@ func realNodeAPIServer(ca *authority) (apiServerAccess, error) {
 
 // requirePrivateNetwork refuses to run in the host's network namespace: the
 // node adds a bridge, addresses and routes that must vanish with the
-// suite's namespace (e2e-tests/netns.sh).
+// suite's namespace (e2e-tests/testbed/netns.sh).
 func requirePrivateNetwork() error {
 	own, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
 		return err
 	}
 	if initial, err := os.Readlink("/proc/1/ns/net"); err == nil && initial == own {
-		return errors.New("the real node changes the network: run inside e2e-tests/netns.sh")
+		return errors.New("the real node changes the network: run inside e2e-tests/testbed/netns.sh")
 	}
 	return nil
 }

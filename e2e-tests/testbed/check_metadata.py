@@ -8,7 +8,7 @@ import sys
 
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 load = lambda name: yaml.safe_load((ROOT / name).read_text())
 
 metadata = load("metadata.yml")

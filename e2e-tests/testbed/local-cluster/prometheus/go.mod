@@ -9,7 +9,7 @@
 // flags (CGO_ENABLED=0, -trimpath), those packages come from Go's build
 // cache instead of being compiled again. Keep that block in step with
 // ../runtime/go.mod. Test-only.
-module github.com/c5c3/memcached-operator/e2e-tests/cluster/prometheus
+module github.com/c5c3/memcached-operator/e2e-tests/testbed/local-cluster/prometheus
 
 go 1.26.0
 

@@ -6,7 +6,7 @@
 # internal/constants/constants.go PolicyServerVerificationConfigEntry; the controller mounts it as
 # /verification/verification.yml and points KUBEWARDEN_VERIFICATION_CONFIG_PATH at it).
 #
-#   e2e-tests/verification-config.sh [--configmap NAME NAMESPACE] PUBLIC_KEY.pem [OWNER]
+#   e2e-tests/testbed/verification-config.sh [--configmap NAME NAMESPACE] PUBLIC_KEY.pem [OWNER]
 #
 # Format (policy-fetcher's VerificationConfigV1; every signature of allOf must be present):
 #   apiVersion: v1
@@ -18,7 +18,7 @@
 #         ...
 #
 # Offline, policy-server 1.35 applies this only together with a Sigstore trust config
-# (e2e-tests/sigstore-trust-config.sh): without one it cannot build its trust root and loads
+# (e2e-tests/testbed/sigstore-trust-config.sh): without one it cannot build its trust root and loads
 # every policy unverified.
 set -euo pipefail
 

@@ -3,13 +3,13 @@
 # that they verify key-based signatures without reaching Sigstore's TUF repository: kwctl verify fails
 # outright without one when offline, and policy-server then skips verification altogether.
 # Its trustedRoot is Sigstore's public-good trusted root as embedded in github.com/sigstore/sigstore,
-# the version e2e-tests/tools/go.mod pins (go.sum checks it); key-based verification uses none of it,
+# the version e2e-tests/testbed/tools/go.mod pins (go.sum checks it); key-based verification uses none of it,
 # keyless verification would use its Fulcio CAs and Rekor key.
 # With --configmap NAME NAMESPACE: the ConfigMap a PolicyServer names in spec.sigstoreTrustConfig,
 # which must hold it under the key `sigstore-trust-config` (kubewarden-controller v1.35.0,
 # internal/constants/constants.go PolicyServerSigstoreTrustConfigEntry).
 #
-#   e2e-tests/sigstore-trust-config.sh [--configmap NAME NAMESPACE]
+#   e2e-tests/testbed/sigstore-trust-config.sh [--configmap NAME NAMESPACE]
 set -euo pipefail
 
 tools="$(cd "$(dirname "$0")" && pwd)/tools"

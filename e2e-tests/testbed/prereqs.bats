@@ -6,7 +6,7 @@
 
 bats_require_minimum_version 1.5.0
 
-ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 NEED_GO="$(cd "$ROOT" && sed -n 's/^go \([0-9.]*\)$/\1/p' $(git ls-files '*go.mod' 2>/dev/null || find . -name go.mod -not -path './target/*') | sort -V | tail -1)"
 
 setup() {

@@ -2,7 +2,7 @@
 // node's exporter image (images.sh). v0.14.3: the module proxy this project
 // builds from serves no later release (the CRD's default is v0.15.4). Its own
 // module: its prometheus/common predates the runtime module's. Test-only.
-module github.com/c5c3/memcached-operator/e2e-tests/cluster/exporter
+module github.com/c5c3/memcached-operator/e2e-tests/testbed/local-cluster/exporter
 
 go 1.26.0
 

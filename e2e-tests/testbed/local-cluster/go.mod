@@ -1,7 +1,7 @@
 // A local Kubernetes control plane for the end-to-end tests: embedded etcd,
 // kube-apiserver, the kube-controller-manager controllers the operator needs,
 // kube-scheduler and kwok's fake nodes, in one process. Test-only.
-module github.com/c5c3/memcached-operator/e2e-tests/cluster
+module github.com/c5c3/memcached-operator/e2e-tests/testbed/local-cluster
 
 go 1.26.0
 
