@@ -22,7 +22,7 @@ COSIGN := target/tools/cosign
 # What the programs on the control plane need: the control plane and kubectl, the registry, helm.
 CLUSTER_PIECES := $(E2E_BIN)/local-cluster $(E2E_BIN)/registry $(HELM)
 # Today's memcached from Debian (sid, else trixie) in a root filesystem of its own, with its own libraries
-# (e2e-tests/testbed/local-cluster/memcached-newest.sh): the real node's memcached:1.6, and the newest release the controller's
+# (e2e-tests/testbed/local-cluster/images/memcached-newest.sh): the real node's memcached:1.6, and the newest release the controller's
 # tests run beside the host's (they find it through MEMCACHED_NEWEST, its root filesystem).
 NEWEST_MEMCACHED_DIR := $(E2E_BIN)/memcached-newest
 MEMCACHED_NEWEST := $(abspath $(NEWEST_MEMCACHED_DIR))/rootfs
@@ -201,28 +201,28 @@ $(E2E_BIN)/memcached_exporter: $(EXPORTER_MODULE)/go.mod $(EXPORTER_MODULE)/go.s
 ## with its own glibc and libraries (target/e2e/memcached-newest/rootfs): apt with a configuration of its own (the host's
 ## sources and state untouched) fetches and verifies the packages against Debian's archive keyring; the release it got in
 ## version, the packages in packages. Nothing pinned: run again (delete version) for what Debian serves then.
-$(NEWEST_MEMCACHED_DIR)/version: e2e-tests/testbed/local-cluster/memcached-newest.sh
-	e2e-tests/testbed/local-cluster/memcached-newest.sh $(NEWEST_MEMCACHED_DIR)
+$(NEWEST_MEMCACHED_DIR)/version: e2e-tests/testbed/local-cluster/images/memcached-newest.sh
+	e2e-tests/testbed/local-cluster/images/memcached-newest.sh $(NEWEST_MEMCACHED_DIR)
 
 ## target/e2e/images/index.json: the real node's images from Debian's binaries (an OCI layout, umoci): memcached:1.6 today's
 ## memcached (target/e2e/memcached-newest), memcached:<version> the host's older one, pause, and the exporter's.
-$(E2E_BIN)/images/index.json: e2e-tests/testbed/local-cluster/images.sh $(E2E_BIN)/memcached_exporter $(NEWEST_MEMCACHED_DIR)/version
-	e2e-tests/testbed/local-cluster/images.sh $(E2E_BIN)/images $(E2E_BIN)/memcached_exporter $(NEWEST_MEMCACHED_DIR)
+$(E2E_BIN)/images/index.json: e2e-tests/testbed/local-cluster/images/images.sh $(E2E_BIN)/memcached_exporter $(NEWEST_MEMCACHED_DIR)/version
+	e2e-tests/testbed/local-cluster/images/images.sh $(E2E_BIN)/images $(E2E_BIN)/memcached_exporter $(NEWEST_MEMCACHED_DIR)
 
 ## target/e2e/kubewarden/images/index.json: Kubewarden's own images of its release 1.35.0, as its charts run them
 ## (kubewarden-controller and audit-scanner from its Go module, policy-server from $(POLICY_SERVER)).
-$(E2E_BIN)/kubewarden/images/index.json: e2e-tests/testbed/local-cluster/kubewarden.sh $(POLICY_SERVER)
+$(E2E_BIN)/kubewarden/images/index.json: e2e-tests/testbed/local-cluster/images/kubewarden.sh $(POLICY_SERVER)
 	@test -n "$(POLICY_SERVER)" || { echo "policy-server not found: put it on PATH or set POLICY_SERVER"; exit 1; }
-	e2e-tests/testbed/local-cluster/kubewarden.sh $(E2E_BIN)/kubewarden "$(POLICY_SERVER)"
+	e2e-tests/testbed/local-cluster/images/kubewarden.sh $(E2E_BIN)/kubewarden "$(POLICY_SERVER)"
 
 ## target/e2e/prometheus/images/index.json: Prometheus Operator v0.93.1's images (operator, config reloader) and
 ## Prometheus 3.13.5's (Kubernetes service discovery only) from their Go modules pinned in e2e-tests/testbed/local-cluster/prometheus
 ## (an OCI layout, umoci), and the operator's CRDs (target/e2e/prometheus/crds.yaml). After containerd and CoreDNS:
 ## what it shares with them comes from Go's build cache.
 PROMETHEUS_MODULE := e2e-tests/testbed/local-cluster/prometheus
-$(E2E_BIN)/prometheus/images/index.json: e2e-tests/testbed/local-cluster/prometheus.sh $(PROMETHEUS_MODULE)/go.mod $(PROMETHEUS_MODULE)/go.sum \
+$(E2E_BIN)/prometheus/images/index.json: e2e-tests/testbed/local-cluster/images/prometheus.sh $(PROMETHEUS_MODULE)/go.mod $(PROMETHEUS_MODULE)/go.sum \
 		| $(E2E_BIN)/containerd $(E2E_BIN)/coredns
-	e2e-tests/testbed/local-cluster/prometheus.sh $(E2E_BIN)/prometheus
+	e2e-tests/testbed/local-cluster/images/prometheus.sh $(E2E_BIN)/prometheus
 
 ## target/e2e/registry: CNCF Distribution's OCI registry, from its Go module (Go caches the build).
 $(E2E_BIN)/registry: $(REGISTRY_SOURCES)

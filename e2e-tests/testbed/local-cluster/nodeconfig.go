@@ -23,7 +23,7 @@ import (
 var containerdConfig string
 
 // sandboxImage is the pod sandbox ("pause") image: catatonit -P, built
-// locally (e2e-tests/testbed/local-cluster/images.sh).
+// locally (e2e-tests/testbed/local-cluster/images/images.sh).
 const sandboxImage = "registry.k8s.io/pause:catatonit"
 
 // mirroredRegistries are the registries whose images the node pulls from the

@@ -19,7 +19,7 @@ pub enum Release {
     /// an older release users still run.
     Host,
     /// Today's, as Debian sid serves it: the root filesystem
-    /// `e2e-tests/testbed/local-cluster/memcached-newest.sh` extracted, named by
+    /// `e2e-tests/testbed/local-cluster/images/memcached-newest.sh` extracted, named by
     /// `$MEMCACHED_NEWEST` (the Makefile sets it), run through its own
     /// dynamic loader and libraries.
     Newest,

@@ -2,7 +2,7 @@
 //! charts of release 1.35.0 (`kubewarden-crds`, `kubewarden-controller`,
 //! `kubewarden-defaults`, from `../shared/kubewarden` or
 //! `$KUBEWARDEN_CHARTS`) into `kubewarden`, on the real node, from the
-//! images `e2e-tests/testbed/local-cluster/kubewarden.sh` builds under the names the charts
+//! images `e2e-tests/testbed/local-cluster/images/kubewarden.sh` builds under the names the charts
 //! pull (the node mirrors ghcr.io from the suite's registry). Then
 //! kubewarden-controller, not the suite, runs the default PolicyServer and
 //! registers each policy's webhook, and its audit scanner writes reports.

@@ -45,7 +45,7 @@ pub const CONTROLLER_REPOSITORY: &str = "c5c3/memcached-operator";
 
 /// The images the node pulls: (tag in the OCI layout, repository:tag in the
 /// registry, mirrored for docker.io, registry.k8s.io and ghcr.io). Its
-/// `memcached:1.6` is today's memcached (Debian sid's, e2e-tests/testbed/local-cluster/memcached-newest.sh);
+/// `memcached:1.6` is today's memcached (Debian sid's, e2e-tests/testbed/local-cluster/images/memcached-newest.sh);
 /// the older release beside it is pushed by its version ([`previous_memcached_image`]).
 const IMAGES: [(&str, &str); 5] = [
     ("memcached", "library/memcached:1.6"),
@@ -125,7 +125,7 @@ pub fn start_registry(binaries: &Binaries, workdir: &Path) -> Result<Registry, S
 const PREVIOUS_MEMCACHED: &str = "memcached-previous";
 
 /// The memcached release an image of the node's layout runs: its
-/// `org.opencontainers.image.version` label, as e2e-tests/testbed/local-cluster/images.sh set it.
+/// `org.opencontainers.image.version` label, as e2e-tests/testbed/local-cluster/images/images.sh set it.
 pub fn memcached_release(binaries: &Binaries, tag: &str) -> Result<String, String> {
     let layout = binaries.node.join("images");
     let read = |path: PathBuf| -> Result<Value, String> {

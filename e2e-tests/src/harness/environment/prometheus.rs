@@ -1,6 +1,6 @@
 //! Prometheus the way kube-prometheus-stack users run it, on the real node:
 //! Prometheus Operator v0.93.1 and Prometheus 3.13.5 from the images and CRDs
-//! `e2e-tests/testbed/local-cluster/prometheus.sh` builds (`target/e2e/prometheus`), pushed
+//! `e2e-tests/testbed/local-cluster/images/prometheus.sh` builds (`target/e2e/prometheus`), pushed
 //! to the suite's registry under their upstream names, and the manifests of
 //! `e2e-tests/testbed/local-cluster/prometheus/kube-prometheus-stack.yaml` (namespace
 //! `monitoring`; a Prometheus selecting ServiceMonitors and PrometheusRules

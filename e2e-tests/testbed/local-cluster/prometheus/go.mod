@@ -1,5 +1,5 @@
 // Prometheus Operator and Prometheus, built from their Go modules for the
-// real node's images (../prometheus.sh): the operator and its config
+// real node's images (../images/prometheus.sh): the operator and its config
 // reloader of release v0.93.1, and Prometheus 3.13.5 (module v0.313.5; 3.13
 // is Prometheus's LTS release, in v0.93.1's compatibility matrix). `go
 // install` builds neither (their go.mod files have replace and exclude

@@ -24,7 +24,7 @@
 # server-side, they are too large for kubectl's last-applied annotation).
 set -euo pipefail
 out=${1:?usage: prometheus.sh <out dir>}
-module_dir=$(cd "$(dirname "$0")/prometheus" && pwd)
+module_dir=$(cd "$(dirname "$0")/../prometheus" && pwd)
 operator_module=github.com/prometheus-operator/prometheus-operator
 prometheus_module=github.com/prometheus/prometheus
 mkdir -p "$out"
