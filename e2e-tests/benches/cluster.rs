@@ -9,6 +9,7 @@ use e2e_tests::harness::clients::webhook_latency::Histogram;
 use e2e_tests::harness::scenarios::scenario::memcached_list;
 use e2e_tests::harness::{Env, condition_status, wait_for};
 use serde_json::{Value, json};
+use test_support::object;
 
 const NAMESPACE: &str = "bench";
 const MANY: usize = 200;
@@ -127,12 +128,10 @@ fn report_served(mut served: Vec<Duration>) {
 }
 
 fn memcached(name: &str) -> Value {
-    json!({
-        "apiVersion": "memcached.c5c3.io/v1beta1",
-        "kind": "Memcached",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {},
-    })
+    object::memcached(json!({}))
+        .name(name)
+        .namespace(NAMESPACE)
+        .json()
 }
 
 fn ready_count(env: &Env, field_selector: &str) -> Result<usize, String> {

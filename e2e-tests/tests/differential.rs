@@ -36,6 +36,7 @@ use memcached_api::Memcached;
 use memcached_api::defaults::apply_defaults_at;
 use memcached_api::pod_security::Level;
 use serde_json::{Value, json};
+use test_support::object::memcached;
 
 const NAMESPACE: &str = "differential";
 /// Random specs besides the boundary ones (combinations of rules).
@@ -144,12 +145,7 @@ fn generated_specs() -> Vec<(String, Value)> {
 
 /// The policy's verdict on a CREATE of the CR (Pod Security not judged), and what render builds from it.
 fn judge(policy: &Policy, label: String, name: String, spec: Value) -> Case {
-    let submitted = json!({
-        "apiVersion": "memcached.c5c3.io/v1beta1",
-        "kind": "Memcached",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": spec,
-    });
+    let submitted = memcached(spec).name(&name).namespace(NAMESPACE).json();
     let verdict = match policy.validate(
         &create_request(&submitted),
         &json!({"podSecurityLevel": "privileged"}),
