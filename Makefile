@@ -12,17 +12,17 @@ WASM_BUILD := $(TARGET_DIR)/$(WASM_TARGET)/release/memcached_policy.wasm
 POLICY_SOURCES := $(shell find api/src policy-wasm/src -name '*.rs') api/Cargo.toml policy-wasm/Cargo.toml Cargo.toml Cargo.lock
 
 E2E_BIN := target/e2e
-CLUSTER_SOURCES := $(wildcard e2e-tests/cluster/*.go e2e-tests/cluster/*.yaml e2e-tests/cluster/cmd/kubectl/*.go) e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
-REGISTRY_SOURCES := e2e-tests/registry/main.go e2e-tests/registry/go.mod e2e-tests/registry/go.sum
-NETNS := e2e-tests/netns.sh
-# helm, built from its Go module at the version e2e-tests/tools/go.mod pins.
+CLUSTER_SOURCES := $(wildcard e2e-tests/testbed/local-cluster/*.go e2e-tests/testbed/local-cluster/*.yaml e2e-tests/testbed/local-cluster/cmd/kubectl/*.go) e2e-tests/testbed/local-cluster/go.mod e2e-tests/testbed/local-cluster/go.sum
+REGISTRY_SOURCES := e2e-tests/testbed/registry/main.go e2e-tests/testbed/registry/go.mod e2e-tests/testbed/registry/go.sum
+NETNS := e2e-tests/testbed/netns.sh
+# helm, built from its Go module at the version e2e-tests/testbed/tools/go.mod pins.
 HELM := target/tools/helm
 # cosign v2, built from its Go module beside helm: `make push` signs with it.
 COSIGN := target/tools/cosign
 # What the programs on the control plane need: the control plane and kubectl, the registry, helm.
-CLUSTER_PIECES := $(E2E_BIN)/cluster $(E2E_BIN)/registry $(HELM)
+CLUSTER_PIECES := $(E2E_BIN)/local-cluster $(E2E_BIN)/registry $(HELM)
 # Today's memcached from Debian (sid, else trixie) in a root filesystem of its own, with its own libraries
-# (e2e-tests/cluster/memcached-newest.sh): the real node's memcached:1.6, and the newest release the controller's
+# (e2e-tests/testbed/local-cluster/images/memcached-newest.sh): the real node's memcached:1.6, and the newest release the controller's
 # tests run beside the host's (they find it through MEMCACHED_NEWEST, its root filesystem).
 NEWEST_MEMCACHED_DIR := $(E2E_BIN)/memcached-newest
 MEMCACHED_NEWEST := $(abspath $(NEWEST_MEMCACHED_DIR))/rootfs
@@ -38,7 +38,7 @@ MAKE_STARTED := $(shell date +%s)
 # on a fresh 2-core machine (docs/numbers.md, "The first run").
 DEMO_LOGS := $(TARGET_DIR)/demo-logs
 DEMO_PIECES := \
-	'$(E2E_BIN)/cluster|the control plane and kubectl (Go: Kubernetes, about 9 min cold)' \
+	'$(E2E_BIN)/local-cluster|the control plane and kubectl (Go: Kubernetes, about 9 min cold)' \
 	'$(E2E_BIN)/registry|CNCF Distribution, the local OCI registry (Go, about 1 min cold)' \
 	'$(HELM)|helm (Go, about 1 min cold)' \
 	'$(E2E_BIN)/kubelet|the kubelet (Go, about 1 min cold)' \
@@ -161,78 +161,78 @@ demo: prereqs deps annotated-policy.wasm
 bins: | toolchain
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 
-## target/e2e/cluster: the Go control plane (and target/e2e/kubectl), from upstream Kubernetes modules (Go caches the build).
+## target/e2e/local-cluster: the Go control plane (and target/e2e/kubectl), from upstream Kubernetes modules (Go caches the build).
 ## Kubernetes components report the release they are built from (`kubectl version`, the API server's
 ## /version, the kubelet's node status), as release builds do.
-KUBERNETES_VERSION = $(shell cd e2e-tests/cluster && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+KUBERNETES_VERSION = $(shell cd e2e-tests/testbed/local-cluster && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 VERSION_LDFLAGS = v=$(KUBERNETES_VERSION) && minor=$${v\#v1.} && \
 	ldflags="-s -X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=1 \
 	-X k8s.io/component-base/version.gitMinor=$${minor%%.*}"
-$(E2E_BIN)/cluster: $(CLUSTER_SOURCES)
-	cd e2e-tests/cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o ../../$(E2E_BIN)/ . ./cmd/kubectl
+$(E2E_BIN)/local-cluster: $(CLUSTER_SOURCES)
+	cd e2e-tests/testbed/local-cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o $(abspath $(E2E_BIN))/ . ./cmd/kubectl
 
 ## target/e2e/kubelet: the kubelet of the control plane's release, from the same Go module (it shares the build cache).
-$(E2E_BIN)/kubelet: e2e-tests/cluster/cmd/kubelet/main.go e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
-	cd e2e-tests/cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o ../../$@ ./cmd/kubelet
+$(E2E_BIN)/kubelet: e2e-tests/testbed/local-cluster/cmd/kubelet/main.go e2e-tests/testbed/local-cluster/go.mod e2e-tests/testbed/local-cluster/go.sum
+	cd e2e-tests/testbed/local-cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o $(abspath $@) ./cmd/kubelet
 
 ## target/e2e/kube-proxy: kube-proxy of the same release and module: Services' ClusterIPs on the real node.
-$(E2E_BIN)/kube-proxy: e2e-tests/cluster/cmd/kube-proxy/main.go e2e-tests/cluster/go.mod e2e-tests/cluster/go.sum
-	cd e2e-tests/cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o ../../$@ ./cmd/kube-proxy
+$(E2E_BIN)/kube-proxy: e2e-tests/testbed/local-cluster/cmd/kube-proxy/main.go e2e-tests/testbed/local-cluster/go.mod e2e-tests/testbed/local-cluster/go.sum
+	cd e2e-tests/testbed/local-cluster && $(VERSION_LDFLAGS) && go build -trimpath -ldflags="$$ldflags" -o $(abspath $@) ./cmd/kube-proxy
 
 ## target/e2e/containerd: the real node's runtime (and its shim), and target/e2e/coredns: the cluster DNS, from their Go
-## modules pinned in e2e-tests/cluster/runtime/go.mod (static: no cgo; no devmapper or ZFS snapshotters).
-NODE_RUNTIME := e2e-tests/cluster/runtime
+## modules pinned in e2e-tests/testbed/local-cluster/runtime/go.mod (static: no cgo; no devmapper or ZFS snapshotters).
+NODE_RUNTIME := e2e-tests/testbed/local-cluster/runtime
 CONTAINERD_VERSION = $(shell cd $(NODE_RUNTIME) && go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
 $(E2E_BIN)/containerd: $(NODE_RUNTIME)/go.mod $(NODE_RUNTIME)/go.sum
-	cd $(NODE_RUNTIME) && CGO_ENABLED=0 go build -trimpath -tags 'no_devmapper no_zfs' -o ../../../$(E2E_BIN)/ \
+	cd $(NODE_RUNTIME) && CGO_ENABLED=0 go build -trimpath -tags 'no_devmapper no_zfs' -o $(abspath $(E2E_BIN))/ \
 		-ldflags="-s -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" \
 		github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
 $(E2E_BIN)/coredns: $(NODE_RUNTIME)/coredns/main.go $(NODE_RUNTIME)/go.mod $(NODE_RUNTIME)/go.sum
-	cd $(NODE_RUNTIME) && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o ../../../$@ ./coredns
+	cd $(NODE_RUNTIME) && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o $(abspath $@) ./coredns
 
-## target/e2e/memcached_exporter: Prometheus's memcached_exporter from its Go module (e2e-tests/cluster/exporter), static.
-EXPORTER_MODULE := e2e-tests/cluster/exporter
+## target/e2e/memcached_exporter: Prometheus's memcached_exporter from its Go module (e2e-tests/testbed/local-cluster/exporter), static.
+EXPORTER_MODULE := e2e-tests/testbed/local-cluster/exporter
 $(E2E_BIN)/memcached_exporter: $(EXPORTER_MODULE)/go.mod $(EXPORTER_MODULE)/go.sum
 	cd $(EXPORTER_MODULE) && v=$$(go list -m -f '{{.Version}}' github.com/prometheus/memcached_exporter) && \
-		CGO_ENABLED=0 go build -trimpath -o ../../../$@ -ldflags="-s -X github.com/prometheus/common/version.Version=$${v#v}" \
+		CGO_ENABLED=0 go build -trimpath -o $(abspath $@) -ldflags="-s -X github.com/prometheus/common/version.Version=$${v#v}" \
 		github.com/prometheus/memcached_exporter/cmd/memcached_exporter
 
 ## target/e2e/memcached-newest/version: today's memcached as Debian serves it (sid, else trixie), in a root filesystem
 ## with its own glibc and libraries (target/e2e/memcached-newest/rootfs): apt with a configuration of its own (the host's
 ## sources and state untouched) fetches and verifies the packages against Debian's archive keyring; the release it got in
 ## version, the packages in packages. Nothing pinned: run again (delete version) for what Debian serves then.
-$(NEWEST_MEMCACHED_DIR)/version: e2e-tests/cluster/memcached-newest.sh
-	e2e-tests/cluster/memcached-newest.sh $(NEWEST_MEMCACHED_DIR)
+$(NEWEST_MEMCACHED_DIR)/version: e2e-tests/testbed/local-cluster/images/memcached-newest.sh
+	e2e-tests/testbed/local-cluster/images/memcached-newest.sh $(NEWEST_MEMCACHED_DIR)
 
 ## target/e2e/images/index.json: the real node's images from Debian's binaries (an OCI layout, umoci): memcached:1.6 today's
 ## memcached (target/e2e/memcached-newest), memcached:<version> the host's older one, pause, and the exporter's.
-$(E2E_BIN)/images/index.json: e2e-tests/cluster/images.sh $(E2E_BIN)/memcached_exporter $(NEWEST_MEMCACHED_DIR)/version
-	e2e-tests/cluster/images.sh $(E2E_BIN)/images $(E2E_BIN)/memcached_exporter $(NEWEST_MEMCACHED_DIR)
+$(E2E_BIN)/images/index.json: e2e-tests/testbed/local-cluster/images/images.sh $(E2E_BIN)/memcached_exporter $(NEWEST_MEMCACHED_DIR)/version
+	e2e-tests/testbed/local-cluster/images/images.sh $(E2E_BIN)/images $(E2E_BIN)/memcached_exporter $(NEWEST_MEMCACHED_DIR)
 
 ## target/e2e/kubewarden/images/index.json: Kubewarden's own images of its release 1.35.0, as its charts run them
 ## (kubewarden-controller and audit-scanner from its Go module, policy-server from $(POLICY_SERVER)).
-$(E2E_BIN)/kubewarden/images/index.json: e2e-tests/cluster/kubewarden.sh $(POLICY_SERVER)
+$(E2E_BIN)/kubewarden/images/index.json: e2e-tests/testbed/local-cluster/images/kubewarden.sh $(POLICY_SERVER)
 	@test -n "$(POLICY_SERVER)" || { echo "policy-server not found: put it on PATH or set POLICY_SERVER"; exit 1; }
-	e2e-tests/cluster/kubewarden.sh $(E2E_BIN)/kubewarden "$(POLICY_SERVER)"
+	e2e-tests/testbed/local-cluster/images/kubewarden.sh $(E2E_BIN)/kubewarden "$(POLICY_SERVER)"
 
 ## target/e2e/prometheus/images/index.json: Prometheus Operator v0.93.1's images (operator, config reloader) and
-## Prometheus 3.13.5's (Kubernetes service discovery only) from their Go modules pinned in e2e-tests/cluster/prometheus
+## Prometheus 3.13.5's (Kubernetes service discovery only) from their Go modules pinned in e2e-tests/testbed/local-cluster/prometheus
 ## (an OCI layout, umoci), and the operator's CRDs (target/e2e/prometheus/crds.yaml). After containerd and CoreDNS:
 ## what it shares with them comes from Go's build cache.
-PROMETHEUS_MODULE := e2e-tests/cluster/prometheus
-$(E2E_BIN)/prometheus/images/index.json: e2e-tests/cluster/prometheus.sh $(PROMETHEUS_MODULE)/go.mod $(PROMETHEUS_MODULE)/go.sum \
+PROMETHEUS_MODULE := e2e-tests/testbed/local-cluster/prometheus
+$(E2E_BIN)/prometheus/images/index.json: e2e-tests/testbed/local-cluster/images/prometheus.sh $(PROMETHEUS_MODULE)/go.mod $(PROMETHEUS_MODULE)/go.sum \
 		| $(E2E_BIN)/containerd $(E2E_BIN)/coredns
-	e2e-tests/cluster/prometheus.sh $(E2E_BIN)/prometheus
+	e2e-tests/testbed/local-cluster/images/prometheus.sh $(E2E_BIN)/prometheus
 
 ## target/e2e/registry: CNCF Distribution's OCI registry, from its Go module (Go caches the build).
 $(E2E_BIN)/registry: $(REGISTRY_SOURCES)
-	cd e2e-tests/registry && go build -trimpath -ldflags=-s -o ../../$@ .
+	cd e2e-tests/testbed/registry && go build -trimpath -ldflags=-s -o $(abspath $@) .
 
-## target/tools/cosign: cosign v2 from its Go module, version pinned by e2e-tests/tools/go.mod (Go caches the build):
+## target/tools/cosign: cosign v2 from its Go module, version pinned by e2e-tests/testbed/tools/go.mod (Go caches the build):
 ## `make push` signs with it. v2, not v3: v3's signing defaults to Sigstore's
 ## signing config and trust root fetched online through TUF.
-$(COSIGN): e2e-tests/tools/go.mod e2e-tests/tools/go.sum
-	cd e2e-tests/tools && go build -trimpath -o ../../$@ \
+$(COSIGN): e2e-tests/testbed/tools/go.mod e2e-tests/testbed/tools/go.sum
+	cd e2e-tests/testbed/tools && go build -trimpath -o $(abspath $@) \
 		-ldflags="-s -X sigs.k8s.io/release-utils/version.gitVersion=$$(go list -m -f '{{.Version}}' github.com/sigstore/cosign/v2)" \
 		github.com/sigstore/cosign/v2/cmd/cosign
 
@@ -289,9 +289,9 @@ release: policy.wasm annotated-policy.wasm $(HELM) $(if $(COSIGN_KEY),$(COSIGN))
 	HELM="$(abspath $(HELM))" COSIGN="$(abspath $(COSIGN))" COSIGN_KEY="$(COSIGN_KEY)" COSIGN_PUB="$(COSIGN_PUB)" \
 		deploy/release.sh $(RELEASE_ASSETS)
 
-## target/tools/helm: helm from its Go module, version pinned by e2e-tests/tools/go.mod (Go caches the build).
-$(HELM): e2e-tests/tools/go.mod e2e-tests/tools/go.sum
-	cd e2e-tests/tools && go build -trimpath -o ../../$@ \
+## target/tools/helm: helm from its Go module, version pinned by e2e-tests/testbed/tools/go.mod (Go caches the build).
+$(HELM): e2e-tests/testbed/tools/go.mod e2e-tests/testbed/tools/go.sum
+	cd e2e-tests/testbed/tools && go build -trimpath -o $(abspath $@) \
 		-ldflags="-s -X helm.sh/helm/v3/internal/version.version=$$(go list -m -f '{{.Version}}' helm.sh/helm/v3)" \
 		helm.sh/helm/v3/cmd/helm
 
@@ -327,16 +327,16 @@ test: prereqs deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(COSIGN)
 ## `cargo test` runs only those that need neither).
 unit-tests: deps policy.wasm $(NEWEST_MEMCACHED_DIR)/version
 	$(CARGO) test --locked --workspace --features e2e-tests/external-tools,memcached-controller/external-tools
-	python3 e2e-tests/check_metadata.py
-	python3 e2e-tests/check_release_links.py
+	python3 e2e-tests/testbed/check_metadata.py
+	python3 e2e-tests/testbed/check_release_links.py
 
-## kwctl-tests: the policy on Kubewarden's kwctl (e2e-tests/e2e.bats): fixtures, settings, deploy/ manifests, packaging;
-## and the signed artifact (e2e-tests/signing.bats): kwctl verify and policy-server accept the release key only.
+## kwctl-tests: the policy on Kubewarden's kwctl (e2e-tests/testbed/e2e.bats): fixtures, settings, deploy/ manifests, packaging;
+## and the signed artifact (e2e-tests/testbed/signing.bats): kwctl verify and policy-server accept the release key only.
 kwctl-tests: annotated-policy.wasm $(E2E_BIN)/registry $(COSIGN)
-	bats e2e-tests/e2e.bats e2e-tests/signing.bats
+	bats e2e-tests/testbed/e2e.bats e2e-tests/testbed/signing.bats
 
-## e2e: the end-to-end suites alone: tests/cluster.rs (the product), tests/controller/ (the controller on the API
-## server's semantics), tests/manifests.rs (deploy/ and the chart, server-side dry-run), same build as `make test`.
+## e2e: the end-to-end suites alone: tests/cluster/ (the product), tests/controller/ (the controller on the API
+## server's semantics), tests/manifests/ (deploy/ and the chart, server-side dry-run), same build as `make test`.
 ## The suites run target/debug/memcached-controller, which `--test` alone would not rebuild: the bins come first.
 e2e: policy.wasm annotated-policy.wasm $(CLUSTER_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
@@ -371,7 +371,7 @@ BENCH_REFERENCE := $(abspath ../shared/bench)
 BENCH_REQUEST := e2e-tests/fixtures/requests/seed-valid-cr-with-all-features-v1beta1.json
 ROUNDS ?= 1
 bench-kwctl: annotated-policy.wasm
-	python3 e2e-tests/kwctl_bench.py "$(KWCTL)" $(ROUNDS) annotated-policy.wasm $(BENCH_REQUEST) $(BENCH_REFERENCE)
+	python3 e2e-tests/testbed/kwctl_bench.py "$(KWCTL)" $(ROUNDS) annotated-policy.wasm $(BENCH_REQUEST) $(BENCH_REFERENCE)
 
 ## bench-guest: the policies' own `validate` timed inside wasmtime as policy-server 1.35 configures it (epoch
 ## deadline and ticker, waPC `__guest_call`, host callbacks timed and taken out): ours on the full-featured CR,
@@ -430,7 +430,7 @@ lint: | toolchain
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets --features $(FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --target $(WASM_TARGET) -p memcached-policy -- -D warnings
-	cd e2e-tests/cluster && test -z "$$(gofmt -l .)" && go vet ./...
+	cd e2e-tests/testbed/local-cluster && test -z "$$(gofmt -l .)" && go vet ./...
 
 ## fmt: format the Rust code.
 fmt:

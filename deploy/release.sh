@@ -5,7 +5,7 @@
 # (docs/development/release.md).
 #
 #   deploy/release.sh OUTDIR     build the assets into OUTDIR (emptied first)
-#   deploy/release.sh --list     the asset names, one a line, nothing built (e2e-tests/check_release_links.py
+#   deploy/release.sh --list     the asset names, one a line, nothing built (e2e-tests/testbed/check_release_links.py
 #                                checks every release link of the docs names one of them)
 #
 # Assets (ASSETS below, the one list): policy.wasm, annotated-policy.wasm (what `make push` pushes: with

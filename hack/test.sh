@@ -74,10 +74,10 @@ if phase compile compile; then
 			phase "$(basename "$dir")-$name" run_test "$dir" "$exe" || true
 		done
 	phase doc-tests "$cargo" test --locked --workspace --features "$features" --doc || true
-	phase metadata python3 e2e-tests/check_metadata.py || true
-	phase release-links python3 e2e-tests/check_release_links.py || true
-	phase bats bats e2e-tests/prereqs.bats e2e-tests/toolchain.bats e2e-tests/e2e.bats e2e-tests/signing.bats \
-		e2e-tests/image.bats || true
+	phase metadata python3 e2e-tests/testbed/check_metadata.py || true
+	phase release-links python3 e2e-tests/testbed/check_release_links.py || true
+	phase bats bats e2e-tests/testbed/prereqs.bats e2e-tests/testbed/toolchain.bats e2e-tests/testbed/e2e.bats e2e-tests/testbed/signing.bats \
+		e2e-tests/testbed/image.bats || true
 	phase helm-and-promtool "$make" --no-print-directory helm-test prometheus-test || true
 	wait "$node_lane" "$lint_lane" "$controller_lane"
 fi

@@ -4,6 +4,7 @@ use memcached_api::admission::{
 };
 use memcached_api::pod_security::Level;
 use serde_json::{Value, json};
+use test_support::object::memcached;
 
 fn request(operation: &str, object: Value, old: Value) -> Request {
     Request {
@@ -19,8 +20,7 @@ fn request(operation: &str, object: Value, old: Value) -> Request {
 }
 
 fn cr(spec: Value) -> Value {
-    json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
-        "metadata": {"name": "my-cache", "annotations": {"keep": "me"}}, "spec": spec})
+    memcached(spec).annotation("keep", "me").json()
 }
 
 fn create(spec: Value) -> Decision {

@@ -4,14 +4,12 @@
 
 use memcached_api::admission::{Decision, Request, Settings, review};
 use serde_json::{Value, json};
+use test_support::object::memcached;
 
 /// An UPDATE of the Memcached `old` (its workload at `running` replicas)
 /// to `spec`, judged with `settings`: its warnings.
 fn warnings(spec: Value, old: Value, running: Option<i32>, settings: &Settings) -> Vec<String> {
-    let cr = |spec: Value| {
-        json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
-            "metadata": {"name": "my-cache"}, "spec": spec})
-    };
+    let cr = |spec: Value| memcached(spec).json();
     let mut old = cr(old);
     if let Some(running) = running {
         old["status"] = json!({"replicas": running});

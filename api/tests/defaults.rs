@@ -1,11 +1,9 @@
-mod common;
-
-use common::{defaulted, spec};
 use memcached_api::apply_defaults;
 use memcached_api::field::Path;
 use memcached_api::pod_security::completion::apply_defaults_at;
 use memcached_api::pod_security::{self, Level};
 use serde_json::{json, to_value};
+use test_support::spec::{defaulted, spec};
 
 #[test]
 fn fills_an_empty_spec() {

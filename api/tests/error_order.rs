@@ -5,10 +5,8 @@
 //! (`memcached_api::validation::Part`), then as each validator finds them.
 //! The rejection message lists them in this order.
 
-mod common;
-
-use common::errors;
 use serde_json::json;
+use test_support::spec::errors;
 
 /// A spec with an error of every part and stage it can have.
 fn everything_wrong() -> serde_json::Value {

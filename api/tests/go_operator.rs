@@ -5,13 +5,12 @@
 //! where it has the NetworkPolicy settings, is the same setting as
 //! `spec.networkPolicy`.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{defaulted, errors, spec};
 use memcached_api::admission::{Decision, Request, Settings, review};
 use serde_json::{Value, json};
+use test_support::object::memcached;
+use test_support::spec::{defaulted, errors, spec};
 
 /// The Go operator's objects: `../shared/go-operator` from the workspace root.
 fn go_operator_dir() -> Option<PathBuf> {
@@ -247,8 +246,10 @@ network_policy_places! {
 }
 
 fn cr(spec: Value) -> Value {
-    json!({"apiVersion": "memcached.c5c3.io/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": "my-cache", "namespace": "default"}, "spec": spec})
+    memcached(spec)
+        .version("v1alpha1")
+        .namespace("default")
+        .json()
 }
 
 #[test]

@@ -2,10 +2,8 @@
 //! refuses them in the objects the controller builds, with its messages; and
 //! accepted just inside every bound.
 
-mod common;
-
-use common::errors;
 use serde_json::json;
+use test_support::spec::errors;
 
 /// `name: spec => [every error]`: one named test per case.
 macro_rules! cases {

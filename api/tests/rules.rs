@@ -1,11 +1,9 @@
 //! The rules of issue 9, one test per boundary case, through `validate_object`
 //! on a defaulted spec (what admission runs).
 
-mod common;
-
-use common::defaulted;
 use memcached_api::validation::{ObjectName, Options, validate_object, warnings};
 use serde_json::{Value, json};
+use test_support::spec::defaulted;
 
 fn errors_named(name: &str, spec: Value) -> Vec<String> {
     let object = ObjectName {

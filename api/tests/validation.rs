@@ -1,10 +1,8 @@
-mod common;
-
-use common::{defaulted, errors};
 use memcached_api::quantity::Quantity;
 use memcached_api::validate;
 use memcached_api::validation::{Options, warnings};
 use serde_json::json;
+use test_support::spec::{defaulted, errors};
 
 fn memory(limit: &str, mb: i32) -> Vec<String> {
     errors(json!({"memcached": {"maxMemoryMB": mb}, "resources": {"limits": {"memory": limit}}}))

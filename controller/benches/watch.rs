@@ -2,14 +2,12 @@
 //! real Controller and reconcile, against the in-memory API server of the
 //! tests (itself counted in the RSS). Prints numbers, asserts nothing.
 
-#[path = "../tests/fake_api/mod.rs"]
-mod fake_api;
-
 use std::time::{Duration, Instant};
 
-use fake_api::{NS, Shared, context_and_writers, path};
 use memcached_controller::run::controller;
 use serde_json::json;
+use test_support::fake_api::{NS, Shared, context_and_writers, path};
+use test_support::object::memcached;
 
 const OBJECTS: usize = 100;
 
@@ -36,9 +34,12 @@ fn main() {
         let api = Shared::default();
         for i in 0..OBJECTS {
             let name = format!("cache-{i}");
-            let cr = json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
-                "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{i}"), "generation": 1},
-                "spec": {"replicas": 2, "monitoring": {"enabled": i % 2 == 0}, "highAvailability": {"podDisruptionBudget": {"enabled": true, "maxUnavailable": 1}}}});
+            let cr = memcached(json!({"replicas": 2, "monitoring": {"enabled": i % 2 == 0}, "highAvailability": {"podDisruptionBudget": {"enabled": true, "maxUnavailable": 1}}}))
+                .name(&name)
+                .namespace(NS)
+                .uid(&format!("uid-{i}"))
+                .generation(1)
+                .json();
             api.lock().unwrap().objects.insert(path("memcached.c5c3.io/v1beta1", "memcacheds", &name), cr);
         }
         let before = rss_kib();

@@ -1,7 +1,7 @@
 //! The memcached-operator controller, in rooms by job. Each room is a
 //! folder whose `mod.rs` says what it is for and which rooms it may use; the
 //! order below is that dependency order, each room using only rooms above
-//! it (`tests/rooms.rs` fails on an import circle, between files or rooms).
+//! it (`e2e-tests/tests/architecture.rs` fails on an import circle, between files or rooms).
 //!
 //! * [`objects`]: one pure builder per managed object, and what they share.
 //! * [`cluster`]: the API server as this controller sees it: the watches'

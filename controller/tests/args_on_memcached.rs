@@ -2,11 +2,8 @@
 //! the Secrets would be mounted, and read back with the stats client built
 //! from the same Secret data.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{Release, loopback_args, make_pki, readable_tempdir, start};
 use memcached_api::apply_defaults;
 use memcached_api::render::args::{AUTH_DIR, TLS_DIR, WARM_RESTART_DIR, memcached_args};
 use memcached_api::render::warm_restart;
@@ -14,6 +11,10 @@ use memcached_controller::cluster::secrets::SecretData;
 use memcached_controller::stats::setup::stats_client;
 use memcached_controller::stats::tls::server_name;
 use serde_json::json;
+use test_support::on_each_release;
+use test_support::real_memcached::{
+    self, Release, loopback_args, make_pki, readable_tempdir, start,
+};
 
 /// Start memcached with the rendered args of `spec`, Secret files in a temp dir.
 async fn serves(spec: serde_json::Value, secrets: SecretData) {
@@ -192,7 +193,7 @@ on_each_release! {
         // What the kubelet writes from the auth Secret.
         let mount =
             |password: &str| std::fs::write(auth.join("auth"), format!("op:{password}\n")).unwrap();
-        let port = common::free_port();
+        let port = real_memcached::free_port();
         let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         // What the kubelet writes from the pod's annotations.
         let annotate = |spec: serde_json::Value, secrets: &str| {

@@ -6,14 +6,14 @@ use memcached_api::{Memcached, apply_defaults};
 use memcached_controller::objects::desired::{Desired, Workload};
 use memcached_controller::objects::server_list;
 use serde_json::{Value, json};
+use test_support::object;
 
 fn memcached(spec: Value) -> Memcached {
-    serde_json::from_value(json!({
-        "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
-        "metadata": {"name": "my-cache", "namespace": "default", "uid": "u-1", "annotations": {"memcached.c5c3.io/restart-trigger": "2026-11-22"}},
-        "spec": spec,
-    }))
-    .unwrap()
+    object::memcached(spec)
+        .namespace("default")
+        .uid("u-1")
+        .annotation("memcached.c5c3.io/restart-trigger", "2026-11-22")
+        .typed()
 }
 
 fn desired(spec: Value, secret_hash: Option<&str>) -> Desired {

@@ -1,12 +1,10 @@
 //! The controller's HTTP endpoints on a real socket: routing by method and
 //! path (query ignored), content negotiation, the process metrics, timeouts.
 
-mod http_client;
-
 use std::time::{Duration, Instant};
 
-use http_client::{exchange, get, parse, request, start_plain};
 use memcached_controller::serve::http::Limits;
+use test_support::http_client::{exchange, get, parse, request, start_plain};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

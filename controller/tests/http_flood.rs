@@ -4,13 +4,11 @@
 //! `cargo test -p memcached-controller --test http_flood -- --nocapture`
 //! prints what it measured.
 
-mod http_client;
-
 use std::time::{Duration, Instant};
 
-use http_client::{get, start_plain};
 use memcached_controller::metrics::process::Sample;
 use memcached_controller::serve::http::Limits;
+use test_support::http_client::{get, start_plain};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 

@@ -4,14 +4,11 @@
 //! would; decisions are cached per token. With `-- --nocapture` it prints
 //! the scrape latency with and without the cache.
 
-mod http_client;
-
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response};
-use http_client::{get_tls, start};
 use kube::Client;
 use kube::client::Body;
 use memcached_controller::metrics::registry::Metrics;
@@ -20,6 +17,7 @@ use memcached_controller::serve::metrics_auth::Authorizer;
 use memcached_controller::serve::metrics_tls::{CERT_FILE, KEY_FILE, server_config};
 use memcached_controller::stats::tls::client_config;
 use serde_json::{Value, json};
+use test_support::http_client::{self, get_tls, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ClientConfig;

@@ -3,12 +3,9 @@
 //! `-N` it accepts, read again and again with the stats client as the
 //! controller sets it up for a change in place: it stays up and is read.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Memcached, start};
 use k8s_openapi::api::core::v1::Pod;
 use memcached_api::apply_defaults;
 use memcached_api::render::warm_restart::{ARGS_ANNOTATION, NAPI_IDS_RAN_ANNOTATION};
@@ -18,6 +15,8 @@ use memcached_controller::stats::client::{StatsClient, settings_crash_with_napi_
 use memcached_controller::stats::setup::stats_client;
 use memcached_controller::stats::tls::server_name;
 use serde_json::{Value, json};
+use test_support::on_each_release;
+use test_support::real_memcached::{Memcached, start};
 
 /// The client of a warm Memcached (it wants `stats settings`) for `server`,
 /// whose pod carries `annotations`, as the reconcile sets it up.

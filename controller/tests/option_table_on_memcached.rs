@@ -2,17 +2,18 @@
 //! restricted to each release of the test bed, against that release's own
 //! binary: its getopt, its `-h` and its `-o` settings.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::Release;
-use common::outcome::{Outcome, assert_exits_as_quoted, policy, run, strings};
 use memcached_api::extra_args::options::Release as TableRelease;
 use memcached_api::extra_args::options::{
     self as table, HasArg, LONG_OPTIONS, SHORT_OPTIONS, SUBOPTIONS,
 };
 use serde_json::json;
+use test_support::on_each_release;
+use test_support::real_memcached::Release;
+use test_support::real_memcached::outcome::{
+    Outcome, assert_exits_as_quoted, policy, run, strings,
+};
 
 /// The release of the option table the test's memcached is.
 fn table_release() -> TableRelease {

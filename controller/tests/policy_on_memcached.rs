@@ -4,18 +4,17 @@
 //! on, is overridden by or stops serving with; what it accepts, memcached
 //! serves.
 
-mod common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Release;
-use common::outcome::{
-    Outcome, assert_exits_as_quoted, judged, policy, rendered, run, strings, writable_tempdir,
-};
 use memcached_api::apply_defaults;
 use memcached_api::render::args::{WARM_RESTART_DIR, confirmed_settings};
 use serde_json::json;
+use test_support::on_each_release;
+use test_support::real_memcached::Release;
+use test_support::real_memcached::outcome::{
+    Outcome, assert_exits_as_quoted, judged, policy, rendered, run, strings, writable_tempdir,
+};
 
 on_each_release! {
     /// For every extraArgs the policy refuses as "memcached exits on it", memcached

@@ -1,16 +1,15 @@
 //! The stats client against real memcached servers.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
-use common::{free_port, make_pki, start};
 use memcached_controller::stats::client::{
     ClusterStats, Credentials, StatsClient, StatsError, Unanswered,
 };
 use memcached_controller::stats::tls::{self, Mounted, Presented, Tls, client_config};
+use test_support::on_each_release;
+use test_support::real_memcached::{self, free_port, make_pki, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::ServerName;
@@ -47,16 +46,16 @@ async fn collect_counting(addresses: &[SocketAddr], connections: i64) -> Cluster
 /// A TLS stats client trusting `trusted`'s CA, presenting `identity` if
 /// given, expecting the certificate's name `memcached.test`.
 fn tls_client(
-    trusted: &common::Pki,
-    server: &common::Pki,
+    trusted: &real_memcached::Pki,
+    server: &real_memcached::Pki,
     identity: Option<(&[u8], &[u8])>,
 ) -> StatsClient {
     named_tls_client(trusted, server, identity, "memcached.test")
 }
 
 fn named_tls_client(
-    trusted: &common::Pki,
-    server: &common::Pki,
+    trusted: &real_memcached::Pki,
+    server: &real_memcached::Pki,
     identity: Option<(&[u8], &[u8])>,
     name: &str,
 ) -> StatsClient {
@@ -139,7 +138,7 @@ on_each_release! {
 on_each_release! {
     #[tokio::test]
     async fn authenticates_with_the_auth_file() {
-        let dir = common::readable_tempdir();
+        let dir = real_memcached::readable_tempdir();
         let file = dir.path().join("auth");
         std::fs::write(&file, "cache:s3cret\n").unwrap();
         let server = start(&["-Y".into(), file.display().to_string()]);
@@ -177,7 +176,7 @@ on_each_release! {
 on_each_release! {
     #[tokio::test]
     async fn speaks_tls_and_presents_a_client_certificate_when_required() {
-        let dir = common::readable_tempdir();
+        let dir = real_memcached::readable_tempdir();
         let pki = make_pki();
         let path = |name: &str, content: &str| {
             let p = dir.path().join(name);
@@ -263,9 +262,9 @@ on_each_release! {
     /// never asked to.
     #[tokio::test]
     async fn a_renewed_certificate_is_loaded_without_a_restart() {
-        let dir = common::readable_tempdir();
-        let [first, renewed, mismatched]: [common::Pki; 3] =
-            common::make_renewed_pki(3).try_into().ok().unwrap();
+        let dir = real_memcached::readable_tempdir();
+        let [first, renewed, mismatched]: [real_memcached::Pki; 3] =
+            real_memcached::make_renewed_pki(3).try_into().ok().unwrap();
         // As the kubelet does: each file replaced whole.
         let write = |name: &str, content: &str| {
             let part = dir.path().join(format!(".{name}"));
@@ -273,7 +272,7 @@ on_each_release! {
             std::fs::rename(&part, dir.path().join(name)).unwrap();
             dir.path().join(name).display().to_string()
         };
-        let install = |pki: &common::Pki, key_of: &common::Pki| {
+        let install = |pki: &real_memcached::Pki, key_of: &real_memcached::Pki| {
             (write("tls.crt", &pki.cert), write("tls.key", &key_of.key))
         };
         let (cert, key) = install(&first, &first);
@@ -286,7 +285,7 @@ on_each_release! {
             auth,
         ]);
         command_over_tls(&first, server.addr, "set kept 0 0 1\r\nx\r\n", "STORED").await;
-        let expecting = |pki: &common::Pki, key_of: &common::Pki| StatsClient {
+        let expecting = |pki: &real_memcached::Pki, key_of: &real_memcached::Pki| StatsClient {
             credentials: Credentials::from_auth_file("cache:s3cret"),
             tls: Some(Tls {
                 mounted: match tls::loadable(pki.cert.as_bytes(), Some(key_of.key.as_bytes())) {
@@ -333,7 +332,7 @@ on_each_release! {
 
 /// Log in and send `text` over TLS (trusting `pki`'s CA, as `memcached.test`);
 /// the first line of the answer must start with `answer`.
-async fn command_over_tls(pki: &common::Pki, addr: SocketAddr, text: &str, answer: &str) {
+async fn command_over_tls(pki: &real_memcached::Pki, addr: SocketAddr, text: &str, answer: &str) {
     use tokio::io::AsyncBufReadExt;
     let config = client_config(Some(pki.ca.as_bytes()), pki.cert.as_bytes(), None).unwrap();
     let tcp = TcpStream::connect(addr).await.unwrap();

@@ -1,14 +1,15 @@
 //! Numbers on the real control plane (`make bench-e2e`, inside
-//! `e2e-tests/netns.sh`): control-plane start, kubectl apply to Ready,
+//! `e2e-tests/testbed/netns.sh`): control-plane start, kubectl apply to Ready,
 //! admission latency through Kubewarden's policy-server as the API server
 //! measures it, and 200 Memcached objects created at once. Reported, never asserted.
 
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::scenario::memcached_list;
-use e2e_tests::cluster::webhook_latency::Histogram;
-use e2e_tests::cluster::{Env, condition_status, wait_for};
+use e2e_tests::harness::clients::webhook_latency::Histogram;
+use e2e_tests::harness::scenarios::scenario::memcached_list;
+use e2e_tests::harness::{Env, condition_status, wait_for};
 use serde_json::{Value, json};
+use test_support::object;
 
 const NAMESPACE: &str = "bench";
 const MANY: usize = 200;
@@ -127,12 +128,10 @@ fn report_served(mut served: Vec<Duration>) {
 }
 
 fn memcached(name: &str) -> Value {
-    json!({
-        "apiVersion": "memcached.c5c3.io/v1beta1",
-        "kind": "Memcached",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {},
-    })
+    object::memcached(json!({}))
+        .name(name)
+        .namespace(NAMESPACE)
+        .json()
 }
 
 fn ready_count(env: &Env, field_selector: &str) -> Result<usize, String> {

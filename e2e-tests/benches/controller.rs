@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::{Env, Kubectl, api_requests, scenario, wait_for};
+use e2e_tests::harness::{Env, Kubectl, clients::api_requests, scenarios::scenario, wait_for};
 use serde_json::json;
+use test_support::object::memcached;
 
 const NAMESPACE: &str = "bench-controller";
 /// Periodic reconciles in the window: every not-ready object requeues after 10 s.
@@ -108,12 +109,10 @@ fn measure(env: &Env) -> Result<(), String> {
 fn create(kubectl: &Kubectl, total: usize) -> Result<(), String> {
     let items: Vec<_> = (0..total)
         .map(|i| {
-            json!({
-                "apiVersion": "memcached.c5c3.io/v1beta1",
-                "kind": "Memcached",
-                "metadata": {"name": format!("cache-{i}"), "namespace": NAMESPACE},
-                "spec": {"replicas": 0},
-            })
+            memcached(json!({"replicas": 0}))
+                .name(&format!("cache-{i}"))
+                .namespace(NAMESPACE)
+                .json()
         })
         .collect();
     kubectl

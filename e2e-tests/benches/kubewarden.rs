@@ -9,16 +9,16 @@
 
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::kubewarden_charts;
-use e2e_tests::cluster::scenario::{ensure_namespace, memcached_list};
-use e2e_tests::cluster::webhook_latency::Histogram;
-use e2e_tests::cluster::{Env, wait_for};
+use e2e_tests::harness::clients::webhook_latency::Histogram;
+use e2e_tests::harness::environment::kubewarden_charts;
+use e2e_tests::harness::scenarios::scenario::{ensure_namespace, memcached_list};
+use e2e_tests::harness::{Env, wait_for};
 
 const NAMESPACE: &str = "bench";
 const MANY: usize = 200;
 
 fn main() {
-    e2e_tests::cluster::enter_network_namespace();
+    e2e_tests::harness::enter_network_namespace();
     if let Err(e) = bench() {
         eprintln!("bench-kubewarden: {e}");
         std::process::exit(1);

@@ -1,6 +1,6 @@
 //! What a cache keeps through rollouts (`make bench-rollout`), on the real
 //! node of `make e2e-node`, with the client OpenStack uses: pymemcache's
-//! `HashClient` (`e2e-tests/sharding.py`), configured as an application
+//! `HashClient` (`e2e-tests/testbed/sharding.py`), configured as an application
 //! would: the ready pods' IPs (Deployment) or `status.serverList`, the names
 //! resolved as cluster DNS answers them (StatefulSet). Memcacheds of 3
 //! replicas with warm restarts, 20,000 keys:
@@ -34,14 +34,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::hash_client::{
+use e2e_tests::harness::clients::hash_client::{
     self, Mode, count, kept, ready_pods, serve, sharding_with, store,
 };
-use e2e_tests::cluster::node;
-use e2e_tests::cluster::scenario::{
+use e2e_tests::harness::environment::node;
+use e2e_tests::harness::scenarios::scenario::{
     SETTLE, ensure_namespace, instance_objects, memcached, wait_ready,
 };
-use e2e_tests::cluster::{Env, condition_status, wait_for};
+use e2e_tests::harness::{Env, condition_status, wait_for};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "rollout";
@@ -60,7 +60,7 @@ fn warm_spec(mode: Mode) -> Value {
 }
 
 fn main() {
-    e2e_tests::cluster::enter_network_namespace();
+    e2e_tests::harness::enter_network_namespace();
     if let Err(e) = bench() {
         eprintln!("bench-rollout: {e}");
         std::process::exit(1);

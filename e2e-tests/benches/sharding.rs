@@ -1,8 +1,8 @@
 //! How much of a sharded cache survives scaling, a pod restart and a rollout
-//! (`make bench-e2e`, inside `e2e-tests/netns.sh`), with the client OpenStack
+//! (`make bench-e2e`, inside `e2e-tests/testbed/netns.sh`), with the client OpenStack
 //! uses: pymemcache's `HashClient` (oslo.cache's `dogpile.cache.pymemcache`
 //! backend; rendezvous hashing over the configured `host:port` strings), run
-//! by `e2e-tests/sharding.py`.
+//! by `e2e-tests/testbed/sharding.py`.
 //!
 //! The same steps run against a Memcached in each mode: Deployment, the
 //! client configured with the pod IPs (all a client can do to shard over a
@@ -19,11 +19,13 @@
 
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::hash_client::{
+use e2e_tests::harness::clients::hash_client::{
     self, ClientConfig, Mode, Pod, count, ready_pods, sharding_with, store,
 };
-use e2e_tests::cluster::scenario::{SETTLE, ensure_namespace, memcached, patch, wait_ready};
-use e2e_tests::cluster::{Env, wait_for};
+use e2e_tests::harness::scenarios::scenario::{
+    SETTLE, ensure_namespace, memcached, patch, wait_ready,
+};
+use e2e_tests::harness::{Env, wait_for};
 use serde_json::json;
 
 const NAMESPACE: &str = "sharding";

@@ -1,9 +1,9 @@
 //! Test harness: the built `policy.wasm`, run the way Kubewarden's
 //! policy-server runs it (waPC host on wasmtime, WASI on), and the fixtures.
 
-#[cfg(feature = "cluster")]
-pub mod cluster;
 pub mod generate;
+#[cfg(feature = "cluster")]
+pub mod harness;
 
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,7 @@
 //! refuses, and the CRs the policy refuses although the API server accepts
 //! the CR and everything rendered from it (over-strict rules), and prints
 //! them. ServiceMonitors are left out: their CRD is the Prometheus
-//! Operator's, not installed here. Runs inside `e2e-tests/netns.sh`.
+//! Operator's, not installed here. Runs inside `e2e-tests/testbed/netns.sh`.
 //!
 //! Validity is judged at `podSecurityLevel: privileged`, as the API server
 //! does not judge Pod Security itself. Pod Security gets a differential of its
@@ -29,13 +29,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
 use e2e_tests::Policy;
-use e2e_tests::cluster::{Binaries, Cluster, Kubectl, Outcome, enter_network_namespace};
 use e2e_tests::generate::{Rng, boundary_specs, spec};
+use e2e_tests::harness::{Binaries, Cluster, Kubectl, Outcome, enter_network_namespace};
 use e2e_tests::workspace_root;
 use memcached_api::Memcached;
 use memcached_api::pod_security::Level;
 use memcached_api::pod_security::completion::apply_defaults_at;
 use serde_json::{Value, json};
+use test_support::object::memcached;
 
 const NAMESPACE: &str = "differential";
 /// Random specs besides the boundary ones (combinations of rules).
@@ -144,12 +145,7 @@ fn generated_specs() -> Vec<(String, Value)> {
 
 /// The policy's verdict on a CREATE of the CR (Pod Security not judged), and what render builds from it.
 fn judge(policy: &Policy, label: String, name: String, spec: Value) -> Case {
-    let submitted = json!({
-        "apiVersion": "memcached.c5c3.io/v1beta1",
-        "kind": "Memcached",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": spec,
-    });
+    let submitted = memcached(spec).name(&name).namespace(NAMESPACE).json();
     let verdict = match policy.validate(
         &create_request(&submitted),
         &json!({"podSecurityLevel": "privileged"}),

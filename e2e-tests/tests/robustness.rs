@@ -2,6 +2,7 @@
 
 use e2e_tests::Policy;
 use serde_json::{Value, json};
+use test_support::object::memcached;
 
 fn request(object: Value) -> Value {
     json!({"uid": "1", "operation": "CREATE", "name": "my-cache", "namespace": "default",
@@ -11,7 +12,7 @@ fn request(object: Value) -> Value {
 }
 
 fn cr(spec: Value) -> Value {
-    json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached", "metadata": {"name": "my-cache"}, "spec": spec})
+    memcached(spec).json()
 }
 
 fn assert_rejected(answer: &Value, fragment: &str) {

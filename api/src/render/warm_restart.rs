@@ -73,7 +73,7 @@ pub const SECRET_FILES_WAIT_SECONDS: u32 = 60;
 /// The supervisor (POSIX sh: dash, busybox).
 ///
 /// A new Secret hash restarts memcached once the mounted files it hashes
-/// ([`crate::cluster::secrets::restart_inputs`]: the auth file, the TLS trust
+/// (the controller's `cluster::secrets::restart_inputs`: the auth file, the TLS trust
 /// anchor) differ (by content: `cat`, which every image's shell has,
 /// busybox's as a builtin) from those it started with, or after
 /// [`SECRET_FILES_WAIT_SECONDS`]; restarted before they did, it restarts it

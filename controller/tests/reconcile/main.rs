@@ -2,8 +2,6 @@
 //! reconcile code, its real HTTP requests, a fake store behind them.
 
 mod converge;
-#[path = "../fake_api/mod.rs"]
-mod fake_api;
 mod in_place;
 mod refusals;
 mod secrets;
@@ -19,7 +17,6 @@ use kube::runtime::reflector::ObjectRef;
 use memcached_api::render::containers::MEMCACHED_PORT;
 use memcached_controller::stats::client::READ_TIMEOUT;
 
-use fake_api::{NS, Shared, context, path};
 use kube::runtime::controller::Action;
 use memcached_api::Memcached;
 use memcached_controller::cluster::stored::Stored;
@@ -27,6 +24,8 @@ use memcached_controller::reconcile::context::Error;
 use memcached_controller::reconcile::report::{REQUEUE_NOT_READY, REQUEUE_ROLLOUT};
 use memcached_controller::reconcile::{reconcile, reconcile_stored};
 use serde_json::{Value, json};
+use test_support::fake_api::{self, NS, Shared, context, path};
+use test_support::object::memcached;
 
 fn cr_path() -> String {
     path("memcached.c5c3.io/v1beta1", "memcacheds", "c")
@@ -48,8 +47,12 @@ fn store_object(api: &Shared, spec: Value) -> Value {
     let old = api.objects.get(&cr_path()).cloned().unwrap_or(Value::Null);
     let generation =
         old["metadata"]["generation"].as_i64().unwrap_or(0) + i64::from(old["spec"] != spec);
-    let mut object = json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
-        "metadata": {"name": "c", "namespace": NS, "uid": "uid-1", "generation": generation}, "spec": spec});
+    let mut object = memcached(spec)
+        .name("c")
+        .namespace(NS)
+        .uid("uid-1")
+        .generation(generation)
+        .json();
     if !old["status"].is_null() {
         object["status"] = old["status"].clone();
     }

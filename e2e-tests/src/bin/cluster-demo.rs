@@ -13,12 +13,13 @@
 
 use std::time::Duration;
 
-use e2e_tests::cluster::helm::Helm;
-use e2e_tests::cluster::prometheus::{self, describe, describe_target};
-use e2e_tests::cluster::{
-    Env, Kubectl, condition, condition_status, kubewarden_charts, node, pki, scenario, wait_for,
-};
 use e2e_tests::fixtures;
+use e2e_tests::harness::environment::helm::Helm;
+use e2e_tests::harness::environment::prometheus::{self, describe, describe_target};
+use e2e_tests::harness::{
+    Env, Kubectl, condition, condition_status, environment::kubewarden_charts, environment::node,
+    environment::pki, scenarios::scenario, wait_for,
+};
 use serde_json::json;
 
 const NAMESPACE: &str = "demo";

@@ -11,7 +11,7 @@
 //! Lease taken mid-reconcile, etcd compacted and the API server restarted,
 //! 1,000 Memcacheds across 50 namespaces, the API server stopped for 40 s.
 //!
-//! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
+//! Runs inside `e2e-tests/testbed/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
 
 use std::collections::BTreeMap;
@@ -20,16 +20,16 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::api_requests::request_counts;
-use e2e_tests::cluster::http::free_address;
-use e2e_tests::cluster::memcache::Memcache;
-use e2e_tests::cluster::objects::{auth_secret, delete_namespace, deployment};
-use e2e_tests::cluster::pods::pod_uids;
-use e2e_tests::cluster::runner::{Scenario, run_scenarios};
-use e2e_tests::cluster::scenario::{
+use e2e_tests::harness::clients::api_requests::request_counts;
+use e2e_tests::harness::clients::http::free_address;
+use e2e_tests::harness::clients::memcache::Memcache;
+use e2e_tests::harness::scenarios::objects::{auth_secret, delete_namespace, deployment};
+use e2e_tests::harness::scenarios::pods::pod_uids;
+use e2e_tests::harness::scenarios::runner::{Scenario, run_scenarios};
+use e2e_tests::harness::scenarios::scenario::{
     self, SETTLE, check, ensure_namespace, lease_holder, memcached, touch, wait_ready,
 };
-use e2e_tests::cluster::{
+use e2e_tests::harness::{
     Env, Kubectl, OPERATOR_NAMESPACE, Operator, Outcome, condition, metrics_reader_token, scrape,
     wait_for,
 };
@@ -161,7 +161,7 @@ const SCENARIOS: &[Scenario] = &[
 ];
 
 fn main() {
-    e2e_tests::cluster::enter_network_namespace();
+    e2e_tests::harness::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-e2e-controller");
     let Some(env) = scenario::start(&workdir) else {
         return;

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::helm::Helm;
-use e2e_tests::cluster::scenario::{check, ensure_namespace, memcached, wait_ready};
-use e2e_tests::cluster::{Env, condition_status, wait_for};
+use e2e_tests::harness::environment::helm::Helm;
+use e2e_tests::harness::scenarios::scenario::{check, ensure_namespace, memcached, wait_ready};
+use e2e_tests::harness::{Env, condition_status, wait_for};
 use e2e_tests::workspace_root;
 use serde_json::{Value, json};
 
@@ -308,7 +308,7 @@ pub fn exit_error(log: &str) -> Option<&str> {
 /// and its output is read as a pod's log is.
 pub fn exit_error_is_seen(env: &Env) -> Result<(), String> {
     let address = |what: &str| {
-        e2e_tests::cluster::http::free_address().map(|a| format!("--{what}-address={a}"))
+        e2e_tests::harness::clients::http::free_address().map(|a| format!("--{what}-address={a}"))
     };
     let out = Command::new(&env.binaries.controller)
         .args([

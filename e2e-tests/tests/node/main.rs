@@ -9,29 +9,29 @@
 //! over the pod IP, and the pod resolves Services through CoreDNS. Teardown
 //! must leave no process, cgroup, mount or changed sysctl.
 //!
-//! Runs inside `e2e-tests/netns.sh`; every scenario runs even when an earlier
+//! Runs inside `e2e-tests/testbed/netns.sh`; every scenario runs even when an earlier
 //! one failed, and the process fails if any did.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use e2e_tests::cluster::api_requests::request_counts;
-use e2e_tests::cluster::helm::{self, Helm};
-use e2e_tests::cluster::http;
-use e2e_tests::cluster::kubewarden::KUBEWARDEN_NAMESPACE;
-use e2e_tests::cluster::kubewarden_charts;
-use e2e_tests::cluster::memcache::Memcache;
-use e2e_tests::cluster::node::{self, NodeState};
-use e2e_tests::cluster::objects::auth_secret;
-use e2e_tests::cluster::pki;
-use e2e_tests::cluster::pods::pod_name;
-use e2e_tests::cluster::runner::{Scenario, exit_with, run_each};
-use e2e_tests::cluster::scenario::{
+use e2e_tests::harness::clients::api_requests::request_counts;
+use e2e_tests::harness::clients::http;
+use e2e_tests::harness::clients::memcache::Memcache;
+use e2e_tests::harness::environment::helm::{self, Helm};
+use e2e_tests::harness::environment::kubewarden::KUBEWARDEN_NAMESPACE;
+use e2e_tests::harness::environment::kubewarden_charts;
+use e2e_tests::harness::environment::node::{self, NodeState};
+use e2e_tests::harness::environment::pki;
+use e2e_tests::harness::environment::signing;
+use e2e_tests::harness::scenarios::objects::auth_secret;
+use e2e_tests::harness::scenarios::pods::pod_name;
+use e2e_tests::harness::scenarios::runner::{Scenario, exit_with, run_each};
+use e2e_tests::harness::scenarios::scenario::{
     SETTLE, check, ensure_namespace, instance_objects, memcached, memcached_as_written,
     ready_endpoints, wait_ready,
 };
-use e2e_tests::cluster::signing;
-use e2e_tests::cluster::{Env, Outcome, condition, condition_status, wait_for};
+use e2e_tests::harness::{Env, Outcome, condition, condition_status, wait_for};
 use memcached_api::render::labels::SECRET_HASH_ANNOTATION;
 use memcached_api::render::stamp::{BASE_ANNOTATION, INTENT_SPEC_ANNOTATION, TEMPLATE_ANNOTATION};
 use serde_json::{Value, json};
@@ -241,7 +241,7 @@ const SCENARIOS: &[Scenario] = &[
 ];
 
 fn main() {
-    e2e_tests::cluster::enter_network_namespace();
+    e2e_tests::harness::enter_network_namespace();
     let workdir = std::env::temp_dir().join("memcached-node");
     let sysctls = node::sysctls();
     let started = Instant::now();

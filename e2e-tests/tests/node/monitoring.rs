@@ -1,6 +1,6 @@
 //! Monitoring the way users run it (issue 35): kube-prometheus-stack's
 //! Prometheus Operator and Prometheus on the node
-//! (`e2e_tests::cluster::prometheus`), the chart installed with monitoring
+//! (`e2e_tests::harness::environment::prometheus`), the chart installed with monitoring
 //! on, Memcacheds with `spec.monitoring` (one authenticated); Prometheus's
 //! own API says what it scrapes, which alerts of
 //! `deploy/prometheus/memcached-operator-rules.yaml` fire and resolve on real
@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-use e2e_tests::cluster::prometheus::{self, Prometheus, describe, describe_target};
-use e2e_tests::cluster::scenario::patch;
-use e2e_tests::cluster::{Kubectl, objects};
+use e2e_tests::harness::environment::prometheus::{self, Prometheus, describe, describe_target};
+use e2e_tests::harness::scenarios::scenario::patch;
+use e2e_tests::harness::{Kubectl, scenarios::objects};
 use e2e_tests::workspace_root;
 
 use super::*;

@@ -10,11 +10,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use e2e_tests::cluster::memcache::{Memcache, memcached_version};
-use e2e_tests::cluster::objects::{exists, owned_by, tls_secret};
-use e2e_tests::cluster::pods::pod_ips;
-use e2e_tests::cluster::scenario::{SETTLE, check, ensure_namespace};
-use e2e_tests::cluster::{Env, Kubectl, Outcome, condition, pki, wait_for};
+use e2e_tests::harness::clients::memcache::{Memcache, memcached_version};
+use e2e_tests::harness::scenarios::objects::{exists, owned_by, tls_secret};
+use e2e_tests::harness::scenarios::pods::pod_ips;
+use e2e_tests::harness::scenarios::scenario::{SETTLE, check, ensure_namespace};
+use e2e_tests::harness::{Env, Kubectl, Outcome, condition, environment::pki, wait_for};
 use e2e_tests::workspace_root;
 use memcached_api::AUTH_SECRET_KEYS;
 use serde_json::{Value, json};

@@ -1,0 +1,227 @@
+//! The client OpenStack uses, driven from the benches: pymemcache's
+//! `HashClient` (oslo.cache's `dogpile.cache.pymemcache` backend; rendezvous
+//! hashing over the configured `host:port` strings), run by
+//! `e2e-tests/testbed/sharding.py`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::harness::scenarios::scenario::{instance_objects, ready_endpoints};
+use crate::harness::{Env, condition_status};
+use crate::workspace_root;
+
+/// What a `HashClient` is configured with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientConfig {
+    /// `host:port`, in the order given to the client.
+    pub servers: Vec<String>,
+    /// What DNS answers for the names among them.
+    pub hosts: BTreeMap<String, String>,
+}
+
+impl ClientConfig {
+    /// Configured with the pods' IPs (all a client can do to shard over a Deployment).
+    pub fn of_pods(pods: &[Pod]) -> Self {
+        ClientConfig {
+            servers: pods.iter().map(|p| format!("{}:11211", p.ip)).collect(),
+            hosts: BTreeMap::new(),
+        }
+    }
+
+    /// Configured with Memcached `name`'s `status.serverList` (StatefulSet:
+    /// `<pod>.<service>.<namespace>.svc:11211`), the names resolved as
+    /// cluster DNS answers them: each ready endpoint's hostname and address
+    /// in the headless Service's EndpointSlices.
+    pub fn of_server_list(env: &Env, namespace: &str, name: &str) -> Result<Self, String> {
+        let mc = env.kubectl.get(&["memcached", name, "-n", namespace])?;
+        let hosts = ready_endpoints(env, namespace, name)?
+            .iter()
+            .filter_map(|e| {
+                Some((
+                    format!("{}.{name}.{namespace}.svc", e["hostname"].as_str()?),
+                    e["addresses"][0].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        Ok(ClientConfig {
+            servers: mc["status"]["serverList"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect(),
+            hosts,
+        })
+    }
+
+    /// The servers as a set: rendezvous hashing ignores their order.
+    pub fn server_set(&self) -> BTreeSet<&String> {
+        self.servers.iter().collect()
+    }
+}
+
+/// A Memcached's workload mode, and the Memcached the benches name after it.
+#[derive(Clone, Copy, Debug)]
+pub enum Mode {
+    /// The default: pods with new names and addresses on every rollout.
+    Deployment,
+    /// Stable per-pod names.
+    StatefulSet,
+}
+
+impl Mode {
+    /// `spec.workload`, and the kind of the workload object.
+    pub fn workload(self) -> &'static str {
+        match self {
+            Mode::Deployment => "Deployment",
+            Mode::StatefulSet => "StatefulSet",
+        }
+    }
+
+    /// The Memcached's name.
+    pub fn instance(self) -> &'static str {
+        match self {
+            Mode::Deployment => "deployment",
+            Mode::StatefulSet => "statefulset",
+        }
+    }
+
+    /// The client as an application configures it for the Memcached in
+    /// `namespace`: the ready pods' IPs (Deployment), `status.serverList`
+    /// (StatefulSet).
+    pub fn client(self, env: &Env, namespace: &str) -> Result<ClientConfig, String> {
+        self.client_of(env, namespace, self.instance())
+    }
+
+    /// [`Mode::client`] for the Memcached `name` of this mode.
+    pub fn client_of(self, env: &Env, namespace: &str, name: &str) -> Result<ClientConfig, String> {
+        match self {
+            Mode::Deployment => Ok(ClientConfig::of_pods(&ready_pods(env, namespace, name)?)),
+            Mode::StatefulSet => ClientConfig::of_server_list(env, namespace, name),
+        }
+    }
+}
+
+/// A ready pod.
+#[derive(Clone, Debug)]
+pub struct Pod {
+    /// Its name.
+    pub name: String,
+    /// Its uid.
+    pub uid: String,
+    /// Its IP.
+    pub ip: String,
+}
+
+/// Memcached `instance`'s Ready pods in `namespace` that are not being
+/// deleted, by name.
+pub fn ready_pods(env: &Env, namespace: &str, instance: &str) -> Result<Vec<Pod>, String> {
+    let mut ready: Vec<Pod> = instance_objects(env, "pods", namespace, instance)?
+        .iter()
+        .filter(|p| {
+            p["metadata"]["deletionTimestamp"].is_null()
+                && condition_status(p, "Ready") == Some("True")
+        })
+        .filter_map(|p| {
+            Some(Pod {
+                name: p["metadata"]["name"].as_str()?.to_string(),
+                uid: p["metadata"]["uid"].as_str()?.to_string(),
+                ip: p["status"]["podIP"].as_str()?.to_string(),
+            })
+        })
+        .collect();
+    ready.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(ready)
+}
+
+/// Flush every server, then store `keys` keys: a full cache, or an error
+/// (every step is measured from one).
+pub fn store(client: &ClientConfig, keys: u64) -> Result<u64, String> {
+    let stored = count(&sharding_with("store", client, keys)?, "stored")?;
+    if stored == keys {
+        Ok(stored)
+    } else {
+        Err(format!(
+            "only {stored} of {keys} keys stored into {:?}",
+            client.servers
+        ))
+    }
+}
+
+/// `sharding.py <command>` for `client` and `keys` keys; an error when a
+/// server did not answer (the measurement would count its keys as misses).
+pub fn sharding_with(command: &str, client: &ClientConfig, keys: u64) -> Result<Value, String> {
+    let report = run(command, client, keys)?;
+    match report["unreachable"].as_array() {
+        Some(none) if none.is_empty() => Ok(report),
+        _ => Err(format!(
+            "sharding.py {command}: servers unreachable: {}",
+            report["unreachable"]
+        )),
+    }
+}
+
+/// One read-through pass (`sharding.py serve`) over `keys` keys: the hits.
+/// A server that does not answer (a pod not ready, a name that does not
+/// resolve) is what the application sees at that moment: its keys miss.
+pub fn serve(client: &ClientConfig, keys: u64) -> Result<u64, String> {
+    count(&run("serve", client, keys)?, "hits")
+}
+
+/// The keys the cache still holds (`sharding.py kept`): a server restarting
+/// is waited for (up to 20 s), so only keys really lost count as misses.
+pub fn kept(client: &ClientConfig, keys: u64) -> Result<u64, String> {
+    count(&run("kept", client, keys)?, "hits")
+}
+
+fn run(command: &str, client: &ClientConfig, keys: u64) -> Result<Value, String> {
+    let hosts: Vec<String> = client
+        .hosts
+        .iter()
+        .map(|(name, ip)| format!("{name}={ip}"))
+        .collect();
+    serde_json::from_str(&sharding(&[
+        command,
+        "--servers",
+        &client.servers.join(","),
+        "--hosts",
+        &hosts.join(","),
+        "--keys",
+        &keys.to_string(),
+    ])?)
+    .map_err(|e| format!("sharding.py {command} printed no JSON: {e}"))
+}
+
+/// Python and pymemcache are there to run `sharding.py`.
+pub fn available() -> Result<(), String> {
+    sharding(&["--help"]).map(drop)
+}
+
+/// Run `e2e-tests/testbed/sharding.py` with `args`; its standard output.
+fn sharding(args: &[&str]) -> Result<String, String> {
+    let script = workspace_root().join("e2e-tests/testbed/sharding.py");
+    let output = Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run python3 {}: {e}", script.display()))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{} {}: {} (pymemcache comes with `make deps`)",
+            script.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+/// The number `field` of a `sharding.py` report.
+pub fn count(report: &Value, field: &str) -> Result<u64, String> {
+    report[field]
+        .as_u64()
+        .ok_or_else(|| format!("sharding.py printed no {field}: {report}"))
+}
