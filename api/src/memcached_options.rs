@@ -211,21 +211,24 @@ pub struct MemcachedOption {
 }
 
 impl MemcachedOption {
-    /// The arguments that give memcached the value `config` has for this
-    /// row's field (its default when absent): `["-m", "64"]`, `["-vv"]`;
-    /// none for a row without a field, or a repeated flag at 0.
-    pub fn args(&self, config: &MemcachedConfig) -> Vec<String> {
+    /// Push the arguments that give memcached the value `config` has for
+    /// this row's field (its default when absent) onto `args`: `-m 64`,
+    /// `-vv`; none for a row without a field, or a repeated flag at 0.
+    pub fn push_args(&self, config: &MemcachedConfig, args: &mut Vec<String>) {
         let (Some(field), Opt::Short(flag)) = (&self.field, self.option) else {
-            return Vec::new();
+            return;
         };
-        match (field.render, field.value(config)) {
-            (Render::Valued, value) => vec![format!("-{flag}"), value.to_string()],
-            (Render::Repeated, Setting::Int(n)) if n > 0 => {
-                let repeated: String =
-                    std::iter::repeat_n(flag, n.unsigned_abs() as usize).collect();
-                vec![format!("-{repeated}")]
-            }
-            (Render::Repeated, _) => Vec::new(),
+        let repeats = match (field.render, field.value(config)) {
+            (Render::Valued, _) => 1,
+            (Render::Repeated, Setting::Int(n)) if n > 0 => n.unsigned_abs() as usize,
+            (Render::Repeated, _) => return,
+        };
+        let mut option = String::with_capacity(1 + repeats);
+        option.push('-');
+        option.extend(std::iter::repeat_n(flag, repeats));
+        args.push(option);
+        if field.render == Render::Valued {
+            args.push(field.value(config).to_string());
         }
     }
 }
@@ -480,11 +483,13 @@ pub fn suboption(name: &str) -> Option<&'static MemcachedOption> {
 /// in the table's order: `-m 64 -c 1024 -t 4 -I 1m` ([`Render::Valued`]),
 /// `-v`/`-vv` ([`Render::Repeated`]).
 pub fn spec_args(config: &MemcachedConfig, render: Render) -> Vec<String> {
-    SPEC_FIELDS
-        .iter()
-        .filter(|o| o.field.is_some_and(|f| f.render == render))
-        .flat_map(|o| o.args(config))
-        .collect()
+    let mut args = Vec::with_capacity(2 * SPEC_FIELDS.len());
+    for option in SPEC_FIELDS {
+        if option.field.is_some_and(|f| f.render == render) {
+            option.push_args(config, &mut args);
+        }
+    }
+    args
 }
 
 /// memcached's arguments from `config` alone: its fields' ([`spec_args`])
@@ -567,8 +572,13 @@ mod tests {
             ["-m", "256", "-c", "1024", "-t", "4", "-I", "1m"]
         );
         assert_eq!(spec_args(&config, Render::Repeated), ["-vv"]);
-        assert!(VERBOSITY.args(&MemcachedConfig::default()).is_empty());
-        assert!(short('e').unwrap().args(&config).is_empty());
+        let args = |option: &MemcachedOption, config: &MemcachedConfig| {
+            let mut args = Vec::new();
+            option.push_args(config, &mut args);
+            args
+        };
+        assert!(args(VERBOSITY, &MemcachedConfig::default()).is_empty());
+        assert!(args(short('e').unwrap(), &config).is_empty());
         assert_eq!(
             suboption("ssl_key").map(|o| o.option),
             Some(SubPrefix("ssl_"))

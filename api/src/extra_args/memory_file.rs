@@ -11,7 +11,7 @@
 
 use super::getopt::parse;
 use super::values::{atof, atoi, strtoul};
-use crate::memcached_options::{self, MAX_MEMORY_MB, Setting, config_args};
+use crate::memcached_options::{self, MAX_ITEM_SIZE, MAX_MEMORY_MB, Setting};
 use crate::types::MemcachedConfig;
 
 /// The options of `args` that decide whether a saved memory file restores,
@@ -70,10 +70,7 @@ const LARGEST_CLASS: usize = 63;
 /// 1.6.18 to 1.6.39 and not after: the larger of the two answers is given.
 /// Arguments memcached exits on before it preallocates are not judged here.
 pub fn minimum_memory_mb(args: &[String]) -> i32 {
-    let slabs = Slabs::read(args);
-    let bytes = slabs.sizes.iter().map(|list| slabs.preallocated(*list));
-    let mb = bytes.max().unwrap_or_default().div_ceil(SLAB_PAGE_SIZE);
-    i32::try_from(mb).unwrap_or(i32::MAX)
+    Slabs::default().read(args).minimum_mb()
 }
 
 /// A `spec.memcached` whose `maxMemoryMB` is below the [`minimum_memory_mb`]
@@ -92,7 +89,7 @@ impl ShortOfMemory {
         let Setting::Int(max_memory_mb) = MAX_MEMORY_MB.field?.value(config) else {
             return None;
         };
-        let minimum_mb = minimum_memory_mb(&config_args(config));
+        let minimum_mb = Slabs::of(config).minimum_mb();
         (max_memory_mb < minimum_mb).then_some(ShortOfMemory {
             max_memory_mb,
             minimum_mb,
@@ -129,9 +126,10 @@ struct Slabs<'a> {
     sizes: [Option<&'a str>; 2],
 }
 
-impl<'a> Slabs<'a> {
-    fn read(args: &'a [String]) -> Self {
-        let mut slabs = Slabs {
+impl Default for Slabs<'_> {
+    /// memcached's defaults.
+    fn default() -> Self {
+        Slabs {
             factor: 1.25,
             chunk_size: 48,
             item_size_max: 1024 * 1024,
@@ -139,7 +137,38 @@ impl<'a> Slabs<'a> {
             chunk_max_set: false,
             reassign: true,
             sizes: [None; 2],
-        };
+        }
+    }
+}
+
+impl<'a> Slabs<'a> {
+    /// The least `-m` these slab classes start with ([`minimum_memory_mb`]).
+    fn minimum_mb(&self) -> i32 {
+        let [first, second] = self.sizes;
+        let mut bytes = self.preallocated(first);
+        // The two readings agree unless a `worker_logbuf_size` was given.
+        if second != first {
+            bytes = bytes.max(self.preallocated(second));
+        }
+        let mb = bytes.div_ceil(SLAB_PAGE_SIZE);
+        i32::try_from(mb).unwrap_or(i32::MAX)
+    }
+
+    /// The slab classes of `config`'s args ([`config_args`]) without
+    /// rendering them: of the fields' args only `-I` shapes a slab class,
+    /// and `extraArgs` come after them.
+    fn of(config: &'a MemcachedConfig) -> Self {
+        let mut slabs = Slabs::default();
+        if let Some(Setting::Text(size)) = MAX_ITEM_SIZE.field.map(|f| f.value(config)) {
+            slabs.item_size_max = item_size(size);
+        }
+        slabs.read(config.extra_args.as_deref().unwrap_or_default())
+    }
+
+    /// These classes with `args` read over them, as memcached reads its
+    /// command line.
+    fn read(self, args: &'a [String]) -> Self {
+        let mut slabs = self;
         let (options, _) = parse(args);
         for option in options {
             let value = option.value.unwrap_or_default();
@@ -183,7 +212,7 @@ impl<'a> Slabs<'a> {
     /// The chunk size of every slab class, from `slabs_init`: `list` (a
     /// `slab_sizes` value) or the growth factor's, then `slab_chunk_max`.
     fn classes(&self, list: Option<&str>) -> Vec<u64> {
-        let mut sizes = Vec::new();
+        let mut sizes = Vec::with_capacity(LARGEST_CLASS);
         if let Some(list) = list {
             let listed = list.split('-').filter(|p| !p.is_empty());
             let listed = listed.map_while(|p| strtoul(p).map(|v| v & u64::from(u32::MAX)));
@@ -238,6 +267,25 @@ fn item_size(value: &str) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memcached_options::config_args;
+
+    /// The classes read from a config agree with those of its rendered args.
+    #[test]
+    fn a_config_reads_as_its_args() {
+        for config in [
+            serde_json::json!({}),
+            serde_json::json!({"maxItemSize": "2m"}),
+            serde_json::json!({"maxItemSize": "512k", "extraArgs": ["-f", "1.5"]}),
+            serde_json::json!({"maxItemSize": "4m", "extraArgs": ["-o", "no_chunked_items"]}),
+            serde_json::json!({"extraArgs": ["-o", "slab_chunk_max=16384", "-n", "96"]}),
+            serde_json::json!({"extraArgs": ["-o", "worker_logbuf_size=64-128"]}),
+            serde_json::json!({"maxItemSize": "2m", "extraArgs": ["-I", "1m", "-o", "no_modern"]}),
+        ] {
+            let config: MemcachedConfig = serde_json::from_value(config).unwrap();
+            let from_args = minimum_memory_mb(&config_args(&config));
+            assert_eq!(Slabs::of(&config).minimum_mb(), from_args, "{config:?}");
+        }
+    }
 
     fn of(args: &[&str]) -> Vec<String> {
         geometry(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())

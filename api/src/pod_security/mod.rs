@@ -40,14 +40,13 @@ pub fn check(spec: &Defaulted, level: Level, path: &Path) -> Vec<Violation> {
         metadata: &metadata,
         spec,
     };
-    let template = pod_template::pod(instance, spec, None, AUTH_FILE);
-    let (Some(metadata), Some(pod)) = (template.metadata.as_ref(), template.spec.as_ref()) else {
-        return Vec::new();
-    };
+    // Pod Security reads the pod's spec and annotations, never its labels.
+    let pod = pod_template::pod_spec(instance, spec, AUTH_FILE);
+    let annotations = pod_template::annotations(instance, spec, None);
     let security_path = path.child("security");
     let pod = Pod {
-        spec: pod,
-        annotations: metadata.annotations.as_ref(),
+        spec: &pod,
+        annotations: Some(&annotations),
         spec_path: path.clone(),
         pod_path: security_path.child("podSecurityContext"),
         container_path: security_path.child("containerSecurityContext"),

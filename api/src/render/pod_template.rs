@@ -32,41 +32,43 @@ pub fn pod(
     secret_hash: Option<&str>,
     auth_key: &str,
 ) -> PodTemplateSpec {
-    let image = spec.image();
-    let mut pod_labels = spec.pod_labels.clone().unwrap_or_default();
-    pod_labels.extend(selector_labels(mc.name()));
-    pod_labels.insert(VERSION_LABEL.into(), version_label(image));
+    let mut labels = spec.pod_labels.clone().unwrap_or_default();
+    labels.extend(selector_labels(mc.name()));
+    labels.insert(VERSION_LABEL.into(), version_label(spec.image()));
     let annotations = annotations(mc, spec, secret_hash);
-    let containers = containers(spec, image);
-    let ha = spec.high_availability.as_ref();
-    let security = spec.security.as_ref();
-
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
-            labels: Some(pod_labels),
+            labels: Some(labels),
             annotations: (!annotations.is_empty()).then_some(annotations),
             ..Default::default()
         }),
-        spec: Some(PodSpec {
-            containers,
-            security_context: security.and_then(|s| s.pod_security_context.clone()),
-            termination_grace_period_seconds: spec
-                .graceful_shutdown_seconds()
-                .map(|(_, grace)| grace.into()),
-            affinity: ha
-                .and_then(|h| h.anti_affinity_preset.as_deref())
-                .map(|p| anti_affinity(mc, spec, p)),
-            topology_spread_constraints: ha
-                .and_then(|h| h.topology_spread_constraints.clone())
-                .map(|c| spread_these_pods(mc, spec, c)),
-            node_selector: spec.node_selector.clone(),
-            tolerations: spec.tolerations.clone(),
-            image_pull_secrets: spec.image_pull_secrets.clone(),
-            volumes: non_empty(volumes(spec, auth_key)),
-            // memcached and its exporter never call the API server: no token.
-            automount_service_account_token: Some(false),
-            ..Default::default()
-        }),
+        spec: Some(pod_spec(mc, spec, auth_key)),
+    }
+}
+
+/// The pod template's spec ([`pod`]).
+pub fn pod_spec(mc: Instance<'_>, spec: &Defaulted, auth_key: &str) -> PodSpec {
+    let ha = spec.high_availability.as_ref();
+    let security = spec.security.as_ref();
+    PodSpec {
+        containers: containers(spec, spec.image()),
+        security_context: security.and_then(|s| s.pod_security_context.clone()),
+        termination_grace_period_seconds: spec
+            .graceful_shutdown_seconds()
+            .map(|(_, grace)| grace.into()),
+        affinity: ha
+            .and_then(|h| h.anti_affinity_preset.as_deref())
+            .map(|p| anti_affinity(mc, spec, p)),
+        topology_spread_constraints: ha
+            .and_then(|h| h.topology_spread_constraints.clone())
+            .map(|c| spread_these_pods(mc, spec, c)),
+        node_selector: spec.node_selector.clone(),
+        tolerations: spec.tolerations.clone(),
+        image_pull_secrets: spec.image_pull_secrets.clone(),
+        volumes: non_empty(volumes(spec, auth_key)),
+        // memcached and its exporter never call the API server: no token.
+        automount_service_account_token: Some(false),
+        ..Default::default()
     }
 }
 
