@@ -4,6 +4,14 @@ use std::collections::BTreeMap;
 
 /// Field manager of every server-side apply, and the managed-by label value.
 pub const MANAGER: &str = "memcached-operator";
+/// Selector label of the workload and its pods: the application
+/// (`memcached`; the operator's own pods carry it too).
+pub const NAME_LABEL: &str = "app.kubernetes.io/name";
+/// Selector label of the workload and its pods: the Memcached's name.
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+/// Selector label of the workload and its pods: who manages them
+/// ([`MANAGER`]).
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Label of the workload and its pods: the memcached image's tag.
 pub const VERSION_LABEL: &str = "app.kubernetes.io/version";
 /// Label the StatefulSet controller puts on each of its pods.
@@ -21,15 +29,9 @@ pub const IMAGE_ANNOTATION: &str = "memcached.c5c3.io/image";
 /// The labels that select the pods of the Memcached named `name`.
 pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (
-            "app.kubernetes.io/name".to_string(),
-            "memcached".to_string(),
-        ),
-        ("app.kubernetes.io/instance".to_string(), name.to_string()),
-        (
-            "app.kubernetes.io/managed-by".to_string(),
-            MANAGER.to_string(),
-        ),
+        (NAME_LABEL.to_string(), "memcached".to_string()),
+        (INSTANCE_LABEL.to_string(), name.to_string()),
+        (MANAGED_BY_LABEL.to_string(), MANAGER.to_string()),
     ])
 }
 

@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use crate::defaults::Defaulted;
 use crate::render::containers::containers;
 use crate::render::labels::{
-    IMAGE_ANNOTATION, SECRET_HASH_ANNOTATION, STATEFUL_SET_POD_LABEL, VERSION_LABEL,
-    selector_labels, version_label,
+    IMAGE_ANNOTATION, MANAGED_BY_LABEL, SECRET_HASH_ANNOTATION, STATEFUL_SET_POD_LABEL,
+    VERSION_LABEL, selector_labels, version_label,
 };
 use crate::render::volumes::{non_empty, volumes};
 use crate::render::{Instance, RESTART_TRIGGER_ANNOTATION, args, warm_restart};
@@ -102,7 +102,7 @@ pub fn annotations(
 /// preset that would take twice the nodes).
 fn instance_pods(mc: Instance<'_>, spec: &MemcachedSpec) -> LabelSelector {
     let mut match_labels = selector_labels(mc.name());
-    match_labels.remove("app.kubernetes.io/managed-by");
+    match_labels.remove(MANAGED_BY_LABEL);
     LabelSelector {
         match_labels: Some(match_labels),
         match_expressions: spec.stateful_set().then(|| {

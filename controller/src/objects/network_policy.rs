@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use memcached_api::{Memcached, MemcachedSpec};
 
 use memcached_api::render::containers::{MEMCACHED_PORT, METRICS_PORT};
+use memcached_api::render::labels::NAME_LABEL;
 
 use crate::objects::meta;
 
@@ -32,11 +33,7 @@ impl Default for Access {
     fn default() -> Self {
         Access {
             operator_namespace: "memcached-operator-system".into(),
-            operator_labels: [(
-                "app.kubernetes.io/name".to_string(),
-                "memcached-operator".to_string(),
-            )]
-            .into(),
+            operator_labels: [(NAME_LABEL.to_string(), "memcached-operator".to_string())].into(),
             metrics_namespaces: vec!["monitoring".into()],
         }
     }
