@@ -33,7 +33,8 @@ pub const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
 /// Requeue while the controller steps a rollout: an image change applied in
 /// place, a StatefulSet rollout waiting for a pod to warm (pods are not watched).
 pub const REQUEUE_ROLLOUT: Duration = Duration::from_secs(2);
-/// Requeue when ready, to refresh the live stats.
+/// Requeue when ready, to refresh the live stats, or at rest (scaled to
+/// zero), where nothing is to be polled.
 pub const REQUEUE_READY: Duration = Duration::from_secs(60);
 
 /// What converging a Memcached's objects found.
@@ -99,7 +100,7 @@ pub(super) async fn report(
         ctx.stalls.next(&key(mc), REQUEUE_ROLLOUT, REQUEUE_READY).1
     } else if rolling {
         REQUEUE_ROLLOUT
-    } else if pods_serving && !older_certificates {
+    } else if (pods_serving && !older_certificates) || status::at_rest(&observed) {
         REQUEUE_READY
     } else {
         REQUEUE_NOT_READY

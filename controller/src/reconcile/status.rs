@@ -84,6 +84,12 @@ pub fn serving(seen: &Observed) -> bool {
         && !seen.foreign
 }
 
+/// Scaled to zero with every Secret found and nothing of someone else's in
+/// the way: no pod to wait for, and what could change it is watched.
+pub fn at_rest(seen: &Observed) -> bool {
+    seen.desired == 0 && seen.missing_secrets.is_empty() && !seen.foreign
+}
+
 /// The new status. `lastTransitionTime` moves only when a condition flips.
 pub fn compute(
     previous: Option<&MemcachedStatus>,

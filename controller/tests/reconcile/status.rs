@@ -34,6 +34,26 @@ async fn ready_replicas_change_the_status() {
     );
 }
 
+/// Scaled to zero, a Memcached has no pod to wait for and what could change
+/// it is watched: it is looked at again as seldom as a ready one (1,000 of
+/// them polled every 10 s kept a loaded controller from converging new ones).
+/// A missing Secret is still looked for soon.
+#[tokio::test]
+async fn scaled_to_zero_is_at_rest() {
+    use memcached_controller::reconcile::report::REQUEUE_READY;
+    let api = Shared::default();
+    let at_rest = json!({"replicas": 0});
+    let action = reconcile(store_cr(&api, at_rest), context(api.clone()))
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(REQUEUE_READY));
+    let waiting = json!({"replicas": 0, "security": {"tls": {"enabled": true, "certificateSecretRef": {"name": "certs"}}}});
+    let action = reconcile(store_cr(&api, waiting), context(api.clone()))
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(REQUEUE_NOT_READY));
+}
+
 /// A pod that accepts connections and never answers (a frozen memcached)
 /// delays no reconcile: the stats are read in the background, and once the
 /// read timed out the Memcached is reconciled again and names the pod

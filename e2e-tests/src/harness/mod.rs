@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub use clients::checks::{check, condition, condition_status, wait_for};
+pub use clients::checks::{check, condition, condition_status, wait_for, wait_for_progress};
 pub use clients::kubectl::{Kubectl, Outcome};
 pub use environment::operator::{
     OPERATOR_NAMESPACE, Operator, metrics_reader_token, reconciles_at_secure, scrape,

@@ -31,7 +31,7 @@ use e2e_tests::harness::scenarios::scenario::{
 };
 use e2e_tests::harness::{
     Env, Kubectl, OPERATOR_NAMESPACE, Operator, Outcome, condition, metrics_reader_token, scrape,
-    wait_for,
+    wait_for, wait_for_progress,
 };
 use memcached_api::MemcachedSpec;
 use memcached_api::field::invalid_message;

@@ -38,37 +38,52 @@ pub(crate) fn many_across_namespaces(env: &mut Env) -> Result<(), String> {
         return Err(format!("kubectl apply: {}", outcome.stderr));
     }
     let applied = started.elapsed();
-    // A bound, not a goal: 280 s were seen on a 2-core machine running another suite and a build.
-    wait_for(
+    // Progress is bounded, not time: on a 2-core machine this took 46 s
+    // alone and 601 s beside `make test`'s other lanes.
+    wait_for_progress(
         &format!("{TOTAL} Memcacheds converged"),
-        Duration::from_secs(600),
-        || match converged(env, "many-")? {
-            (done, deployments) if done == TOTAL && deployments == TOTAL => Ok(()),
-            (done, deployments) => Err(format!("{done} converged, {deployments} Deployments")),
+        2 * TOTAL,
+        Duration::from_secs(180),
+        || {
+            let (done, deployments) = converged(env, "many-")?;
+            Ok((
+                done + deployments,
+                format!("{done} converged, {deployments} Deployments"),
+            ))
         },
     )?;
     let converged_after = started.elapsed();
 
     let operator = env.operator()?;
+    // Writes in the window that change a status are news (kube-controller-manager,
+    // at its 20 requests a second, reports the last Deployments available
+    // minutes after they were created); the others are a storm.
     let (writes, reconciles) = (controller_writes(env)?, operator.reconciles()?);
+    let before = statuses(env, "many-")?;
     std::thread::sleep(WINDOW);
-    let written = controller_writes(env)? - writes;
+    let written = grown(&writes, controller_writes(env)?);
     let reconciled = operator.reconciles()? - reconciles;
+    let after = statuses(env, "many-")?;
+    let news = (after.iter())
+        .filter(|(key, status)| before.get(*key) != Some(status))
+        .count();
     let rss_mib = operator.rss_kib().unwrap_or_default() / 1024;
     println!(
         "     applied in {:.1}s, all converged {:.1}s after the apply began; then {reconciled} reconciles \
-         in {}s wrote {written:.0} times; controller RSS {rss_mib} MiB",
+         in {}s wrote {:.0} times {written:?}, {news} statuses changed; controller RSS {rss_mib} MiB",
         applied.as_secs_f64(),
         converged_after.as_secs_f64(),
-        WINDOW.as_secs()
+        WINDOW.as_secs(),
+        written.values().sum::<f64>(),
     );
     for ns in &namespaces {
         env.kubectl
             .ok(&["delete", "namespace", ns, "--wait=false"])?;
     }
+    let written: f64 = written.values().sum();
     check(
-        written <= (reconciled as f64 / 20.0).max(5.0),
-        format!("{written} writes for {reconciled} converged reconciles"),
+        written <= news as f64 + (reconciled as f64 / 20.0).max(5.0),
+        format!("{written} writes for {reconciled} reconciles and {news} changed statuses"),
     )?;
     check(
         rss_mib > 0 && rss_mib <= MAX_RSS_MIB,
@@ -97,10 +112,23 @@ pub(crate) fn converged(env: &Env, prefix: &str) -> Result<(usize, usize), Strin
     ))
 }
 
+/// The status of each Memcached across the namespaces named `prefix*`.
+fn statuses(env: &Env, prefix: &str) -> Result<BTreeMap<String, Value>, String> {
+    let list = env.kubectl.get(&["memcacheds", "-A"])?;
+    Ok((list["items"].as_array().into_iter().flatten())
+        .filter_map(|m| {
+            let ns = m["metadata"]["namespace"].as_str()?;
+            let name = m["metadata"]["name"].as_str()?;
+            ns.starts_with(prefix)
+                .then(|| (format!("{ns}/{name}"), m["status"].clone()))
+        })
+        .collect())
+}
+
 /// Writes (any verb but GET, LIST and WATCH) the API server counted on the
-/// kinds the controller writes; Deployment status and Events are left out:
-/// kube-controller-manager writes them too.
-pub(crate) fn controller_writes(env: &Env) -> Result<f64, String> {
+/// kinds the controller writes, by verb and resource; Deployment status and
+/// Events are left out: kube-controller-manager writes them too.
+pub(crate) fn controller_writes(env: &Env) -> Result<BTreeMap<String, f64>, String> {
     const RESOURCES: &[&str] = &[
         "memcacheds",
         "deployments",
@@ -110,10 +138,26 @@ pub(crate) fn controller_writes(env: &Env) -> Result<f64, String> {
         "poddisruptionbudgets",
         "networkpolicies",
     ];
-    Ok(request_counts(&env.kubectl)?
-        .iter()
-        .filter(|c| c.is_write() && RESOURCES.contains(&c.resource.as_str()))
-        .filter(|c| !(c.resource == "deployments" && c.subresource == "status"))
-        .map(|c| c.count)
-        .sum())
+    let mut writes = BTreeMap::new();
+    for c in request_counts(&env.kubectl)? {
+        if c.is_write()
+            && RESOURCES.contains(&c.resource.as_str())
+            && !(c.resource == "deployments" && c.subresource == "status")
+        {
+            let key = format!("{} {}/{}", c.verb, c.resource, c.subresource);
+            *writes
+                .entry(key.trim_end_matches('/').to_string())
+                .or_default() += c.count;
+        }
+    }
+    Ok(writes)
+}
+
+/// What `after` counts beyond `before`, the nonzero differences.
+fn grown(before: &BTreeMap<String, f64>, after: BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    (after.into_iter())
+        .map(|(k, n)| (n - before.get(&k).copied().unwrap_or_default(), k))
+        .filter(|(n, _)| *n > 0.0)
+        .map(|(n, k)| (k, n))
+        .collect()
 }

@@ -1,5 +1,6 @@
-//! Waiting for and checking what the suites are shown: [`wait_for`] a state,
-//! [`check`] a fact, an object's status conditions.
+//! Waiting for and checking what the suites are shown: [`wait_for`] a state
+//! (or [`wait_for_progress`] towards it), [`check`] a fact, an object's status
+//! conditions.
 
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,34 @@ pub fn wait_for<T>(
             }
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
+    }
+}
+
+/// Poll `progress` (how far, and what it saw) every 2 s until it reaches
+/// `goal`; the error comes when it has not grown for `stall`. A bound on
+/// progress, not on time: a loaded machine gets there slowly, a stuck
+/// controller not at all.
+pub fn wait_for_progress(
+    what: &str,
+    goal: usize,
+    stall: Duration,
+    mut progress: impl FnMut() -> Result<(usize, String), String>,
+) -> Result<(), String> {
+    let (mut best, mut since) = (0, Instant::now());
+    loop {
+        let (reached, seen) = progress().unwrap_or_else(|e| (0, e));
+        if reached >= goal {
+            return Ok(());
+        }
+        if reached > best {
+            (best, since) = (reached, Instant::now());
+        } else if since.elapsed() >= stall {
+            return Err(format!(
+                "no progress for {}s waiting for {what}: {seen}",
+                stall.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_secs(2));
     }
 }
 
