@@ -1,5 +1,6 @@
-//! The Pod Security Standards, judged on the pod template the controller
-//! renders from a spec ([`crate::render::pod_template::pod`]) as
+//! The Pod Security Standards, judged on the pod spec and annotations the
+//! controller renders from a spec ([`pod_template::pod_spec`],
+//! [`pod_template::annotations`]; Pod Security reads no label) as
 //! Kubernetes' Pod Security admission judges pods
 //! (k8s.io/pod-security-admission `policy/check_*.go` at v1.36, the version
 //! `latest` means there), with its reasons and details.
@@ -40,7 +41,6 @@ pub fn check(spec: &Defaulted, level: Level, path: &Path) -> Vec<Violation> {
         metadata: &metadata,
         spec,
     };
-    // Pod Security reads the pod's spec and annotations, never its labels.
     let pod = pod_template::pod_spec(instance, spec, AUTH_FILE);
     let annotations = pod_template::annotations(instance, spec, None);
     let security_path = path.child("security");

@@ -256,8 +256,8 @@ pub fn restart(old: &PodSource<'_>, new: &PodSource<'_>) -> Restart {
     if old.spec.stateful_set() != new.spec.stateful_set() {
         return cold(Path::new("spec.workload"), ColdBecause::Workload);
     }
-    let before = old.template();
-    if before == new.template() {
+    let (before, after) = (old.template(), new.template());
+    if before == after {
         return Restart::None;
     }
     let warm_restart = || Path::new("spec.warmRestart.enabled");
@@ -268,7 +268,7 @@ pub fn restart(old: &PodSource<'_>, new: &PodSource<'_>) -> Restart {
         (true, true) => {}
     }
     let base = in_place::base(&before);
-    if base == in_place::base(&new.template()) {
+    if base == in_place::base(&after) {
         return Restart::Warm;
     }
     // The first change a running pod cannot take: beyond memcached's image

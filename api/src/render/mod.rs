@@ -43,7 +43,8 @@ pub const RESTART_TRIGGER_ANNOTATION: &str = "memcached.c5c3.io/restart-trigger"
 pub struct Instance<'a> {
     /// The Memcached's metadata.
     pub metadata: &'a ObjectMeta,
-    /// Its spec as stored (before the controller's defaulting).
+    /// Its spec: as stored where the workload's stamps digest it, defaulted
+    /// where only the pod is rendered (admission judging a spec).
     pub spec: &'a MemcachedSpec,
 }
 

@@ -107,10 +107,13 @@ impl TemplateStamp {
     /// is held instead: a new default image of a new controller version
     /// restarts no pod.
     pub fn in_place_change(&self, running: &TemplateStamp) -> bool {
-        let base = self.base.is_some() && self.base == running.base;
-        let warm = (running.spec.as_deref().zip(self.spec.as_deref()))
-            .is_some_and(|(old, new)| warm_change(old, new));
-        self.intent != running.intent && self.template != running.template && (base || warm)
+        let base = || self.base.is_some() && self.base == running.base;
+        // Renders both templates: asked last, when nothing cheaper decides.
+        let warm = || {
+            (running.spec.as_deref().zip(self.spec.as_deref()))
+                .is_some_and(|(old, new)| warm_change(old, new))
+        };
+        self.intent != running.intent && self.template != running.template && (base() || warm())
     }
 }
 
