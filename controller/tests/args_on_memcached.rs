@@ -118,7 +118,7 @@ on_each_release! {
         let server = start(&["-Y".into(), file.display().to_string()]);
         let fetch = |line: &str| {
             let client = memcached_controller::stats::client::StatsClient {
-                credentials: memcached_controller::stats::client::Credentials::from_auth_file(line),
+                credentials: memcached_controller::stats::credentials::Credentials::from_auth_file(line),
                 ..Default::default()
             };
             async move { client.fetch(server.addr).await }

@@ -4,9 +4,8 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
-use memcached_controller::stats::client::{
-    ClusterStats, Credentials, StatsClient, StatsError, Unanswered,
-};
+use memcached_controller::stats::client::{ClusterStats, StatsClient, StatsError, Unanswered};
+use memcached_controller::stats::credentials::Credentials;
 use memcached_controller::stats::tls::{self, Mounted, Presented, Tls, client_config};
 use test_support::on_each_release;
 use test_support::real_memcached::{self, free_port, make_pki, start};
@@ -148,10 +147,7 @@ on_each_release! {
             "memcached -Y must refuse unauthenticated stats: {anonymous:?}"
         );
         let wrong = StatsClient {
-            credentials: Some(Credentials {
-                username: "cache".into(),
-                password: "x".into(),
-            }),
+            credentials: Credentials::from_auth_file("cache:x\n"),
             ..Default::default()
         };
         assert!(matches!(
@@ -170,6 +166,25 @@ on_each_release! {
                 .version
                 .starts_with("1.6")
         );
+    }
+
+    /// A file whose last line has no newline (the Go operator's e2e Secret):
+    /// memcached up to 1.6.31 admits its password without the last
+    /// character, later ones as written; the stats client reads both, so a
+    /// pod started on such a file can be read, and so restarted in place on
+    /// the fixed file.
+    #[tokio::test]
+    async fn reads_a_pod_started_on_an_unterminated_auth_file() {
+        let dir = real_memcached::readable_tempdir();
+        let file = dir.path().join("auth");
+        std::fs::write(&file, "cache:s3cret").unwrap();
+        let server = start(&["-Y".into(), file.display().to_string()]);
+        let client = StatsClient {
+            credentials: Credentials::from_auth_file("cache:s3cret"),
+            ..Default::default()
+        };
+        let read = client.fetch(server.addr).await;
+        assert!(read.is_ok(), "{read:?}");
     }
 }
 

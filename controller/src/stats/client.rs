@@ -21,6 +21,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
+use crate::stats::credentials::Credentials;
 use crate::stats::tls::{Mounted, Presented, Tls};
 
 /// Connect timeout per pod.
@@ -194,27 +195,6 @@ impl std::fmt::Display for Unanswered {
             Unanswered::Closed => f.write_str("connection reset or closed"),
             Unanswered::Garbled => f.write_str("not memcached's stats answer"),
         }
-    }
-}
-
-/// Username and password for memcached's ASCII authentication (`-Y`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Credentials {
-    /// User name.
-    pub username: String,
-    /// Password.
-    pub password: String,
-}
-
-impl Credentials {
-    /// The first `user:password` line of a memcached auth file.
-    pub fn from_auth_file(content: &str) -> Option<Self> {
-        let line = content.lines().map(str::trim).find(|l| !l.is_empty())?;
-        let (username, password) = line.split_once(':')?;
-        Some(Credentials {
-            username: username.into(),
-            password: password.into(),
-        })
     }
 }
 
@@ -430,12 +410,18 @@ impl StatsClient {
                 "the server requires authentication and no credentials are configured".into(),
             ));
         };
-        let token = format!("{} {}", c.username, c.password);
-        let auth = format!("set auth 0 0 {}\r\n{token}\r\n", token.len());
-        send(stream, auth.as_bytes()).await?;
-        let answer = read_line(stream).await?;
-        if answer != "STORED" {
-            return Err(StatsError::Auth(answer));
+        let mut refused = String::new();
+        for password in c.passwords() {
+            let token = format!("{} {password}", c.username);
+            let auth = format!("set auth 0 0 {}\r\n{token}\r\n", token.len());
+            send(stream, auth.as_bytes()).await?;
+            refused = read_line(stream).await?;
+            if refused == "STORED" {
+                break;
+            }
+        }
+        if refused != "STORED" {
+            return Err(StatsError::Auth(refused));
         }
         send(stream, b"stats\r\n").await?;
         let first = read_line(stream).await?;
@@ -678,17 +664,5 @@ mod tests {
         assert_eq!(hit_ratio(2, 3).as_deref(), Some("0.67"));
         assert_eq!(hit_ratio(5, 5).as_deref(), Some("1.00"));
         assert_eq!(hit_ratio(1, 200).as_deref(), Some("0.01"));
-    }
-
-    #[test]
-    fn reads_the_first_credentials_line() {
-        assert_eq!(
-            Credentials::from_auth_file("\nalice:s3cr:et\nbob:x\n"),
-            Some(Credentials {
-                username: "alice".into(),
-                password: "s3cr:et".into()
-            })
-        );
-        assert_eq!(Credentials::from_auth_file("nocolon"), None);
     }
 }

@@ -8,7 +8,8 @@ use memcached_api::Defaulted;
 use tokio_rustls::rustls::pki_types::ServerName;
 
 use crate::cluster::secrets::{self, SecretData};
-use crate::stats::client::{Credentials, StatsClient};
+use crate::stats::client::StatsClient;
+use crate::stats::credentials::Credentials;
 use crate::stats::tls;
 use crate::stats::tls::{Mounted, Tls};
 use memcached_api::render::args::{self, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
@@ -74,7 +75,7 @@ mod tests {
     use memcached_api::apply_defaults;
 
     use super::*;
-    use crate::stats::client::Credentials;
+    use crate::stats::credentials::Credentials;
 
     /// The stats client logs in with the auth file under each of its keys.
     #[test]
@@ -93,7 +94,8 @@ mod tests {
                 client.credentials,
                 Some(Credentials {
                     username: "app".into(),
-                    password: "pw".into()
+                    password: "pw".into(),
+                    misread_password: None,
                 }),
                 "{key}"
             );
