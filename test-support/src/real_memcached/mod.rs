@@ -148,9 +148,21 @@ fn newest_wrapper() -> PathBuf {
             rootfs.join("usr/bin/memcached").display()
         );
         // Written aside and renamed: test binaries running at once each write it.
+        // Written by a child process: a file open for writing cannot be
+        // executed (ETXTBSY), and a child another thread forks meanwhile would
+        // hold this process's descriptor until it execs.
         let written = dir.join(format!("memcached.{}", std::process::id()));
-        std::fs::write(&written, script).unwrap();
-        std::fs::set_permissions(&written, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let wrote = Command::new("sh")
+            .args([
+                "-c",
+                r#"printf '%s' "$1" > "$2" && chmod 755 "$2""#,
+                "sh",
+                &script,
+            ])
+            .arg(&written)
+            .status()
+            .unwrap();
+        assert!(wrote.success(), "writing {}: {wrote}", written.display());
         std::fs::rename(&written, dir.join("memcached")).unwrap();
         // memcached reads it after dropping to `nobody` when run as root.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
