@@ -62,8 +62,15 @@ pub(crate) fn verify_signatures(
         env.kubectl.apply(&policy_server.to_string())
     })?;
 
+    // kubewarden-controller's webhook, called through its Service, may
+    // reset a connection while kube-proxy or its pod settles: asked again.
+    let apply_policy = |policy: &serde_json::Value| {
+        wait_for("kubewarden-controller admitting the policy", SETTLE, || {
+            env.kubectl.apply(&policy.to_string())
+        })
+    };
     let signed = kubewarden_charts::protect_policy("memcached-signed", server, &module)?;
-    env.kubectl.apply(&signed.to_string())?;
+    apply_policy(&signed)?;
     let active =
         kubewarden_charts::wait_active(&env.kubectl, "memcached-signed", Duration::from_secs(180))?;
     let deployment = format!("deployment/policy-server-{server}");
@@ -77,7 +84,7 @@ pub(crate) fn verify_signatures(
 
     let unsigned =
         kubewarden_charts::protect_policy("memcached-unsigned", server, &unsigned_module)?;
-    env.kubectl.apply(&unsigned.to_string())?;
+    apply_policy(&unsigned)?;
     // policy-server's own words for this policy and this reason
     // (policy_downloader.rs, policy-fetcher's verify/mod.rs).
     let refused = |line: &&str| {
