@@ -7,6 +7,8 @@
 //! * [`cluster`]: the API server as this controller sees it: the watches'
 //!   cache, server-side apply, the stored Memcached, Secrets, the Lease.
 //! * [`stats`]: memcached's `stats`, read from the pods in the background.
+//! * [`handover`]: keys copied where clients will look for them when pods
+//!   join or leave.
 //! * [`rollout`]: changes applied to running pods in place, and pacing.
 //! * [`metrics`]: what the controller measures, and its registry.
 //! * [`reconcile`]: one Memcached converged, step by step, and reported.
@@ -16,6 +18,7 @@
 
 pub mod cluster;
 pub mod commands;
+pub mod handover;
 pub mod metrics;
 pub mod objects;
 pub mod reconcile;

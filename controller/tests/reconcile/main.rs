@@ -15,7 +15,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 use memcached_api::render::containers::MEMCACHED_PORT;
-use memcached_controller::stats::client::READ_TIMEOUT;
+use memcached_controller::stats::wire::READ_TIMEOUT;
 
 use kube::runtime::controller::Action;
 use memcached_api::Memcached;

@@ -1,0 +1,191 @@
+//! Keys copied between real memcached servers as a move hands them over:
+//! where the client library will ask, with their flags and remaining TTL,
+//! never over a value already there, the most recently used first.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use memcached_controller::handover::copy::{Budget, Progress, copy_out};
+use memcached_controller::handover::placement::{Algorithm, Ring};
+use memcached_controller::stats::client::StatsClient;
+use memcached_controller::stats::credentials::Credentials;
+use test_support::on_each_release;
+use test_support::real_memcached::{self, Memcached, start};
+
+/// A text-protocol client of one server, as an application writes and reads.
+struct Client(BufReader<TcpStream>);
+
+impl Client {
+    fn new(addr: SocketAddr, login: Option<&str>) -> Self {
+        let mut client = Client(BufReader::new(TcpStream::connect(addr).unwrap()));
+        if let Some(token) = login {
+            let answer = client.ask(&format!("set auth 0 0 {}\r\n{token}\r\n", token.len()));
+            assert_eq!(answer, "STORED");
+        }
+        client
+    }
+
+    fn ask(&mut self, command: &str) -> String {
+        self.0.get_mut().write_all(command.as_bytes()).unwrap();
+        let mut line = String::new();
+        self.0.read_line(&mut line).unwrap();
+        line.trim_end().to_string()
+    }
+
+    fn set(&mut self, key: &str, value: &str, flags: u32, ttl: u32) {
+        let answer = self.ask(&format!(
+            "set {key} {flags} {ttl} {}\r\n{value}\r\n",
+            value.len()
+        ));
+        assert_eq!(answer, "STORED", "set {key}");
+    }
+
+    /// The value, flags and remaining TTL (-1: none) of `key`.
+    fn get(&mut self, key: &str) -> Option<(String, u32, i64)> {
+        let head = self.ask(&format!("mg {key} v f t\r\n"));
+        let mut fields = head.split_ascii_whitespace();
+        if fields.next()? != "VA" {
+            return None;
+        }
+        let len: usize = fields.next().unwrap().parse().unwrap();
+        let (mut flags, mut ttl) = (0, 0);
+        for field in fields {
+            match field.split_at(1) {
+                ("f", n) => flags = n.parse().unwrap(),
+                ("t", n) => ttl = n.parse().unwrap(),
+                _ => {}
+            }
+        }
+        let mut data = vec![0; len + 2];
+        self.0.read_exact(&mut data).unwrap();
+        data.truncate(len);
+        Some((String::from_utf8(data).unwrap(), flags, ttl))
+    }
+}
+
+/// Servers as clients name them (a StatefulSet's pods).
+fn names(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("cache-{i}.cache.ns.svc:11211"))
+        .collect()
+}
+
+/// Copy every server's keys of `from` (the first `from` of `servers`) to
+/// where `ring` places them; the progress of each source.
+async fn hand_over(
+    client: &StatsClient,
+    servers: &[Memcached],
+    from: usize,
+    ring: &Ring,
+    max_keys: usize,
+) -> Vec<Progress> {
+    let destinations: BTreeMap<usize, SocketAddr> =
+        servers.iter().map(|s| s.addr).enumerate().collect();
+    let mut done = Vec::new();
+    for (i, server) in servers.iter().take(from).enumerate() {
+        let budget = Budget {
+            deadline: tokio::time::Instant::now() + Duration::from_secs(30),
+            max_keys,
+        };
+        let name = &ring.servers().get(i).cloned().unwrap_or_default();
+        let source = (server.addr, name.as_str());
+        done.push(copy_out(client, source, ring, &destinations, budget, |_| {}).await);
+    }
+    done
+}
+
+on_each_release! {
+    /// Scaling 3 -> 4: the keys the client will ask the new server for are
+    /// there, with their flags and TTL; the others stay where they were.
+    #[tokio::test]
+    async fn fills_a_new_server_with_the_keys_clients_will_ask_it_for() {
+        for algorithm in [Algorithm::Rendezvous, Algorithm::Ketama] {
+            let servers: Vec<Memcached> = (0..4).map(|_| start(&[])).collect();
+            let (three, four) = (Ring::new(algorithm, &names(3)), Ring::new(algorithm, &names(4)));
+            let mut clients: Vec<Client> = servers.iter().map(|s| Client::new(s.addr, None)).collect();
+            for k in 0..600 {
+                let key = format!("key-{k}");
+                let ttl = if k % 2 == 0 { 0 } else { 3600 };
+                clients[three.owner(&key).unwrap()].set(&key, &format!("value {k}"), k, ttl);
+            }
+            let done = hand_over(&StatsClient::default(), &servers, 3, &four, 100_000).await;
+            let moving: u64 = done.iter().map(|p| p.moving).sum();
+            let copied: u64 = done.iter().map(|p| p.copied).sum();
+            assert!(done.iter().all(Progress::finished), "{algorithm:?}: {done:?}");
+            assert_eq!((moving, copied), (moving, moving), "{algorithm:?}: {done:?}");
+            let expected = (0..600).filter(|k| four.owner(&format!("key-{k}")) == Some(3)).count();
+            assert_eq!(moving as usize, expected, "{algorithm:?}: every key that moves, only those");
+            for k in 0..600u32 {
+                let key = format!("key-{k}");
+                let owner = four.owner(&key).unwrap();
+                let (value, flags, ttl) = clients[owner].get(&key).unwrap_or_else(|| panic!("{algorithm:?}: {key} missing on {owner}"));
+                assert_eq!((value, flags), (format!("value {k}"), k), "{algorithm:?}: {key}");
+                if k % 2 == 0 {
+                    assert_eq!(ttl, -1, "{algorithm:?}: {key} never expires");
+                } else {
+                    assert!((3590..=3600).contains(&ttl), "{algorithm:?}: {key} ttl {ttl}");
+                }
+            }
+        }
+    }
+
+    /// Scaling 4 -> 3 under ASCII authentication: the leaving server's keys
+    /// go to the servers clients will ask; a key a client already wrote
+    /// there keeps the client's value.
+    #[tokio::test]
+    async fn empties_a_leaving_server_without_overwriting_newer_values() {
+        let dir = real_memcached::readable_tempdir();
+        let file = dir.path().join("auth");
+        std::fs::write(&file, "cache:s3cret\n").unwrap();
+        let servers: Vec<Memcached> = (0..4).map(|_| start(&["-Y".into(), file.display().to_string()])).collect();
+        let (four, three) = (Ring::new(Algorithm::Rendezvous, &names(4)), Ring::new(Algorithm::Rendezvous, &names(3)));
+        let mut clients: Vec<Client> = servers.iter().map(|s| Client::new(s.addr, Some("cache s3cret"))).collect();
+        let on_leaving: Vec<String> = (0..400).map(|k| format!("key-{k}")).filter(|k| four.owner(k) == Some(3)).collect();
+        for key in &on_leaving {
+            clients[3].set(key, "old", 0, 0);
+        }
+        let newer = &on_leaving[0];
+        clients[three.owner(newer).unwrap()].set(newer, "newer", 0, 0);
+        let client = StatsClient {
+            credentials: Credentials::from_auth_file("cache:s3cret\n"),
+            ..Default::default()
+        };
+        let destinations: BTreeMap<usize, SocketAddr> = servers.iter().take(3).map(|s| s.addr).enumerate().collect();
+        let budget = Budget { deadline: tokio::time::Instant::now() + Duration::from_secs(30), max_keys: 100_000 };
+        let done = copy_out(&client, (servers[3].addr, "cache-3.cache.ns.svc:11211"), &three, &destinations, budget, |_| {}).await;
+        assert!(done.finished(), "{done:?}");
+        assert_eq!((done.moving, done.copied, done.skipped, done.failed), (on_leaving.len() as u64, on_leaving.len() as u64 - 1, 1, 0));
+        for key in &on_leaving {
+            let value = clients[three.owner(key).unwrap()].get(key).map(|(v, _, _)| v);
+            assert_eq!(value.as_deref(), Some(if key == newer { "newer" } else { "old" }), "{key}");
+        }
+        let anonymous = hand_over(&StatsClient::default(), &servers, 1, &three, 10).await;
+        assert!(anonymous[0].stopped.as_deref().unwrap_or_default().contains("no credentials"), "{anonymous:?}");
+    }
+
+    /// A budget of 10 keys copies the 10 most recently written that move.
+    #[tokio::test]
+    async fn copies_the_most_recently_used_first() {
+        let servers: Vec<Memcached> = (0..2).map(|_| start(&[])).collect();
+        let two = Ring::new(Algorithm::Rendezvous, &names(2));
+        let mut source = Client::new(servers[0].addr, None);
+        let moving = |range: std::ops::Range<u32>| range.map(|k| format!("key-{k}")).filter(|k| two.owner(k) == Some(1));
+        for key in moving(0..200) {
+            source.set(&key, "older", 0, 0);
+        }
+        // memcached's clock ticks each second: the next keys are newer by it.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        let recent: Vec<String> = moving(200..400).take(10).collect();
+        for key in &recent {
+            source.set(key, "recent", 0, 0);
+        }
+        let done = hand_over(&StatsClient::default(), &servers, 1, &two, 10).await;
+        assert_eq!((done[0].moving, done[0].copied), (10, 10), "{done:?}");
+        let mut destination = Client::new(servers[1].addr, None);
+        for key in &recent {
+            assert_eq!(destination.get(key).map(|(v, _, _)| v).as_deref(), Some("recent"), "{key}");
+        }
+    }
+}
