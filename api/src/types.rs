@@ -29,6 +29,12 @@ pub const DEPLOYMENT: &str = "Deployment";
 pub const STATEFUL_SET: &str = "StatefulSet";
 /// Values `spec.workload` may take.
 pub const WORKLOADS: [&str; 2] = [DEPLOYMENT, STATEFUL_SET];
+/// `spec.clientHashing` for pymemcache's `HashClient` (oslo.cache): rendezvous hashing.
+pub const RENDEZVOUS: &str = "rendezvous";
+/// `spec.clientHashing` for libmemcached's weighted ketama (pylibmc `ketama_weighted`).
+pub const KETAMA: &str = "ketama";
+/// Values `spec.clientHashing` may take.
+pub const CLIENT_HASHINGS: [&str; 2] = [RENDEZVOUS, KETAMA];
 /// Values `spec.highAvailability.antiAffinityPreset` may take.
 pub const ANTI_AFFINITY_PRESETS: [&str; 2] = ["soft", "hard"];
 /// The pattern of `spec.memcached.maxItemSize`.
@@ -196,6 +202,17 @@ pub struct MemcachedSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = 253)))]
     pub server_list_config_map: Option<String>,
+    /// How the clients place keys on the servers of `status.serverList`:
+    /// `rendezvous` (pymemcache's `HashClient`, as oslo.cache uses it) or
+    /// `ketama` (libmemcached's weighted ketama). With a StatefulSet and
+    /// autoscaling off, scaling then hands keys over: a new pod is listed
+    /// once the keys clients will ask it for are copied to it, a leaving
+    /// pod's keys are copied to the pods clients will ask before it is
+    /// removed (most recently used first, for at most 60 s); default none
+    /// (keys are not copied).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = CLIENT_HASHINGS)))]
+    pub client_hashing: Option<String>,
     /// Memcached container image, non-empty; default `memcached:1.6`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = MAX_IMAGE_LENGTH)))]

@@ -123,6 +123,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                     secret_data: Default::default(),
                     live_stats,
                     waits: Default::default(),
+                    handovers: Default::default(),
                 });
                 // A task each: one namespace's work never stalls another's.
                 let shutdown = wait(shutdown.clone());

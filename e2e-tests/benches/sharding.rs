@@ -84,7 +84,7 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
     });
     env.kubectl.apply(&memcached(NAMESPACE, name, spec))?;
     wait_ready(env, NAMESPACE, name, 3)?;
-    let mut client = client_config(env, mode, 3)?;
+    let mut client = mode.wait_client(env, NAMESPACE, mode.instance(), 3)?;
     let stored = store(&client, KEYS)?;
 
     // (a) 3 -> 4.
@@ -166,7 +166,7 @@ fn measure(
     before: &ClientConfig,
     replicas: usize,
 ) -> Result<(Step, ClientConfig), String> {
-    let after = client_config(env, mode, replicas)?;
+    let after = mode.wait_client(env, NAMESPACE, mode.instance(), replicas)?;
     let hits = count(&sharding_with("check", &after, KEYS)?, "hits")?;
     let changed = after.server_set() != before.server_set();
     Ok((Step { hits, changed }, after))
@@ -188,32 +188,6 @@ fn with_new_address(client: &ClientConfig, pod: &Pod) -> ClientConfig {
         }
     }
     moved
-}
-
-/// The client configuration once `replicas` servers can be reached: the
-/// ready pods' IPs (Deployment), or `status.serverList` with every name
-/// resolvable (StatefulSet).
-fn client_config(env: &Env, mode: Mode, replicas: usize) -> Result<ClientConfig, String> {
-    wait_for(
-        &format!("{replicas} servers for the {} client", mode.workload()),
-        SETTLE,
-        || {
-            let config = mode.client(env, NAMESPACE)?;
-            let unresolved: Vec<&String> = config
-                .servers
-                .iter()
-                .filter(|s| {
-                    let host = s.rsplit_once(':').map_or(s.as_str(), |(h, _)| h);
-                    matches!(mode, Mode::StatefulSet) && !config.hosts.contains_key(host)
-                })
-                .collect();
-            if config.servers.len() == replicas && unresolved.is_empty() {
-                Ok(config)
-            } else {
-                Err(format!("{config:?}, no address for {unresolved:?}"))
-            }
-        },
-    )
 }
 
 /// Wait until the workload runs the changed spec everywhere: its pod

@@ -429,6 +429,11 @@ pub fn boundary_specs() -> Vec<(String, Value)> {
     );
     each(
         &mut c,
+        "clientHashing",
+        vec![json!("rendezvous"), json!("ketama"), json!("crc32")],
+    );
+    each(
+        &mut c,
         "serverListConfigMap",
         vec![
             json!("servers"),

@@ -346,6 +346,7 @@ pub fn context_with_key(
         secret_data: Default::default(),
         live_stats,
         waits: Default::default(),
+        handovers: Default::default(),
     });
     (ctx, writers, stats_changed)
 }

@@ -66,6 +66,7 @@ fn changed_fields(
         replicas: "replicas",
         workload: "workload",
         server_list_config_map: "serverListConfigMap",
+        client_hashing: "clientHashing",
         image: "image",
         resources: "resources",
         memcached: "memcached",

@@ -31,7 +31,9 @@ use order::{Listing, Part};
 use pod::{pod_shape, validate_pod_annotations, validate_pod_labels};
 use resources::{MemoryFloor, validate_resources};
 use security::validate_security;
-use workload::{validate_replicas, validate_server_list_config_map, validate_workload};
+use workload::{
+    validate_client_hashing, validate_replicas, validate_server_list_config_map, validate_workload,
+};
 
 use crate::defaults::{Defaulted, apply_defaults};
 use crate::extra_args::release::Judge;
@@ -161,6 +163,12 @@ fn validate_spec(spec: &Defaulted, options: &Options) -> ErrorList {
         Part::ServerListConfigMap,
         field(spec.server_list_config_map.as_deref(), |n| {
             validate_server_list_config_map(n, &path.child("serverListConfigMap"))
+        }),
+    );
+    listing.add(
+        Part::ClientHashing,
+        field(spec.client_hashing.as_deref(), |h| {
+            validate_client_hashing(h, &path.child("clientHashing"))
         }),
     );
     listing.add(

@@ -50,6 +50,8 @@ pub enum Part {
     NetworkPolicy,
     /// `spec.serverListConfigMap`.
     ServerListConfigMap,
+    /// `spec.clientHashing`.
+    ClientHashing,
 }
 
 /// A spec's errors as its validators report them, each with its part.

@@ -6,7 +6,7 @@ use super::options::ObjectName;
 use super::schema::{one_of, within};
 use crate::field::{ErrorList, FieldError, Path, Stage};
 use crate::kubernetes::names::is_dns1123_subdomain;
-use crate::types::{MemcachedSpec, REPLICAS_BOUNDS, STATEFUL_SET, WORKLOADS};
+use crate::types::{CLIENT_HASHINGS, MemcachedSpec, REPLICAS_BOUNDS, STATEFUL_SET, WORKLOADS};
 
 /// Longest name a StatefulSet's pods can be created for: every pod carries
 /// the label `controller-revision-hash: <name>-<hash>`, the hash up to 10
@@ -23,6 +23,11 @@ pub fn validate_replicas(replicas: i32, path: &Path) -> ErrorList {
 /// `spec.workload`, one of the schema's enum.
 pub fn validate_workload(workload: &str, path: &Path) -> ErrorList {
     one_of(workload, &WORKLOADS, path.clone())
+}
+
+/// `spec.clientHashing`, one of [`CLIENT_HASHINGS`].
+pub fn validate_client_hashing(hashing: &str, path: &Path) -> ErrorList {
+    one_of(hashing, &CLIENT_HASHINGS, path.clone())
 }
 
 /// `spec.serverListConfigMap` is a ConfigMap name (a DNS-1123 subdomain),

@@ -8,6 +8,7 @@
 //! a [`Budget`]: a deadline, a number of keys and the bytes of one batch.
 
 use std::cmp::Reverse;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -252,19 +253,25 @@ async fn copy_listed(
         let (batch, next) = rest.split_at(size);
         rest = next;
         let values = read_values(&mut from, batch).await?;
+        // Per destination, its values at once: all `ms` sent, then the answers read.
+        let mut by_owner: BTreeMap<usize, Vec<(&Listed, Value)>> = BTreeMap::new();
         for (item, value) in batch.iter().zip(values) {
             match value {
-                Some(value) => match write_value(client, destinations, &mut to, item, &value).await
-                {
-                    Ok(true) => progress.copied += 1,
-                    Ok(false) => progress.skipped += 1,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "copying a key failed");
-                        to.remove(&item.owner);
-                        progress.failed += 1;
-                    }
-                },
+                Some(value) => by_owner.entry(item.owner).or_default().push((item, value)),
                 None => progress.skipped += 1,
+            }
+        }
+        for (owner, items) in by_owner {
+            match write_values(client, destinations, &mut to, owner, &items).await {
+                Ok(written) => {
+                    progress.copied += written;
+                    progress.skipped += items.len() as u64 - written;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "copying keys failed");
+                    to.remove(&owner);
+                    progress.failed += items.len() as u64;
+                }
             }
         }
         report(progress);
@@ -322,36 +329,41 @@ async fn read_values(
     Ok(values)
 }
 
-/// Add `value` under `item`'s key on its owner: `true` if written, `false`
-/// if the owner held the key already.
-async fn write_value(
+/// Add each of `items` under its key on server `owner`: how many were
+/// written (the others the owner held already).
+async fn write_values(
     client: &StatsClient,
     destinations: &BTreeMap<usize, SocketAddr>,
     sessions: &mut BTreeMap<usize, Session>,
-    item: &Listed,
-    value: &Value,
-) -> Result<bool, StatsError> {
-    let session = match sessions.entry(item.owner) {
-        std::collections::btree_map::Entry::Occupied(s) => s.into_mut(),
-        std::collections::btree_map::Entry::Vacant(slot) => {
-            let addr = destinations.get(&item.owner).ok_or_else(|| {
+    owner: usize,
+    items: &[(&Listed, Value)],
+) -> Result<u64, StatsError> {
+    let session = match sessions.entry(owner) {
+        Entry::Occupied(s) => s.into_mut(),
+        Entry::Vacant(slot) => {
+            let addr = destinations.get(&owner).ok_or_else(|| {
                 StatsError::Connect("no address for the server clients will ask".into())
             })?;
             slot.insert(client.session(*addr).await?)
         }
     };
-    let (key, base64) = meta_key(&item.key);
-    let Value { data, flags, ttl } = value;
-    let command = format!("ms {key} {} F{flags} T{ttl} ME{base64}\r\n", data.len());
-    session.write(command.as_bytes()).await?;
-    session.write(data).await?;
-    session.write(b"\r\n").await?;
-    session.flush().await?;
-    match session.line().await?.as_str() {
-        "HD" => Ok(true),
-        "NS" => Ok(false),
-        other => Err(StatsError::Protocol(format!("ms answered {other:?}"))),
+    for (item, Value { data, flags, ttl }) in items {
+        let (key, base64) = meta_key(&item.key);
+        let command = format!("ms {key} {} F{flags} T{ttl} ME{base64}\r\n", data.len());
+        session.write(command.as_bytes()).await?;
+        session.write(data).await?;
+        session.write(b"\r\n").await?;
     }
+    session.flush().await?;
+    let mut written = 0;
+    for _ in items {
+        match session.line().await?.as_str() {
+            "HD" => written += 1,
+            "NS" => {}
+            other => return Err(StatsError::Protocol(format!("ms answered {other:?}"))),
+        }
+    }
+    Ok(written)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -14,6 +15,13 @@ use crate::metrics::api_requests::Counts;
 use crate::metrics::memcacheds::{Board, Instance};
 use crate::metrics::process::ProcessCollector;
 
+/// What became of a key a handover listed (the label of `handover_keys_total`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyResult {
+    /// `copied`, `skipped` (the destination held it, or it left the source) or `failed`.
+    pub result: &'static str,
+}
+
 /// The controller's metrics and their registry.
 pub struct Metrics {
     registry: Registry,
@@ -23,6 +31,7 @@ pub struct Metrics {
     desired: Family<Instance, Gauge>,
     ready: Family<Instance, Gauge>,
     api_requests: Counts,
+    handover_keys: Family<KeyResult, Counter>,
     known: Mutex<HashSet<Instance>>,
     /// Each Memcached's conditions and its pods' numbers.
     pub memcacheds: Board,
@@ -41,6 +50,7 @@ impl Default for Metrics {
         let desired = Family::<Instance, Gauge>::default();
         let ready = Family::<Instance, Gauge>::default();
         let api_requests = Counts::default();
+        let handover_keys = Family::<KeyResult, Counter>::default();
         ours.register("reconciles", "Reconciles run", reconciles.clone());
         ours.register("reconcile_errors", "Reconciles that failed", errors.clone());
         ours.register(
@@ -63,6 +73,11 @@ impl Default for Metrics {
             "Requests to the API server, by method and HTTP status code",
             api_requests.clone(),
         );
+        ours.register(
+            "handover_keys",
+            "Keys handovers listed to copy where clients will ask for them, by result",
+            handover_keys.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -71,6 +86,7 @@ impl Default for Metrics {
             desired,
             ready,
             api_requests,
+            handover_keys,
             known: Mutex::default(),
             memcacheds,
         }
@@ -85,6 +101,15 @@ impl Metrics {
             self.errors.inc();
         }
         self.duration.observe(took.as_secs_f64());
+    }
+
+    /// Count the keys one handover copied, skipped and failed to copy.
+    pub fn handed_over(&self, copied: u64, skipped: u64, failed: u64) {
+        for (result, keys) in [("copied", copied), ("skipped", skipped), ("failed", failed)] {
+            self.handover_keys
+                .get_or_create(&KeyResult { result })
+                .inc_by(keys);
+        }
     }
 
     /// Record an instance's replica counts.

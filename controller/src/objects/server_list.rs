@@ -22,11 +22,18 @@ pub fn build(mc: &Memcached, stable_names: bool, replicas: i32) -> Vec<String> {
     let namespace = mc.metadata.namespace.as_deref().unwrap_or_default();
     if stable_names {
         (0..replicas.max(0))
-            .map(|i| format!("{name}-{i}.{name}.{namespace}.svc:{MEMCACHED_PORT}"))
+            .map(|i| pod_server(mc, &format!("{name}-{i}")))
             .collect()
     } else {
         vec![format!("{name}.{namespace}:{MEMCACHED_PORT}")]
     }
+}
+
+/// The server list's entry of `mc`'s StatefulSet pod `pod`.
+pub fn pod_server(mc: &Memcached, pod: &str) -> String {
+    let name = meta::name(mc);
+    let namespace = mc.metadata.namespace.as_deref().unwrap_or_default();
+    format!("{pod}.{name}.{namespace}.svc:{MEMCACHED_PORT}")
 }
 
 /// The ConfigMap `spec.serverListConfigMap` names, holding `servers`; `None`

@@ -12,6 +12,7 @@ use ring::hmac;
 use crate::cluster::apply::LastApplied;
 use crate::cluster::cache::Cache;
 use crate::cluster::secrets::SecretCache;
+use crate::handover::board::Handovers;
 use crate::metrics::registry::Metrics;
 use crate::objects::desired::Installation;
 use crate::reconcile::streaks::Streaks;
@@ -48,6 +49,8 @@ pub struct Context {
     pub live_stats: Arc<LiveStats>,
     /// How long each paced StatefulSet rollout has waited for its pod.
     pub waits: pacing::Waits,
+    /// The keys being handed over as StatefulSets scale.
+    pub handovers: Handovers,
 }
 
 /// A reconcile failure; retried with backoff.

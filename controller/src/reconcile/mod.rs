@@ -7,7 +7,8 @@
 //! 3. converge its objects, one after the other: the workload first, changed
 //!    in place or paced, switching kinds without a gap
 //!    ([`converge_workload`], with [`converge_in_place`] and
-//!    [`pace_rollout`]); then the Service, PodDisruptionBudget,
+//!    [`pace_rollout`]; a StatefulSet scaling under `spec.clientHashing`
+//!    held while its keys are handed over: [`hand_over_keys`]); then the Service, PodDisruptionBudget,
 //!    HorizontalPodAutoscaler, NetworkPolicy and ServiceMonitor ([`applied`]
 //!    records each outcome), and the server list ([`publish_server_list`]);
 //! 4. report: the metrics, memcached's numbers, the status ([`report`],
@@ -25,7 +26,7 @@
 //! place or a paced rollout ([`crate::rollout`]). memcached is never waited
 //! for: its numbers are collected in the background ([`crate::stats::live`]).
 //!
-//! May use: `objects`, `cluster`, `stats`, `rollout`, `metrics`.
+//! May use: `objects`, `cluster`, `stats`, `handover`, `rollout`, `metrics`.
 
 pub mod applied;
 pub mod certificates;
@@ -33,6 +34,7 @@ pub mod context;
 pub mod converge_in_place;
 pub mod converge_workload;
 pub mod events;
+pub mod hand_over_keys;
 pub mod pace_rollout;
 pub mod publish_server_list;
 pub mod read_secrets;
@@ -59,6 +61,7 @@ use crate::reconcile::converge_in_place::{
     converge_in_place, converge_stateful_in_place, inform_in_place,
 };
 use crate::reconcile::converge_workload::{Workloads, converge_workload};
+use crate::reconcile::hand_over_keys::hand_over_keys;
 use crate::reconcile::pace_rollout::{pace, pace_deployment};
 use crate::reconcile::read_secrets::{SecretsSeen, read_secrets};
 use crate::reconcile::refuse::{refuse_invalid, refuse_unreadable};
@@ -119,7 +122,7 @@ async fn converge_children(
     // The workload: a change warm restarts can take applied in place (not
     // while held), any other rollout paced, then applied, and the other
     // kind deleted once it is replaced.
-    let (mut in_place, mut warming) = (None, None);
+    let (mut in_place, mut warming, mut handover) = (None, None, None);
     let workloads = match desired.workload {
         DesiredWorkload::Deployment(mut d) => {
             if !hold && spec.warm_restart_enabled() {
@@ -132,6 +135,10 @@ async fn converge_children(
             converge_workload(&mut applied, spec, d, hold, stores).await?
         }
         DesiredWorkload::StatefulSet(mut s) => {
+            handover = hand_over_keys(ctx, mc, spec, &secrets.data).await;
+            if let (Some(held), Some(s)) = (&handover, s.spec.as_mut()) {
+                s.replicas = Some(held.replicas);
+            }
             if !hold && spec.warm_restart_enabled() {
                 in_place = converge_stateful_in_place(&mut applied, spec, &uid, &mut s).await?;
             }
@@ -158,7 +165,7 @@ async fn converge_children(
         .converge_service_monitor(desired.service_monitor.as_ref())
         .await?;
     let (servers, list_stable) =
-        publish_server_list::converge(&mut applied, spec, &workloads).await?;
+        publish_server_list::converge(&mut applied, spec, &workloads, handover.as_ref()).await?;
 
     // What was found.
     let Applied {
@@ -189,10 +196,11 @@ async fn converge_children(
     if let Some(progress) = &in_place {
         observed.updated = progress.updated;
     }
-    let rolling = in_place.is_some() || warming.is_some();
+    let rolling = in_place.is_some() || warming.is_some() || handover.is_some();
     let stalled = in_place.as_ref().is_some_and(|p| p.stalled.is_some());
     observed.in_place = in_place;
     observed.warming = warming;
+    observed.handover = handover.map(|h| h.message);
     observed.server_list = servers;
     observed.stable_names = list_stable;
     observed.switching = switching;

@@ -14,14 +14,17 @@ use crate::objects::workload::desired_replicas;
 use crate::reconcile::applied::Applied;
 use crate::reconcile::context::Error;
 use crate::reconcile::converge_workload::Workloads;
+use crate::reconcile::hand_over_keys::Held;
 
 /// Publish where clients connect: the server list of the workload that
-/// serves them (see [`server_list::build`]), also in a ConfigMap when
-/// `spec` asks for one; and whether it names every pod (a StatefulSet's).
+/// serves them (see [`server_list::build`]; while keys are handed over,
+/// the one clients use now: `held`), also in a ConfigMap when `spec` asks
+/// for one; and whether it names every pod (a StatefulSet's).
 pub(super) async fn converge(
     applied: &mut Applied<'_>,
     spec: &Defaulted,
     workloads: &Workloads,
+    held: Option<&Held>,
 ) -> Result<(Vec<String>, bool), Error> {
     let mc = applied.mc;
     let stable_names = spec.stateful_set();
@@ -33,7 +36,11 @@ pub(super) async fn converge(
         Some(p) => (Some(p), !stable_names),
         None => (current.as_ref(), stable_names),
     };
-    let servers = server_list::build(mc, list_stable, desired_replicas(spec, list_rollout));
+    let listed = match held {
+        Some(held) if previous.is_none() => held.listed,
+        _ => desired_replicas(spec, list_rollout),
+    };
+    let servers = server_list::build(mc, list_stable, listed);
     // No workload of this Memcached: the published list is left as it was.
     if current.is_some() {
         let config_map = server_list::config_map(mc, spec, &servers);

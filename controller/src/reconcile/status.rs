@@ -57,6 +57,8 @@ pub struct Observed {
     pub in_place: Option<Progress>,
     /// A StatefulSet rollout waiting for its last replaced pod to warm.
     pub warming: Option<Warming>,
+    /// A scale held while keys are handed over: what it waits for.
+    pub handover: Option<String>,
 }
 
 /// Degraded and Ready reason while ready pods accept connections but do not answer.
@@ -105,6 +107,7 @@ pub fn compute(
         && (seen.switching
             || seen.in_place.is_some()
             || seen.warming.is_some()
+            || seen.handover.is_some()
             || seen.updated < seen.desired
             || seen.ready < seen.desired);
     let (degraded, degraded_reason, degraded_message) = if let Some(errors) = &seen.invalid_spec {
@@ -176,6 +179,8 @@ pub fn compute(
                 INVALID_SPEC.to_string()
             } else if seen.in_place.is_some() {
                 "RestartingInPlace".to_string()
+            } else if seen.handover.is_some() {
+                "HandingOverKeys".to_string()
             } else if rolling {
                 "RolloutInProgress".to_string()
             } else {
@@ -194,9 +199,10 @@ pub fn compute(
                             "nothing is applied while the spec is invalid; the {kind} runs the last valid spec"
                         );
                     }
-                    let waiting = match &seen.warming {
-                        Some(w) => format!("; {}", w.message()),
-                        None => String::new(),
+                    let waiting = match (&seen.warming, &seen.handover) {
+                        (Some(w), _) => format!("; {}", w.message()),
+                        (None, Some(handover)) => format!("; {handover}"),
+                        (None, None) => String::new(),
                     };
                     format!(
                         "{} of {} replicas updated, {} ready{waiting}",
@@ -249,7 +255,7 @@ pub fn compute(
                     None => format!("{updated}/{} updated", seen.desired),
                 })
             }
-            None => None,
+            None => seen.handover.clone(),
         },
         memcached_version: stats.version.clone(),
         current_connections: stats.current_connections,

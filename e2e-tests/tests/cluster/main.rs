@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 mod controller;
 mod crd;
 mod go_operator;
+mod handover;
 mod lifecycle;
 mod policy;
 mod secrets;
@@ -43,6 +44,7 @@ mod stateful_set;
 
 use controller::*;
 use crd::*;
+use handover::*;
 use lifecycle::*;
 use policy::*;
 use secrets::*;
@@ -98,6 +100,11 @@ const SCENARIOS: &[Scenario] = &[
         "the Go operator's samples and e2e objects through kubectl apply as they are: admitted whole, \
          Ready, with their NetworkPolicy and authentication in force; the one it refuses refused",
         go_operator::go_operator_objects,
+    ),
+    Scenario::new(
+        "scaling a StatefulSet whose clients hash with pymemcache keeps the keys: 3 -> 4 and 4 -> 3 \
+         serve at least 99 % of 20,000 keys from the new server list",
+        keys_through_scaling,
     ),
 ];
 

@@ -8,8 +8,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::harness::scenarios::scenario::{instance_objects, ready_endpoints};
-use crate::harness::{Env, condition_status};
+use crate::harness::scenarios::scenario::{SETTLE, instance_objects, ready_endpoints};
+use crate::harness::{Env, condition_status, wait_for};
 use crate::workspace_root;
 
 /// What a `HashClient` is configured with.
@@ -93,6 +93,33 @@ impl Mode {
     /// (StatefulSet).
     pub fn client(self, env: &Env, namespace: &str) -> Result<ClientConfig, String> {
         self.client_of(env, namespace, self.instance())
+    }
+
+    /// [`Mode::client_of`] once `replicas` servers can be reached: the
+    /// ready pods' IPs (Deployment), or `status.serverList` with every name
+    /// resolvable (StatefulSet).
+    pub fn wait_client(
+        self,
+        env: &Env,
+        namespace: &str,
+        name: &str,
+        replicas: usize,
+    ) -> Result<ClientConfig, String> {
+        let what = format!("{replicas} servers for the {} client", self.workload());
+        wait_for(&what, SETTLE, || {
+            let config = self.client_of(env, namespace, name)?;
+            let unresolved: Vec<&String> = (config.servers.iter())
+                .filter(|s| {
+                    let host = s.rsplit_once(':').map_or(s.as_str(), |(h, _)| h);
+                    matches!(self, Mode::StatefulSet) && !config.hosts.contains_key(host)
+                })
+                .collect();
+            if config.servers.len() == replicas && unresolved.is_empty() {
+                Ok(config)
+            } else {
+                Err(format!("{config:?}, no address for {unresolved:?}"))
+            }
+        })
     }
 
     /// [`Mode::client`] for the Memcached `name` of this mode.

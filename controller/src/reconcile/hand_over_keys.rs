@@ -1,0 +1,236 @@
+//! Keys handed over when a StatefulSet whose clients' hashing is known
+//! (`spec.clientHashing`) scales: the server list clients hash over changes
+//! only once the keys that move are copied where clients will ask for them
+//! ([`crate::handover`]), and a leaving pod runs until its keys are copied.
+//! The published list (`status.serverList`) is what clients use now; the
+//! move is from it to the list of `spec.replicas` pods, level-triggered: a
+//! restarted controller copies again (a copy never overwrites).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::discovery::ApiResource;
+use memcached_api::types::{KETAMA, RENDEZVOUS};
+use memcached_api::{Defaulted, Memcached};
+
+use crate::cluster::secrets::SecretData;
+use crate::handover::board::{DEADLINE, Plan, State};
+use crate::handover::placement::Algorithm;
+use crate::objects::meta;
+use crate::objects::server_list::{self, pod_server};
+use crate::objects::workload::desired_replicas;
+use crate::reconcile::context::Context;
+use crate::reconcile::events::{Target, inform};
+use crate::reconcile::running::ready_endpoints;
+use crate::stats::setup::stats_client;
+use crate::stats::tls;
+
+/// A move held while its keys are copied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Servers to publish meanwhile: those clients use now.
+    pub listed: i32,
+    /// Replicas the StatefulSet runs meanwhile: the leaving pods kept.
+    pub replicas: i32,
+    /// What the move waits for, for the status.
+    pub message: String,
+}
+
+/// The move `mc` holds back while keys are handed over (`None`: no move,
+/// or the copy is done and the new list is to be published).
+pub(super) async fn hand_over_keys(
+    ctx: &Context,
+    mc: &Memcached,
+    spec: &Defaulted,
+    secrets: &SecretData,
+) -> Option<Held> {
+    let key = format!("{}/{}", mc.namespace().unwrap_or_default(), mc.name_any());
+    let plan = plan(mc, spec);
+    let Some(plan) = plan else {
+        ctx.handovers.forget(&key);
+        return None;
+    };
+    let held = |message: String| Held {
+        listed: plan.from.len() as i32,
+        replicas: plan.from.len().max(plan.to.len()) as i32,
+        message,
+    };
+    let ready: BTreeMap<String, SocketAddr> = (ready_endpoints(&ctx.cache, mc).into_iter())
+        .filter_map(|e| Some((pod_server(mc, &e.hostname?), e.address)))
+        .collect();
+    let waiting: Vec<&str> = (plan.to.iter())
+        .filter(|s| !ready.contains_key(*s))
+        .filter_map(|s| s.split('.').next())
+        .collect();
+    if !waiting.is_empty() {
+        return Some(held(format!(
+            "keys are handed over once {} ready",
+            match waiting.as_slice() {
+                [one] => format!("{one} is"),
+                many => format!("{} are", many.join(", ")),
+            }
+        )));
+    }
+    let ns = mc.namespace().unwrap_or_default();
+    let client = tls::server_name(&mc.name_any(), &ns).and_then(|n| stats_client(spec, secrets, n));
+    let Ok(client) = client else {
+        return None; // TLS cannot be set up: warned about by the stats; the move goes on.
+    };
+    let state = ctx.handovers.step(&key, &plan, client, &ready)?;
+    if !state.done {
+        return Some(held(copying(&state)));
+    }
+    if ctx.handovers.first_report(&key) {
+        let p = &state.progress;
+        ctx.metrics.handed_over(p.copied, p.skipped, p.failed);
+        // Events of one reason about one object fold into a series that keeps
+        // the first note: each direction has its reason, about the first pod
+        // that joins or leaves.
+        let (reason, pod) = if plan.to.len() > plan.from.len() {
+            ("KeysCopiedToNewPods", plan.from.len())
+        } else {
+            ("KeysCopiedFromLeavingPods", plan.to.len())
+        };
+        let pods = ApiResource::erase::<Pod>(&());
+        let name = format!("{}-{pod}", meta::name(mc));
+        let target = Target {
+            resource: &pods,
+            name: &name,
+        };
+        inform(ctx, mc, reason, handed_over(&plan, &state), &target).await;
+    }
+    None
+}
+
+/// The move `mc` needs: its StatefulSet scales (not to or from zero), the
+/// clients' hashing is known, the published list names its pods, and
+/// autoscaling is off.
+fn plan(mc: &Memcached, spec: &Defaulted) -> Option<Plan> {
+    let algorithm = match spec.client_hashing.as_deref()? {
+        RENDEZVOUS => Algorithm::Rendezvous,
+        KETAMA => Algorithm::Ketama,
+        _ => return None,
+    };
+    if !spec.stateful_set() || spec.autoscaling_enabled() {
+        return None;
+    }
+    let from = mc.status.as_ref()?.server_list.clone()?;
+    let wanted = desired_replicas(spec, None);
+    let stable = from == server_list::build(mc, true, from.len() as i32);
+    let moves = !from.is_empty() && wanted > 0 && from.len() as i32 != wanted;
+    (stable && moves).then(|| Plan {
+        algorithm,
+        to: server_list::build(mc, true, wanted),
+        from,
+    })
+}
+
+/// `copying 1,234 of 5,000 keys (3 s)`.
+fn copying(state: &State) -> String {
+    let p = &state.progress;
+    format!(
+        "handing over keys: {} of {} copied ({} s of at most {} s)",
+        p.copied + p.skipped + p.failed,
+        p.moving,
+        state.elapsed.as_secs(),
+        DEADLINE.as_secs()
+    )
+}
+
+/// What a finished handover did, for its Event.
+fn handed_over(plan: &Plan, state: &State) -> String {
+    let p = &state.progress;
+    let mut note = format!(
+        "{} -> {} servers: {} of {} keys that move copied, {} already there or gone, {} failed, in {:.1} s",
+        plan.from.len(),
+        plan.to.len(),
+        p.copied,
+        p.moving,
+        p.skipped,
+        p.failed,
+        state.elapsed.as_secs_f64()
+    );
+    if let Some(why) = &p.stopped {
+        note.push_str(&format!("; stopped early: {why}"));
+    }
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// Memcached `c` in `ns` with `spec`, its clients last given `listed` servers.
+    fn plan_of(spec: Value, listed: Value) -> Option<Plan> {
+        let mc: Memcached = serde_json::from_value(json!({
+            "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": spec,
+            "status": {"serverList": listed},
+        }))
+        .unwrap();
+        plan(&mc, &memcached_api::apply_defaults(mc.spec.clone()))
+    }
+
+    fn pods(n: usize) -> Value {
+        json!(
+            (0..n)
+                .map(|i| format!("c-{i}.c.ns.svc:11211"))
+                .collect::<Vec<_>>()
+        )
+    }
+
+    #[test]
+    fn a_scaled_stateful_set_with_known_hashing_moves_from_the_published_list() {
+        let spec = json!({"workload": "StatefulSet", "replicas": 4, "clientHashing": "ketama"});
+        let plan = plan_of(spec, pods(3)).expect("3 -> 4");
+        assert_eq!(plan.algorithm, Algorithm::Ketama);
+        assert_eq!((plan.from.len(), plan.to.len()), (3, 4));
+        assert_eq!(plan.to[3], "c-3.c.ns.svc:11211");
+    }
+
+    #[test]
+    fn no_move_without_one_to_hand_over() {
+        let stateful = |extra: Value| {
+            let mut spec =
+                json!({"workload": "StatefulSet", "replicas": 2, "clientHashing": "rendezvous"});
+            spec.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            spec
+        };
+        let cases = [
+            (
+                "the clients' hashing unknown",
+                stateful(json!({"clientHashing": null})),
+                pods(3),
+            ),
+            (
+                "a Deployment",
+                stateful(json!({"workload": "Deployment"})),
+                pods(3),
+            ),
+            ("the list already published", stateful(json!({})), pods(2)),
+            ("nothing published yet", stateful(json!({})), json!([])),
+            ("scaled to zero", stateful(json!({"replicas": 0})), pods(3)),
+            (
+                "a Deployment's list published (a switch)",
+                stateful(json!({})),
+                json!(["c.ns:11211"]),
+            ),
+            (
+                "autoscaling",
+                stateful(
+                    json!({"replicas": null, "autoscaling": {"enabled": true, "maxReplicas": 4}}),
+                ),
+                pods(3),
+            ),
+        ];
+        for (name, spec, listed) in cases {
+            assert_eq!(plan_of(spec, listed), None, "{name}");
+        }
+    }
+}

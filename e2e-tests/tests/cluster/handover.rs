@@ -1,0 +1,73 @@
+//! Keys kept through scaling: a StatefulSet whose clients hash with
+//! pymemcache (`spec.clientHashing: rendezvous`) hands keys over before the
+//! server list changes.
+
+use super::*;
+use e2e_tests::harness::clients::hash_client::{Mode, count, sharding_with, store};
+
+/// Keys stored, as the sharding bench stores them.
+const KEYS: u64 = 20_000;
+
+/// 3 -> 4: the new pod is listed in `status.serverList` (and the ConfigMap)
+/// only once the keys clients will ask it for are copied to it; 4 -> 3: the
+/// leaving pod runs until its keys are copied to the pods clients will ask.
+/// After each, pymemcache's `HashClient` configured from the new list finds
+/// at least 99 % of 20,000 keys (75 % without the handover, `make
+/// bench-e2e`), and an Event says what was copied.
+pub(crate) fn keys_through_scaling(env: &mut Env) -> Result<(), String> {
+    let (ns, name, config_map) = ("handover", "keys", "keys-servers");
+    ensure_namespace(env, ns)?;
+    env.kubectl.apply(&memcached(
+        ns,
+        name,
+        json!({
+            "workload": "StatefulSet",
+            "replicas": 3,
+            "clientHashing": "rendezvous",
+            "serverListConfigMap": config_map,
+            "memcached": {"maxMemoryMB": 64},
+        }),
+    ))?;
+    wait_ready(env, ns, name, 3)?;
+    wait_server_list(env, ns, name, config_map, &ordinal_servers(ns, name, 3))?;
+    let three = Mode::StatefulSet.wait_client(env, ns, name, 3)?;
+    store(&three, KEYS)?;
+
+    for (replicas, step) in [(4, "3 -> 4"), (3, "4 -> 3")] {
+        patch(env, ns, name, json!({"spec": {"replicas": replicas}}))?;
+        wait_server_list(
+            env,
+            ns,
+            name,
+            config_map,
+            &ordinal_servers(ns, name, replicas),
+        )?;
+        wait_ready(env, ns, name, replicas as i64)?;
+        let client = Mode::StatefulSet.wait_client(env, ns, name, replicas)?;
+        let hits = count(&sharding_with("check", &client, KEYS)?, "hits")?;
+        println!("    {step}: {hits} of {KEYS} keys served from the new server list");
+        check(
+            hits * 100 >= KEYS * 99,
+            format!("{step}: {hits} of {KEYS} keys served, expected at least 99 %"),
+        )?;
+    }
+    for (reason, note) in [
+        ("KeysCopiedToNewPods", "3 -> 4 servers"),
+        ("KeysCopiedFromLeavingPods", "4 -> 3 servers"),
+    ] {
+        let selector = format!("reason={reason}");
+        let events = env
+            .kubectl
+            .get(&["events", "-n", ns, "--field-selector", &selector])?;
+        let notes: Vec<&str> = (events["items"].as_array().into_iter().flatten())
+            .filter_map(|e| e["message"].as_str())
+            .collect();
+        check(
+            notes.iter().any(|n| n.starts_with(note)),
+            format!("{reason} events: {notes:?}"),
+        )?;
+    }
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", ns, "--wait=true"])
+        .map(drop)
+}
