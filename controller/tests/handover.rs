@@ -8,7 +8,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use memcached_controller::handover::copy::{Budget, Progress, copy_out};
+use memcached_controller::handover::meta::{Copied, Owners};
 use memcached_controller::handover::placement::{Algorithm, Ring};
+use memcached_controller::handover::withdraw::withdraw_stale;
 use memcached_controller::stats::client::StatsClient;
 use memcached_controller::stats::credentials::Credentials;
 use test_support::on_each_release;
@@ -188,4 +190,43 @@ on_each_release! {
             assert_eq!(destination.get(key).map(|(v, _, _)| v).as_deref(), Some("recent"), "{key}");
         }
     }
+}
+
+on_each_release! {
+    /// A key changed or deleted on its source after it was copied loses its
+    /// copy; a copy a client wrote over since, and an unchanged one, stay.
+    #[tokio::test]
+    async fn takes_back_copies_of_keys_changed_meanwhile() {
+        let servers: Vec<Memcached> = (0..2).map(|_| start(&[])).collect();
+        let (mut source, mut destination) = (Client::new(servers[0].addr, None), Client::new(servers[1].addr, None));
+        let mut copied = Vec::new();
+        for key in ["changed", "deleted", "overwritten", "unchanged"] {
+            source.set(key, "old", 0, 0);
+            let source_cas = cas(&source.ask(&format!("mg {key} c\r\n")));
+            let copy_cas = cas(&destination.ask(&format!("ms {key} 3 ME c\r\nold\r\n")));
+            copied.push(Copied { key: key.as_bytes().to_vec(), owner: 1, source_cas, copy_cas });
+        }
+        source.set("changed", "new", 0, 0);
+        assert_eq!(source.ask("md deleted\r\n"), "HD");
+        destination.set("overwritten", "client", 0, 0);
+        let client = StatsClient::default();
+        let addresses = BTreeMap::from([(1, servers[1].addr)]);
+        let mut from = client.session(servers[0].addr).await.unwrap();
+        let withdrawn = withdraw_stale(&mut from, &mut Owners::new(&client, &addresses), &copied).await.unwrap();
+        assert_eq!(withdrawn, 2);
+        let mut value = |key: &str| destination.get(key).map(|(v, _, _)| v);
+        assert_eq!(value("changed"), None);
+        assert_eq!(value("deleted"), None);
+        assert_eq!(value("overwritten").as_deref(), Some("client"));
+        assert_eq!(value("unchanged").as_deref(), Some("old"));
+    }
+}
+
+/// The CAS value of a meta answer (`HD c42`).
+fn cas(answer: &str) -> u64 {
+    (answer
+        .split_ascii_whitespace()
+        .find_map(|f| f.strip_prefix('c')))
+    .and_then(|n| n.parse().ok())
+    .unwrap_or_else(|| panic!("no CAS in {answer:?}"))
 }

@@ -155,6 +155,7 @@ fn add(mut sum: Progress, one: &Progress) -> Progress {
     sum.copied += one.copied;
     sum.skipped += one.skipped;
     sum.failed += one.failed;
+    sum.withdrawn += one.withdrawn;
     sum.stopped = sum.stopped.or_else(|| one.stopped.clone());
     sum
 }

@@ -1,23 +1,21 @@
 //! Copying one memcached's keys to the servers clients will ask for them:
-//! list its items with the LRU crawler (`lru_crawler metadump all`), keep
-//! those a [`Ring`] places on another server, most recently used first, and
-//! copy each with meta commands: `mg` reads the value, its client flags and
-//! remaining TTL; `ms` in add mode (`ME`) writes them, so a copy never
-//! overwrites what a client wrote there, nor brings back what it deleted
-//! from the source meanwhile (gone from the source: not copied). Bounded by
-//! a [`Budget`]: a deadline, a number of keys and the bytes of one batch.
+//! the keys that move ([`crate::handover::listing`]), most recently used
+//! first, each read with `mg` (value, client flags, remaining TTL) and
+//! written with `ms` in add mode (`ME`), so a copy never overwrites what a
+//! client wrote there; then the copies of keys changed or deleted on the
+//! source meanwhile are taken back ([`crate::handover::withdraw`]).
+//! Bounded by a [`Budget`]: a deadline, a number of keys, and the bytes of
+//! one batch.
 
-use std::cmp::Reverse;
-use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-use tokio::time::{Instant, sleep, timeout_at};
+use tokio::time::{Instant, timeout_at};
 
+use crate::handover::listing::{Listed, list};
+use crate::handover::meta::{BATCH_KEYS, Copied, Owners, flag, meta_key};
 use crate::handover::placement::Ring;
+use crate::handover::withdraw::withdraw_stale;
 use crate::stats::client::StatsClient;
 use crate::stats::session::Session;
 use crate::stats::wire::StatsError;
@@ -44,6 +42,9 @@ pub struct Progress {
     pub skipped: u64,
     /// Not written: a server refused or did not answer.
     pub failed: u64,
+    /// Copies taken back: the key changed or left the source while the
+    /// copy ran (counted in `copied` too).
+    pub withdrawn: u64,
     /// Why the copy ended before every moving key was tried.
     pub stopped: Option<String>,
 }
@@ -57,21 +58,6 @@ impl Progress {
 
 /// Bytes of values one batch reads before writing them.
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;
-/// Keys of one batch, at most.
-const BATCH_KEYS: usize = 256;
-/// How long to wait for a crawler another client runs (`BUSY`).
-const CRAWLER_RETRY: Duration = Duration::from_millis(200);
-
-/// One item of the crawler's listing that moves.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Listed {
-    /// Last access, seconds since the server started: most recent first.
-    last_access: u64,
-    key: Vec<u8>,
-    size: u64,
-    /// Index of the server clients will ask, in the ring.
-    owner: usize,
-}
 
 /// Copy the keys of the server at `source` (named `source_name` in `ring`)
 /// that `ring` places on another of its servers to that server's address in
@@ -86,34 +72,29 @@ pub async fn copy_out(
     mut report: impl FnMut(&Progress),
 ) -> Progress {
     let mut progress = Progress::default();
-    let listed = match timeout_at(
-        budget.deadline,
-        list(client, source, source_name, ring, budget),
-    )
-    .await
-    {
+    let listing = list(client, (source, source_name), ring, budget.max_keys);
+    let listed = match timeout_at(budget.deadline, listing).await {
         Ok(Ok(listed)) => listed,
         Ok(Err(e)) => {
             progress.stopped = Some(format!("listing the keys of {source}: {e}"));
             return progress;
         }
         Err(_) => {
-            progress.stopped = Some(format!(
-                "the deadline passed while listing the keys of {source}"
-            ));
+            let why = format!("the deadline passed while listing the keys of {source}");
+            progress.stopped = Some(why);
             return progress;
         }
     };
     progress.moving = listed.len() as u64;
     report(&progress);
-    let copy = copy_listed(
-        client,
-        source,
-        destinations,
-        listed,
-        &mut progress,
-        &mut report,
-    );
+    let mut owners = Owners::new(client, destinations);
+    let copy = async {
+        let mut from = client.session(source).await?;
+        let copied =
+            copy_listed(&mut from, &mut owners, &listed, &mut progress, &mut report).await?;
+        progress.withdrawn = withdraw_stale(&mut from, &mut owners, &copied).await?;
+        Ok::<_, StatsError>(())
+    };
     match timeout_at(budget.deadline, copy).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => progress.stopped = Some(format!("reading {source}: {e}")),
@@ -123,127 +104,29 @@ pub async fn copy_out(
     progress
 }
 
-/// The keys of `source` that move, most recently used first, at most
-/// [`Budget::max_keys`] of them.
-async fn list(
-    client: &StatsClient,
-    source: SocketAddr,
-    source_name: &str,
-    ring: &Ring,
-    budget: Budget,
-) -> Result<Vec<Listed>, StatsError> {
-    let mut session = client.session(source).await?;
-    let first = loop {
-        session.write(b"lru_crawler metadump all\r\n").await?;
-        session.flush().await?;
-        let first = session.line().await?;
-        if !first.starts_with("BUSY") {
-            break first;
-        }
-        sleep(CRAWLER_RETRY).await;
-    };
-    let stays = ring.servers().iter().position(|s| s == source_name);
-    let mut kept = BinaryHeap::new();
-    // A recent memcached (1.6.45, not 1.6.18) says OK before the listing.
-    let mut line = if first == "OK" {
-        session.line().await?
-    } else {
-        first
-    };
-    while line != "END" {
-        let item = parse_metadump(&line).ok_or_else(|| {
-            StatsError::Protocol(format!("not a line of lru_crawler metadump: {line:?}"))
-        })?;
-        let owner = ring.owner(&String::from_utf8_lossy(&item.0));
-        if let Some(owner) = owner.filter(|o| Some(*o) != stays) {
-            let (key, last_access, size) = item;
-            kept.push(Reverse(Listed {
-                last_access,
-                key,
-                size,
-                owner,
-            }));
-            if kept.len() > budget.max_keys {
-                kept.pop();
-            }
-        }
-        line = session.line().await?;
-    }
-    let mut listed: Vec<Listed> = kept.into_iter().map(|Reverse(l)| l).collect();
-    listed.sort_by(|a, b| b.cmp(a));
-    Ok(listed)
-}
-
-/// The key, last access and size of one `lru_crawler metadump` line
-/// (`key=<URI-encoded> exp=<unix time|-1> la=<seconds> ... size=<bytes>`);
-/// `None` when it is not one.
-fn parse_metadump(line: &str) -> Option<(Vec<u8>, u64, u64)> {
-    let (mut key, mut last_access, mut size) = (None, None, 0);
-    for field in line.split_ascii_whitespace() {
-        match field.split_once('=')? {
-            ("key", value) => key = Some(percent_decode(value)?),
-            ("la", value) => last_access = value.parse().ok(),
-            ("size", value) => size = value.parse().ok()?,
-            _ => {}
-        }
-    }
-    Some((key?, last_access?, size))
-}
-
-/// `%XX` escapes decoded (the crawler's URI encoding of a key).
-fn percent_decode(text: &str) -> Option<Vec<u8>> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Some(out)
-}
-
-/// A key as meta commands take it: as is, or base64 with the `b` flag when
-/// it holds bytes the ASCII protocol cannot carry.
-fn meta_key(key: &[u8]) -> (String, &'static str) {
-    if !key.is_empty() && key.iter().all(|b| b.is_ascii_graphic()) {
-        (String::from_utf8_lossy(key).into_owned(), "")
-    } else {
-        (STANDARD.encode(key), " b")
-    }
-}
-
 /// One value read from the source.
 struct Value {
     data: Vec<u8>,
     flags: u32,
     /// Remaining seconds, 0 for none (as `ms` takes it).
     ttl: u64,
+    cas: u64,
 }
 
 /// Copy `listed` in batches: read a batch's values from the source, then
-/// add each where it moves.
+/// add each where it moves; the copies written.
 async fn copy_listed(
-    client: &StatsClient,
-    source: SocketAddr,
-    destinations: &BTreeMap<usize, SocketAddr>,
-    listed: Vec<Listed>,
+    from: &mut Session,
+    owners: &mut Owners<'_>,
+    listed: &[Listed],
     progress: &mut Progress,
     report: &mut impl FnMut(&Progress),
-) -> Result<(), StatsError> {
-    let mut from = client.session(source).await?;
-    let mut to: BTreeMap<usize, Session> = BTreeMap::new();
-    let mut rest = listed.as_slice();
+) -> Result<Vec<Copied>, StatsError> {
+    let mut copied = Vec::new();
+    let mut rest = listed;
     while !rest.is_empty() {
         let mut bytes = 0;
-        let size = rest
-            .iter()
-            .take(BATCH_KEYS)
+        let size = (rest.iter().take(BATCH_KEYS))
             .take_while(|l| {
                 bytes += l.size;
                 bytes <= BATCH_BYTES
@@ -252,7 +135,7 @@ async fn copy_listed(
             .max(1);
         let (batch, next) = rest.split_at(size);
         rest = next;
-        let values = read_values(&mut from, batch).await?;
+        let values = read_values(from, batch).await?;
         // Per destination, its values at once: all `ms` sent, then the answers read.
         let mut by_owner: BTreeMap<usize, Vec<(&Listed, Value)>> = BTreeMap::new();
         for (item, value) in batch.iter().zip(values) {
@@ -262,21 +145,22 @@ async fn copy_listed(
             }
         }
         for (owner, items) in by_owner {
-            match write_values(client, destinations, &mut to, owner, &items).await {
+            match write_values(owners, owner, &items).await {
                 Ok(written) => {
-                    progress.copied += written;
-                    progress.skipped += items.len() as u64 - written;
+                    progress.copied += written.len() as u64;
+                    progress.skipped += (items.len() - written.len()) as u64;
+                    copied.extend(written);
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "copying keys failed");
-                    to.remove(&owner);
+                    owners.close(owner);
                     progress.failed += items.len() as u64;
                 }
             }
         }
         report(progress);
     }
-    Ok(())
+    Ok(copied)
 }
 
 /// The values of `batch` (`None`: gone or about to expire), asked for at once.
@@ -286,105 +170,79 @@ async fn read_values(
 ) -> Result<Vec<Option<Value>>, StatsError> {
     for item in batch {
         let (key, base64) = meta_key(&item.key);
-        from.write(format!("mg {key} v f t{base64}\r\n").as_bytes())
-            .await?;
+        let command = format!("mg {key} v f t c{base64}\r\n");
+        from.write(command.as_bytes()).await?;
     }
     from.flush().await?;
     let mut values = Vec::with_capacity(batch.len());
     for _ in batch {
         let line = from.line().await?;
-        let mut fields = line.split_ascii_whitespace();
-        match fields.next() {
+        let garbled = || StatsError::Protocol(format!("mg answered {line:?}"));
+        match line.split_ascii_whitespace().next() {
             Some("VA") => {
-                let len: usize = (fields.next().and_then(|n| n.parse().ok()))
-                    .ok_or_else(|| StatsError::Protocol(format!("mg answered {line:?}")))?;
+                let len: usize = (line.split_ascii_whitespace().nth(1))
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(garbled)?;
                 let data = from.data(len).await?;
-                let (mut flags, mut ttl) = (0, None);
-                for field in fields {
-                    match field.split_at(1) {
-                        ("f", n) => flags = n.parse().unwrap_or(0),
-                        ("t", n) => ttl = n.parse::<i64>().ok(),
-                        _ => {}
-                    }
-                }
+                let flags = flag(&line, 'f').unwrap_or(0);
+                let cas = flag(&line, 'c').ok_or_else(garbled)?;
                 // -1: no expiry (0 for ms); 0: expiring now, not worth a copy.
-                values.push(match ttl {
+                values.push(match flag::<i64>(&line, 't') {
                     Some(-1) => Some(Value {
                         data,
                         flags,
                         ttl: 0,
+                        cas,
                     }),
                     Some(t) if t > 0 => Some(Value {
                         data,
                         flags,
                         ttl: t as u64,
+                        cas,
                     }),
                     _ => None,
                 });
             }
             Some("EN") => values.push(None),
-            _ => return Err(StatsError::Protocol(format!("mg answered {line:?}"))),
+            _ => return Err(garbled()),
         }
     }
     Ok(values)
 }
 
-/// Add each of `items` under its key on server `owner`: how many were
-/// written (the others the owner held already).
+/// Add each of `items` under its key on server `owner`: the copies written
+/// (the others the owner held already).
 async fn write_values(
-    client: &StatsClient,
-    destinations: &BTreeMap<usize, SocketAddr>,
-    sessions: &mut BTreeMap<usize, Session>,
+    owners: &mut Owners<'_>,
     owner: usize,
     items: &[(&Listed, Value)],
-) -> Result<u64, StatsError> {
-    let session = match sessions.entry(owner) {
-        Entry::Occupied(s) => s.into_mut(),
-        Entry::Vacant(slot) => {
-            let addr = destinations.get(&owner).ok_or_else(|| {
-                StatsError::Connect("no address for the server clients will ask".into())
-            })?;
-            slot.insert(client.session(*addr).await?)
-        }
-    };
-    for (item, Value { data, flags, ttl }) in items {
+) -> Result<Vec<Copied>, StatsError> {
+    let session = owners.session(owner).await?;
+    for (item, value) in items {
         let (key, base64) = meta_key(&item.key);
-        let command = format!("ms {key} {} F{flags} T{ttl} ME{base64}\r\n", data.len());
+        let Value {
+            data, flags, ttl, ..
+        } = value;
+        let command = format!("ms {key} {} F{flags} T{ttl} ME c{base64}\r\n", data.len());
         session.write(command.as_bytes()).await?;
         session.write(data).await?;
         session.write(b"\r\n").await?;
     }
     session.flush().await?;
-    let mut written = 0;
-    for _ in items {
-        match session.line().await?.as_str() {
-            "HD" => written += 1,
-            "NS" => {}
-            other => return Err(StatsError::Protocol(format!("ms answered {other:?}"))),
+    let mut written = Vec::new();
+    for (item, value) in items {
+        let answer = session.line().await?;
+        match answer.split_ascii_whitespace().next() {
+            Some("HD") => written.push(Copied {
+                key: item.key.clone(),
+                owner,
+                source_cas: value.cas,
+                copy_cas: (flag(&answer, 'c'))
+                    .ok_or_else(|| StatsError::Protocol(format!("ms answered {answer:?}")))?,
+            }),
+            Some("NS") => {}
+            _ => return Err(StatsError::Protocol(format!("ms answered {answer:?}"))),
         }
     }
     Ok(written)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_the_crawlers_lines() {
-        let line = "key=k%20%C3%A9 exp=-1 la=1234 cas=7 fetch=no cls=1 size=68 flags=3";
-        assert_eq!(
-            parse_metadump(line),
-            Some(("k é".as_bytes().to_vec(), 1234, 68))
-        );
-        assert_eq!(parse_metadump("key=a exp=-1 cas=7"), None, "no last access");
-        assert_eq!(parse_metadump("key=a%2 la=1 size=1"), None, "a cut escape");
-        assert_eq!(parse_metadump("BUSY currently processing"), None);
-    }
-
-    #[test]
-    fn keys_the_ascii_protocol_cannot_carry_go_in_base64() {
-        assert_eq!(meta_key(b"plain:key"), ("plain:key".into(), ""));
-        assert_eq!(meta_key("k é".as_bytes()), ("ayDDqQ==".into(), " b"));
-    }
 }

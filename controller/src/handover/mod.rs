@@ -1,11 +1,16 @@
 //! Keys kept through a move: when pods join or leave the server list
-//! clients hash keys over, each pod's keys are copied to the servers
-//! clients will ask for them ([`copy`]), placed as the clients' library
-//! places them ([`placement`]); one handover per Memcached runs in the
-//! background, apart from reconciling ([`board`]).
+//! clients hash keys over, each pod's keys that move ([`listing`]) are
+//! copied to the servers clients will ask for them ([`copy`]; with meta
+//! commands: [`meta`]), placed as the clients' library places them
+//! ([`placement`]), and copies of keys changed meanwhile taken back
+//! ([`withdraw`]); one handover per Memcached runs in the background,
+//! apart from reconciling ([`board`]).
 //!
 //! May use: `stats`.
 
 pub mod board;
 pub mod copy;
+pub mod listing;
+pub mod meta;
 pub mod placement;
+pub mod withdraw;

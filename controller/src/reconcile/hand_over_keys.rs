@@ -143,11 +143,12 @@ fn copying(state: &State) -> String {
 fn handed_over(plan: &Plan, state: &State) -> String {
     let p = &state.progress;
     let mut note = format!(
-        "{} -> {} servers: {} of {} keys that move copied, {} already there or gone, {} failed, in {:.1} s",
+        "{} -> {} servers: {} of {} keys that move copied ({} taken back: changed meanwhile), {} already there or gone, {} failed, in {:.1} s",
         plan.from.len(),
         plan.to.len(),
         p.copied,
         p.moving,
+        p.withdrawn,
         p.skipped,
         p.failed,
         state.elapsed.as_secs_f64()

@@ -11,7 +11,8 @@ const KEYS: u64 = 20_000;
 /// 3 -> 4: the new pod is listed in `status.serverList` (and the ConfigMap)
 /// only once the keys clients will ask it for are copied to it; 4 -> 3: the
 /// leaving pod runs until its keys are copied to the pods clients will ask.
-/// After each, pymemcache's `HashClient` configured from the new list finds
+/// Each step starts from 20,000 keys stored where the client of the moment
+/// puts them. After each, pymemcache's `HashClient` configured from the new list finds
 /// at least 99 % of 20,000 keys (75 % without the handover, `make
 /// bench-e2e`), and an Event says what was copied.
 pub(crate) fn keys_through_scaling(env: &mut Env) -> Result<(), String> {
@@ -50,6 +51,9 @@ pub(crate) fn keys_through_scaling(env: &mut Env) -> Result<(), String> {
             hits * 100 >= KEYS * 99,
             format!("{step}: {hits} of {KEYS} keys served, expected at least 99 %"),
         )?;
+        // Each step from a full cache held where this client puts the keys
+        // (the copies of the step before flushed).
+        store(&client, KEYS)?;
     }
     for (reason, note) in [
         ("KeysCopiedToNewPods", "3 -> 4 servers"),
