@@ -8,7 +8,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use memcached_controller::handover::copy::{Budget, Progress, copy_out};
-use memcached_controller::handover::meta::{Copied, Owners};
+use memcached_controller::handover::meta::Copied;
+use memcached_controller::handover::owners::Owners;
 use memcached_controller::handover::placement::{Algorithm, Ring};
 use memcached_controller::handover::withdraw::withdraw_stale;
 use memcached_controller::stats::client::StatsClient;
@@ -67,6 +68,18 @@ impl Client {
     }
 }
 
+/// Key `k` of a test: some in UTF-8, as pymemcache sends text keys.
+fn key_of(k: u32) -> String {
+    if k.is_multiple_of(50) {
+        format!("clé-{k}")
+    } else {
+        format!("key-{k}")
+    }
+}
+
+/// A TTL past memcached's 30 days of relative ones: 40 days.
+const LONG_TTL: u32 = 40 * 24 * 3600;
+
 /// Servers as clients name them (a StatefulSet's pods).
 fn names(n: usize) -> Vec<String> {
     (0..n)
@@ -100,34 +113,41 @@ async fn hand_over(
 
 on_each_release! {
     /// Scaling 3 -> 4: the keys the client will ask the new server for are
-    /// there, with their flags and TTL; the others stay where they were.
+    /// there, with their flags and TTL (none, an hour, 40 days), UTF-8 ones
+    /// too; the others stay where they were.
     #[tokio::test]
     async fn fills_a_new_server_with_the_keys_clients_will_ask_it_for() {
         for algorithm in [Algorithm::Rendezvous, Algorithm::Ketama] {
             let servers: Vec<Memcached> = (0..4).map(|_| start(&[])).collect();
             let (three, four) = (Ring::new(algorithm, &names(3)), Ring::new(algorithm, &names(4)));
             let mut clients: Vec<Client> = servers.iter().map(|s| Client::new(s.addr, None)).collect();
+            // Past 30 days memcached takes a Unix time: 40 days from now.
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as u32;
             for k in 0..600 {
-                let key = format!("key-{k}");
-                let ttl = if k % 2 == 0 { 0 } else { 3600 };
-                clients[three.owner(&key).unwrap()].set(&key, &format!("value {k}"), k, ttl);
+                let key = key_of(k);
+                let ttl = match k % 4 {
+                    0 | 2 => 0,
+                    1 => 3600,
+                    _ => now + LONG_TTL,
+                };
+                clients[three.owner(key.as_bytes()).unwrap()].set(&key, &format!("value {k}"), k, ttl);
             }
             let done = hand_over(&StatsClient::default(), &servers, 3, &four, 100_000).await;
             let moving: u64 = done.iter().map(|p| p.moving).sum();
             let copied: u64 = done.iter().map(|p| p.copied).sum();
             assert!(done.iter().all(Progress::finished), "{algorithm:?}: {done:?}");
             assert_eq!((moving, copied), (moving, moving), "{algorithm:?}: {done:?}");
-            let expected = (0..600).filter(|k| four.owner(&format!("key-{k}")) == Some(3)).count();
+            let expected = (0..600).filter(|k| four.owner(key_of(*k).as_bytes()) == Some(3)).count();
             assert_eq!(moving as usize, expected, "{algorithm:?}: every key that moves, only those");
             for k in 0..600u32 {
-                let key = format!("key-{k}");
-                let owner = four.owner(&key).unwrap();
+                let key = key_of(k);
+                let owner = four.owner(key.as_bytes()).unwrap();
                 let (value, flags, ttl) = clients[owner].get(&key).unwrap_or_else(|| panic!("{algorithm:?}: {key} missing on {owner}"));
                 assert_eq!((value, flags), (format!("value {k}"), k), "{algorithm:?}: {key}");
-                if k % 2 == 0 {
-                    assert_eq!(ttl, -1, "{algorithm:?}: {key} never expires");
-                } else {
-                    assert!((3590..=3600).contains(&ttl), "{algorithm:?}: {key} ttl {ttl}");
+                match k % 4 {
+                    0 | 2 => assert_eq!(ttl, -1, "{algorithm:?}: {key} never expires"),
+                    1 => assert!((3590..=3600).contains(&ttl), "{algorithm:?}: {key} ttl {ttl}"),
+                    _ => assert!((LONG_TTL - 10..=LONG_TTL + 2).contains(&(ttl as u32)), "{algorithm:?}: {key} ttl {ttl}"),
                 }
             }
         }
@@ -144,12 +164,12 @@ on_each_release! {
         let servers: Vec<Memcached> = (0..4).map(|_| start(&["-Y".into(), file.display().to_string()])).collect();
         let (four, three) = (Ring::new(Algorithm::Rendezvous, &names(4)), Ring::new(Algorithm::Rendezvous, &names(3)));
         let mut clients: Vec<Client> = servers.iter().map(|s| Client::new(s.addr, Some("cache s3cret"))).collect();
-        let on_leaving: Vec<String> = (0..400).map(|k| format!("key-{k}")).filter(|k| four.owner(k) == Some(3)).collect();
+        let on_leaving: Vec<String> = (0..400).map(|k| format!("key-{k}")).filter(|k| four.owner(k.as_bytes()) == Some(3)).collect();
         for key in &on_leaving {
             clients[3].set(key, "old", 0, 0);
         }
         let newer = &on_leaving[0];
-        clients[three.owner(newer).unwrap()].set(newer, "newer", 0, 0);
+        clients[three.owner(newer.as_bytes()).unwrap()].set(newer, "newer", 0, 0);
         let client = StatsClient {
             credentials: Credentials::from_auth_file("cache:s3cret\n"),
             ..Default::default()
@@ -160,7 +180,7 @@ on_each_release! {
         assert!(done.finished(), "{done:?}");
         assert_eq!((done.moving, done.copied, done.skipped, done.failed), (on_leaving.len() as u64, on_leaving.len() as u64 - 1, 1, 0));
         for key in &on_leaving {
-            let value = clients[three.owner(key).unwrap()].get(key).map(|(v, _, _)| v);
+            let value = clients[three.owner(key.as_bytes()).unwrap()].get(key).map(|(v, _, _)| v);
             assert_eq!(value.as_deref(), Some(if key == newer { "newer" } else { "old" }), "{key}");
         }
         let anonymous = hand_over(&StatsClient::default(), &servers, 1, &three, 10).await;
@@ -173,7 +193,7 @@ on_each_release! {
         let servers: Vec<Memcached> = (0..2).map(|_| start(&[])).collect();
         let two = Ring::new(Algorithm::Rendezvous, &names(2));
         let mut source = Client::new(servers[0].addr, None);
-        let moving = |range: std::ops::Range<u32>| range.map(|k| format!("key-{k}")).filter(|k| two.owner(k) == Some(1));
+        let moving = |range: std::ops::Range<u32>| range.map(|k| format!("key-{k}")).filter(|k| two.owner(k.as_bytes()) == Some(1));
         for key in moving(0..200) {
             source.set(&key, "older", 0, 0);
         }
@@ -211,8 +231,8 @@ on_each_release! {
         destination.set("overwritten", "client", 0, 0);
         let client = StatsClient::default();
         let addresses = BTreeMap::from([(1, servers[1].addr)]);
-        let mut from = client.session(servers[0].addr).await.unwrap();
-        let withdrawn = withdraw_stale(&mut from, &mut Owners::new(&client, &addresses), &copied).await.unwrap();
+        let mut owners = Owners::new(&client, &addresses);
+        let withdrawn = withdraw_stale(&client, servers[0].addr, &mut owners, &copied).await.unwrap();
         assert_eq!(withdrawn, 2);
         let mut value = |key: &str| destination.get(key).map(|(v, _, _)| v);
         assert_eq!(value("changed"), None);

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::join_all;
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::handover::copy::{Budget, Progress, copy_out};
@@ -50,6 +51,15 @@ struct Entry {
     took: Arc<Mutex<Option<Duration>>>,
     /// Its end was reported.
     reported: bool,
+    /// The copy, stopped when the entry goes (a plan replaced or forgotten:
+    /// its copies are for a list that will not be published).
+    task: AbortHandle,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// The handovers of every Memcached, by `namespace/name`.
@@ -104,9 +114,19 @@ impl Handovers {
             entries.remove(key);
         }
     }
+
+    /// Forget the handovers of the Memcached objects whose key `keep` refuses.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.retain(|key, _| keep(key));
+        }
+    }
 }
 
-/// Start copying `plan`'s keys from every source at once.
+/// Start copying `plan`'s keys from every source at once: every server of a
+/// growing list (each hands some keys to the new ones), the leaving ones of
+/// a shrinking list (rendezvous and ketama keep the others' keys where
+/// they are).
 fn start(plan: &Plan, client: StatsClient, addresses: &BTreeMap<String, SocketAddr>) -> Entry {
     let started = Instant::now();
     let sources: Arc<Mutex<BTreeMap<String, Progress>>> = Arc::default();
@@ -115,7 +135,9 @@ fn start(plan: &Plan, client: StatsClient, addresses: &BTreeMap<String, SocketAd
     let destinations: BTreeMap<usize, SocketAddr> = (plan.to.iter().enumerate())
         .filter_map(|(i, server)| Some((i, *addresses.get(server)?)))
         .collect();
+    let shrinks = plan.to.len() < plan.from.len();
     let from: Vec<(String, SocketAddr)> = (plan.from.iter())
+        .filter(|server| !shrinks || !plan.to.contains(server))
         .filter_map(|server| Some((server.clone(), *addresses.get(server)?)))
         .collect();
     let budget = Budget {
@@ -123,7 +145,7 @@ fn start(plan: &Plan, client: StatsClient, addresses: &BTreeMap<String, SocketAd
         max_keys: MAX_KEYS / from.len().max(1),
     };
     let (board, done) = (sources.clone(), took.clone());
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let copies = from.iter().map(|(server, addr)| {
             let (ring, destinations, client, board) = (&ring, &destinations, &client, &board);
             async move {
@@ -146,6 +168,7 @@ fn start(plan: &Plan, client: StatsClient, addresses: &BTreeMap<String, SocketAd
         sources,
         took,
         reported: false,
+        task: task.abort_handle(),
     }
 }
 

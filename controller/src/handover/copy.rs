@@ -10,10 +10,13 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use tokio::time::{Instant, timeout_at};
 
 use crate::handover::listing::{Listed, list};
-use crate::handover::meta::{BATCH_KEYS, Copied, Owners, flag, meta_key};
+use crate::handover::meta::{BATCH_KEYS, Copied, flag, meta_key, refused};
+use crate::handover::owners::Owners;
 use crate::handover::placement::Ring;
 use crate::handover::withdraw::withdraw_stale;
 use crate::stats::client::StatsClient;
@@ -40,7 +43,7 @@ pub struct Progress {
     /// Not written: the destination held the key already (never
     /// overwritten), or it expired or left the source meanwhile.
     pub skipped: u64,
-    /// Not written: a server refused or did not answer.
+    /// Not written: a server refused the key or did not answer.
     pub failed: u64,
     /// Copies taken back: the key changed or left the source while the
     /// copy ran (counted in `copied` too).
@@ -58,11 +61,17 @@ impl Progress {
 
 /// Bytes of values one batch reads before writing them.
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;
+/// What the copy leaves of its budget to take back stale copies.
+const WITHDRAW_RESERVE: Duration = Duration::from_secs(10);
+/// memcached reads a TTL above 30 days as a Unix time.
+const LONGEST_RELATIVE_TTL: u64 = 30 * 24 * 3600;
 
 /// Copy the keys of the server at `source` (named `source_name` in `ring`)
 /// that `ring` places on another of its servers to that server's address in
 /// `destinations` (by index in the ring), most recently used first, within
-/// `budget`; `report` sees the progress after each batch.
+/// `budget`; then take back the copies of keys changed on the source
+/// meanwhile, whether the copy ended or not. `report` sees the progress
+/// after each batch.
 pub async fn copy_out(
     client: &StatsClient,
     (source, source_name): (SocketAddr, &str),
@@ -72,8 +81,9 @@ pub async fn copy_out(
     mut report: impl FnMut(&Progress),
 ) -> Progress {
     let mut progress = Progress::default();
+    let copy_until = budget.deadline - WITHDRAW_RESERVE.min(budget.deadline - Instant::now());
     let listing = list(client, (source, source_name), ring, budget.max_keys);
-    let listed = match timeout_at(budget.deadline, listing).await {
+    let listed = match timeout_at(copy_until, listing).await {
         Ok(Ok(listed)) => listed,
         Ok(Err(e)) => {
             progress.stopped = Some(format!("listing the keys of {source}: {e}"));
@@ -88,17 +98,29 @@ pub async fn copy_out(
     progress.moving = listed.len() as u64;
     report(&progress);
     let mut owners = Owners::new(client, destinations);
+    let mut copied = Vec::new();
     let copy = async {
         let mut from = client.session(source).await?;
-        let copied =
-            copy_listed(&mut from, &mut owners, &listed, &mut progress, &mut report).await?;
-        progress.withdrawn = withdraw_stale(&mut from, &mut owners, &copied).await?;
-        Ok::<_, StatsError>(())
+        let into = (&mut owners, &mut copied);
+        copy_listed(&mut from, into, &listed, &mut progress, &mut report).await
     };
-    match timeout_at(budget.deadline, copy).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => progress.stopped = Some(format!("reading {source}: {e}")),
-        Err(_) => progress.stopped = Some("the deadline passed".into()),
+    let outcome = timeout_at(copy_until, copy).await;
+    progress.stopped = match outcome {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(format!("reading {source}: {e}")),
+        Err(_) => Some("the deadline passed".into()),
+    };
+    let withdraw = withdraw_stale(client, source, &mut owners, &copied);
+    match timeout_at(budget.deadline, withdraw).await {
+        Ok(Ok(withdrawn)) => progress.withdrawn = withdrawn,
+        Ok(Err(e)) => {
+            let why = format!("checking the copies against {source}: {e}");
+            progress.stopped.get_or_insert(why);
+        }
+        Err(_) => {
+            let why = "the deadline passed while checking the copies".to_string();
+            progress.stopped.get_or_insert(why);
+        }
     }
     report(&progress);
     progress
@@ -108,21 +130,22 @@ pub async fn copy_out(
 struct Value {
     data: Vec<u8>,
     flags: u32,
-    /// Remaining seconds, 0 for none (as `ms` takes it).
+    /// As `ms` takes it: 0 for none, remaining seconds, or past 30 days
+    /// the Unix time it expires at.
     ttl: u64,
     cas: u64,
 }
 
 /// Copy `listed` in batches: read a batch's values from the source, then
-/// add each where it moves; the copies written.
+/// add each where it moves (to the sessions of `owners`), keeping what was
+/// written in `copied`.
 async fn copy_listed(
     from: &mut Session,
-    owners: &mut Owners<'_>,
+    (owners, copied): (&mut Owners<'_>, &mut Vec<Copied>),
     listed: &[Listed],
     progress: &mut Progress,
     report: &mut impl FnMut(&Progress),
-) -> Result<Vec<Copied>, StatsError> {
-    let mut copied = Vec::new();
+) -> Result<(), StatsError> {
     let mut rest = listed;
     while !rest.is_empty() {
         let mut bytes = 0;
@@ -146,9 +169,10 @@ async fn copy_listed(
         }
         for (owner, items) in by_owner {
             match write_values(owners, owner, &items).await {
-                Ok(written) => {
+                Ok((written, present)) => {
                     progress.copied += written.len() as u64;
-                    progress.skipped += (items.len() - written.len()) as u64;
+                    progress.skipped += present;
+                    progress.failed += items.len() as u64 - written.len() as u64 - present;
                     copied.extend(written);
                 }
                 Err(e) => {
@@ -160,22 +184,30 @@ async fn copy_listed(
         }
         report(progress);
     }
-    Ok(copied)
+    Ok(())
 }
 
-/// The values of `batch` (`None`: gone or about to expire), asked for at once.
+/// The values of `batch` (`None`: gone, about to expire, or a key memcached
+/// refuses), asked for at once.
 async fn read_values(
     from: &mut Session,
     batch: &[Listed],
 ) -> Result<Vec<Option<Value>>, StatsError> {
-    for item in batch {
-        let (key, base64) = meta_key(&item.key);
-        let command = format!("mg {key} v f t c{base64}\r\n");
-        from.write(command.as_bytes()).await?;
+    let keys: Vec<_> = batch.iter().map(|item| meta_key(&item.key)).collect();
+    for (key, base64) in keys.iter().flatten() {
+        from.write(format!("mg {key} v f t c{base64}\r\n").as_bytes())
+            .await?;
     }
     from.flush().await?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     let mut values = Vec::with_capacity(batch.len());
-    for _ in batch {
+    for key in &keys {
+        if key.is_none() {
+            values.push(None);
+            continue;
+        }
         let line = from.line().await?;
         let garbled = || StatsError::Protocol(format!("mg answered {line:?}"));
         match line.split_ascii_whitespace().next() {
@@ -186,40 +218,44 @@ async fn read_values(
                 let data = from.data(len).await?;
                 let flags = flag(&line, 'f').unwrap_or(0);
                 let cas = flag(&line, 'c').ok_or_else(garbled)?;
-                // -1: no expiry (0 for ms); 0: expiring now, not worth a copy.
-                values.push(match flag::<i64>(&line, 't') {
-                    Some(-1) => Some(Value {
-                        data,
-                        flags,
-                        ttl: 0,
-                        cas,
-                    }),
-                    Some(t) if t > 0 => Some(Value {
-                        data,
-                        flags,
-                        ttl: t as u64,
-                        cas,
-                    }),
+                // -1: no expiry; 0: expiring now, not worth a copy.
+                let ttl = match flag::<i64>(&line, 't') {
+                    Some(-1) => Some(0),
+                    Some(t) if t > 0 && t as u64 > LONGEST_RELATIVE_TTL => {
+                        Some(now.as_secs() + t as u64)
+                    }
+                    Some(t) if t > 0 => Some(t as u64),
                     _ => None,
-                });
+                };
+                values.push(ttl.map(|ttl| Value {
+                    data,
+                    flags,
+                    ttl,
+                    cas,
+                }));
             }
             Some("EN") => values.push(None),
+            _ if refused(&line) => values.push(None),
             _ => return Err(garbled()),
         }
     }
     Ok(values)
 }
 
-/// Add each of `items` under its key on server `owner`: the copies written
-/// (the others the owner held already).
+/// Add each of `items` under its key on server `owner`: the copies written,
+/// and how many the owner held already (the others it refused).
 async fn write_values(
     owners: &mut Owners<'_>,
     owner: usize,
     items: &[(&Listed, Value)],
-) -> Result<Vec<Copied>, StatsError> {
+) -> Result<(Vec<Copied>, u64), StatsError> {
     let session = owners.session(owner).await?;
+    let mut sent = Vec::with_capacity(items.len());
     for (item, value) in items {
-        let (key, base64) = meta_key(&item.key);
+        // Read from the source under this key: it has its meta form.
+        let Some((key, base64)) = meta_key(&item.key) else {
+            continue;
+        };
         let Value {
             data, flags, ttl, ..
         } = value;
@@ -227,10 +263,11 @@ async fn write_values(
         session.write(command.as_bytes()).await?;
         session.write(data).await?;
         session.write(b"\r\n").await?;
+        sent.push((item, value));
     }
     session.flush().await?;
-    let mut written = Vec::new();
-    for (item, value) in items {
+    let (mut written, mut present) = (Vec::new(), 0);
+    for (item, value) in sent {
         let answer = session.line().await?;
         match answer.split_ascii_whitespace().next() {
             Some("HD") => written.push(Copied {
@@ -240,9 +277,10 @@ async fn write_values(
                 copy_cas: (flag(&answer, 'c'))
                     .ok_or_else(|| StatsError::Protocol(format!("ms answered {answer:?}")))?,
             }),
-            Some("NS") => {}
+            Some("NS") => present += 1,
+            _ if refused(&answer) => {}
             _ => return Err(StatsError::Protocol(format!("ms answered {answer:?}"))),
         }
     }
-    Ok(written)
+    Ok((written, present))
 }

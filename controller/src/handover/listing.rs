@@ -59,7 +59,7 @@ pub async fn list(
         let (key, last_access, size) = parse_metadump(&line).ok_or_else(|| {
             StatsError::Protocol(format!("not a line of lru_crawler metadump: {line:?}"))
         })?;
-        let owner = ring.owner(&String::from_utf8_lossy(&key));
+        let owner = ring.owner(&key);
         if let Some(owner) = owner.filter(|o| Some(*o) != stays) {
             let listed = Listed {
                 last_access,

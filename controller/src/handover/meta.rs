@@ -1,17 +1,8 @@
-//! What the copy and its withdrawal share: keys as meta commands take them,
-//! the numbers of meta answers, one session per server keys go to (opened
-//! when first needed), and the copies written.
-
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
-use std::net::SocketAddr;
+//! What the copy and its withdrawal say and read: keys as meta commands
+//! take them, the numbers of meta answers, the copies written.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-
-use crate::stats::client::StatsClient;
-use crate::stats::session::Session;
-use crate::stats::wire::StatsError;
 
 /// Keys of one batch of meta commands, at most.
 pub const BATCH_KEYS: usize = 256;
@@ -29,14 +20,29 @@ pub struct Copied {
     pub copy_cas: u64,
 }
 
-/// A key as meta commands take it: as is, or base64 with the `b` flag when
-/// it holds bytes the ASCII protocol cannot carry.
-pub fn meta_key(key: &[u8]) -> (String, &'static str) {
-    if !key.is_empty() && key.iter().all(|b| b.is_ascii_graphic()) {
-        (String::from_utf8_lossy(key).into_owned(), "")
-    } else {
-        (STANDARD.encode(key), " b")
-    }
+/// memcached's longest key, as a command carries it.
+const MAX_KEY_BYTES: usize = 250;
+
+/// A key as meta commands take it: as is (UTF-8 too), or base64 with the
+/// `b` flag when it holds a space, a control byte or is not UTF-8; `None`
+/// when that is longer than memcached takes (a key a binary-protocol
+/// client stored).
+pub fn meta_key(key: &[u8]) -> Option<(String, &'static str)> {
+    let plain = (key.iter().all(|b| *b > b' ' && *b != 0x7f))
+        .then(|| std::str::from_utf8(key).ok())
+        .flatten()
+        .filter(|k| !k.is_empty());
+    let (text, flag) = match plain {
+        Some(key) => (key.to_string(), ""),
+        None => (STANDARD.encode(key), " b"),
+    };
+    (text.len() <= MAX_KEY_BYTES).then_some((text, flag))
+}
+
+/// A one-line refusal of one command (a bad key, a server out of memory):
+/// the session is still in step.
+pub fn refused(answer: &str) -> bool {
+    answer.starts_with("CLIENT_ERROR") || answer.starts_with("SERVER_ERROR")
 }
 
 /// The number a meta answer's flag `name` carries (`c1234` for `c`).
@@ -46,50 +52,17 @@ pub fn flag<T: std::str::FromStr>(answer: &str, name: char) -> Option<T> {
         .and_then(|n| n.parse().ok())
 }
 
-/// Sessions with the servers keys go to, by index in the ring.
-pub struct Owners<'a> {
-    client: &'a StatsClient,
-    addresses: &'a BTreeMap<usize, SocketAddr>,
-    sessions: BTreeMap<usize, Session>,
-}
-
-impl<'a> Owners<'a> {
-    /// No session yet, to the servers at `addresses`.
-    pub fn new(client: &'a StatsClient, addresses: &'a BTreeMap<usize, SocketAddr>) -> Self {
-        Owners {
-            client,
-            addresses,
-            sessions: BTreeMap::new(),
-        }
-    }
-
-    /// The session with server `owner`, opened if needed.
-    pub async fn session(&mut self, owner: usize) -> Result<&mut Session, StatsError> {
-        match self.sessions.entry(owner) {
-            Entry::Occupied(s) => Ok(s.into_mut()),
-            Entry::Vacant(slot) => {
-                let addr = self.addresses.get(&owner).ok_or_else(|| {
-                    StatsError::Connect("no address for the server clients will ask".into())
-                })?;
-                Ok(slot.insert(self.client.session(*addr).await?))
-            }
-        }
-    }
-
-    /// Close the session with `owner` (after a failure: the next opens anew).
-    pub fn close(&mut self, owner: usize) {
-        self.sessions.remove(&owner);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn keys_the_ascii_protocol_cannot_carry_go_in_base64() {
-        assert_eq!(meta_key(b"plain:key"), ("plain:key".into(), ""));
-        assert_eq!(meta_key("k é".as_bytes()), ("ayDDqQ==".into(), " b"));
+        assert_eq!(meta_key(b"plain:key"), Some(("plain:key".into(), "")));
+        assert_eq!(meta_key("clé".as_bytes()), Some(("clé".into(), "")));
+        assert_eq!(meta_key("k é".as_bytes()), Some(("ayDDqQ==".into(), " b")));
+        assert_eq!(meta_key(&[b' '; 200]), None, "longer than 250 in base64");
+        assert_eq!(meta_key(&[0xff]), Some(("/w==".into(), " b")), "not UTF-8");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Keys kept through a move: when pods join or leave the server list
 //! clients hash keys over, each pod's keys that move ([`listing`]) are
 //! copied to the servers clients will ask for them ([`copy`]; with meta
-//! commands: [`meta`]), placed as the clients' library places them
+//! commands, [`meta`], over a session per server, [`owners`]), placed as the clients' library places them
 //! ([`placement`]), and copies of keys changed meanwhile taken back
 //! ([`withdraw`]); one handover per Memcached runs in the background,
 //! apart from reconciling ([`board`]).
@@ -12,5 +12,6 @@ pub mod board;
 pub mod copy;
 pub mod listing;
 pub mod meta;
+pub mod owners;
 pub mod placement;
 pub mod withdraw;

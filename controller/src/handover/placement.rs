@@ -51,12 +51,13 @@ impl Ring {
         &self.servers
     }
 
-    /// The index of the server a client asks for `key`; `None` without servers.
-    pub fn owner(&self, key: &str) -> Option<usize> {
+    /// The index of the server a client asks for `key` (pymemcache takes it
+    /// as text, libmemcached as bytes); `None` without servers.
+    pub fn owner(&self, key: &[u8]) -> Option<usize> {
         match self.algorithm {
-            Algorithm::Rendezvous => self.rendezvous(key),
+            Algorithm::Rendezvous => self.rendezvous(&String::from_utf8_lossy(key)),
             Algorithm::Ketama => {
-                let hash = md5_point(key.as_bytes(), 0);
+                let hash = md5_point(key, 0);
                 let at = self.points.partition_point(|(point, _)| *point < hash);
                 let (_, server) = self.points.get(at).or(self.points.first())?;
                 Some(*server)
@@ -158,7 +159,7 @@ mod tests {
 
     fn owners(ring: &Ring) -> (Vec<usize>, Vec<usize>) {
         let all: Vec<usize> = (0..1000)
-            .map(|k| ring.owner(&format!("key-{k}")).unwrap())
+            .map(|k| ring.owner(format!("key-{k}").as_bytes()).unwrap())
             .collect();
         let mut counts = vec![0; ring.servers().len()];
         for owner in &all {
@@ -222,9 +223,9 @@ mod tests {
         // RendezvousHash(...).get_node("k\u00e9y-\u20ac") and ("x").
         let three = Ring::new(Algorithm::Rendezvous, &servers(3));
         let four = Ring::new(Algorithm::Rendezvous, &servers(4));
-        assert_eq!(three.owner("kéy-€"), Some(2));
-        assert_eq!(four.owner("kéy-€"), Some(3));
-        assert_eq!((three.owner("x"), four.owner("x")), (Some(2), Some(2)));
+        assert_eq!(three.owner("kéy-€".as_bytes()), Some(2));
+        assert_eq!(four.owner("kéy-€".as_bytes()), Some(3));
+        assert_eq!((three.owner(b"x"), four.owner(b"x")), (Some(2), Some(2)));
     }
 
     #[test]
@@ -239,7 +240,7 @@ mod tests {
     #[test]
     fn no_servers_no_owner() {
         for algorithm in [Algorithm::Rendezvous, Algorithm::Ketama] {
-            assert_eq!(Ring::new(algorithm, &[]).owner("k"), None);
+            assert_eq!(Ring::new(algorithm, &[]).owner(b"k"), None);
         }
     }
 }

@@ -6,42 +6,56 @@
 //! stays.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
-use crate::handover::meta::{BATCH_KEYS, Copied, Owners, flag, meta_key};
-use crate::stats::session::Session;
+use crate::handover::meta::{BATCH_KEYS, Copied, flag, meta_key, refused};
+use crate::handover::owners::Owners;
+use crate::stats::client::StatsClient;
 use crate::stats::wire::StatsError;
 
-/// Take back the copies in `copied` whose key changed or left the source
-/// (`from`); how many were deleted.
+/// A key in its meta form: the text and its flag ([`meta_key`]).
+type MetaKey = (String, &'static str);
+
+/// Take back the copies in `copied` whose key changed or left the server
+/// at `source` (sessions to where they went in `owners`); how many were
+/// deleted.
 pub async fn withdraw_stale(
-    from: &mut Session,
+    client: &StatsClient,
+    source: SocketAddr,
     owners: &mut Owners<'_>,
     copied: &[Copied],
 ) -> Result<u64, StatsError> {
+    if copied.is_empty() {
+        return Ok(0);
+    }
+    let mut from = client.session(source).await?;
     let mut withdrawn = 0;
     for batch in copied.chunks(BATCH_KEYS) {
-        for copy in batch {
-            let (key, base64) = meta_key(&copy.key);
+        // Copied under these keys: each has its meta form.
+        let batch: Vec<(&Copied, MetaKey)> = (batch.iter())
+            .filter_map(|copy| Some((copy, meta_key(&copy.key)?)))
+            .collect();
+        for (_, (key, base64)) in &batch {
             from.write(format!("mg {key} c{base64}\r\n").as_bytes())
                 .await?;
         }
         from.flush().await?;
-        let mut stale: BTreeMap<usize, Vec<&Copied>> = BTreeMap::new();
-        for copy in batch {
+        let mut stale: BTreeMap<usize, Vec<(&Copied, &MetaKey)>> = BTreeMap::new();
+        for (copy, key) in &batch {
             let answer = from.line().await?;
             let now = match answer.split_ascii_whitespace().next() {
                 Some("HD") => flag::<u64>(&answer, 'c'),
                 Some("EN") => None,
+                _ if refused(&answer) => continue,
                 _ => return Err(StatsError::Protocol(format!("mg answered {answer:?}"))),
             };
             if now != Some(copy.source_cas) {
-                stale.entry(copy.owner).or_default().push(copy);
+                stale.entry(copy.owner).or_default().push((copy, key));
             }
         }
         for (owner, copies) in stale {
             let session = owners.session(owner).await?;
-            for copy in &copies {
-                let (key, base64) = meta_key(&copy.key);
+            for (copy, (key, base64)) in &copies {
                 let command = format!("md {key} C{}{base64}\r\n", copy.copy_cas);
                 session.write(command.as_bytes()).await?;
             }

@@ -104,6 +104,7 @@ pub fn retain(ctx: &Context, namespace: Option<&str>, keep: impl Fn(&str) -> boo
     ctx.applied.retain(&keep);
     ctx.live_stats.retain(&keep);
     ctx.waits.retain(&keep);
+    ctx.handovers.retain(&keep);
     ctx.failures.retain(&keep);
     ctx.stalls.retain(&keep);
     ctx.metrics

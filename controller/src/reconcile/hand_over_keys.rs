@@ -21,7 +21,7 @@ use crate::handover::placement::Algorithm;
 use crate::objects::meta;
 use crate::objects::server_list::{self, pod_server};
 use crate::objects::workload::desired_replicas;
-use crate::reconcile::context::Context;
+use crate::reconcile::context::{Context, key};
 use crate::reconcile::events::{Target, inform};
 use crate::reconcile::running::ready_endpoints;
 use crate::stats::setup::stats_client;
@@ -46,9 +46,8 @@ pub(super) async fn hand_over_keys(
     spec: &Defaulted,
     secrets: &SecretData,
 ) -> Option<Held> {
-    let key = format!("{}/{}", mc.namespace().unwrap_or_default(), mc.name_any());
-    let plan = plan(mc, spec);
-    let Some(plan) = plan else {
+    let key = key(mc);
+    let Some(plan) = needed_move(mc, spec) else {
         ctx.handovers.forget(&key);
         return None;
     };
@@ -60,8 +59,10 @@ pub(super) async fn hand_over_keys(
     let ready: BTreeMap<String, SocketAddr> = (ready_endpoints(&ctx.cache, mc).into_iter())
         .filter_map(|e| Some((pod_server(mc, &e.hostname?), e.address)))
         .collect();
+    // New pods are listed once ready and filled; an old pod not ready has
+    // no keys to give or take, and does not hold the move.
     let waiting: Vec<&str> = (plan.to.iter())
-        .filter(|s| !ready.contains_key(*s))
+        .filter(|s| !plan.from.contains(s) && !ready.contains_key(*s))
         .filter_map(|s| s.split('.').next())
         .collect();
     if !waiting.is_empty() {
@@ -107,7 +108,7 @@ pub(super) async fn hand_over_keys(
 /// The move `mc` needs: its StatefulSet scales (not to or from zero), the
 /// clients' hashing is known, the published list names its pods, and
 /// autoscaling is off.
-fn plan(mc: &Memcached, spec: &Defaulted) -> Option<Plan> {
+fn needed_move(mc: &Memcached, spec: &Defaulted) -> Option<Plan> {
     let algorithm = match spec.client_hashing.as_deref()? {
         RENDEZVOUS => Algorithm::Rendezvous,
         KETAMA => Algorithm::Ketama,
@@ -127,11 +128,11 @@ fn plan(mc: &Memcached, spec: &Defaulted) -> Option<Plan> {
     })
 }
 
-/// `copying 1,234 of 5,000 keys (3 s)`.
+/// `handing over keys: 3210 of 5051 tried (1 s of at most 60 s)`.
 fn copying(state: &State) -> String {
     let p = &state.progress;
     format!(
-        "handing over keys: {} of {} copied ({} s of at most {} s)",
+        "handing over keys: {} of {} tried ({} s of at most {} s)",
         p.copied + p.skipped + p.failed,
         p.moving,
         state.elapsed.as_secs(),
@@ -173,7 +174,7 @@ mod tests {
             "status": {"serverList": listed},
         }))
         .unwrap();
-        plan(&mc, &memcached_api::apply_defaults(mc.spec.clone()))
+        needed_move(&mc, &memcached_api::apply_defaults(mc.spec.clone()))
     }
 
     fn pods(n: usize) -> Value {

@@ -1,10 +1,10 @@
 //! A session with one memcached for commands beyond `stats` (the key copies
 //! of [`crate::handover`]): over TLS when it serves TLS, logged in when it
-//! asks, each line bounded as `stats`'s are.
+//! asks, buffered both ways, each line bounded as `stats`'s are.
 
 use std::net::SocketAddr;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufStream};
 
 use crate::stats::client::StatsClient;
 use crate::stats::wire::{StatsError, UNAUTHENTICATED, connect, io_error, log_in, read_line, send};
@@ -15,11 +15,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Duplex for T {}
 
 /// A logged-in connection to one memcached.
 pub struct Session {
-    stream: BufReader<Box<dyn Duplex>>,
+    stream: BufStream<Box<dyn Duplex>>,
 }
 
-/// Bytes buffered each way: a batch of commands goes out in few writes.
-const BUFFER_BYTES: usize = 64 * 1024;
+/// The longest value a session reads: memcached's largest item (`-I 1024m`).
+const MAX_VALUE_BYTES: usize = 1024 * 1024 * 1024;
 
 impl StatsClient {
     /// A session with the memcached at `addr`: `version` first, the
@@ -34,7 +34,7 @@ impl StatsClient {
             }
             None => Box::new(tcp),
         };
-        let mut stream = BufReader::with_capacity(BUFFER_BYTES, stream);
+        let mut stream = BufStream::new(stream);
         send(&mut stream, b"version\r\n").await?;
         match read_line(&mut stream).await?.as_str() {
             UNAUTHENTICATED => log_in(&mut stream, self.credentials.as_ref()).await?,
@@ -48,16 +48,12 @@ impl StatsClient {
 impl Session {
     /// Queue `bytes` to send; [`Session::flush`] sends them.
     pub async fn write(&mut self, bytes: &[u8]) -> Result<(), StatsError> {
-        self.stream
-            .get_mut()
-            .write_all(bytes)
-            .await
-            .map_err(io_error)
+        self.stream.write_all(bytes).await.map_err(io_error)
     }
 
     /// Send what was queued.
     pub async fn flush(&mut self) -> Result<(), StatsError> {
-        self.stream.get_mut().flush().await.map_err(io_error)
+        self.stream.flush().await.map_err(io_error)
     }
 
     /// The next line, without its terminator.
@@ -65,8 +61,12 @@ impl Session {
         read_line(&mut self.stream).await
     }
 
-    /// A data block of `len` bytes and its `\r\n`.
+    /// A data block of `len` bytes and its `\r\n`, `len` at most
+    /// memcached's largest item.
     pub async fn data(&mut self, len: usize) -> Result<Vec<u8>, StatsError> {
+        if len > MAX_VALUE_BYTES {
+            return Err(StatsError::Protocol(format!("a value of {len} bytes")));
+        }
         let mut data = vec![0; len + 2];
         self.stream.read_exact(&mut data).await.map_err(io_error)?;
         if !data.ends_with(b"\r\n") {

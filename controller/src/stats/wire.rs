@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
@@ -75,8 +75,8 @@ pub fn io_error(error: std::io::Error) -> StatsError {
 
 /// Log in with `credentials` (each of their passwords in turn), after the
 /// server answered a command with [`UNAUTHENTICATED`].
-pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut BufReader<S>,
+pub async fn log_in<S: AsyncBufRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     credentials: Option<&Credentials>,
 ) -> Result<(), StatsError> {
     let Some(c) = credentials else {
@@ -100,9 +100,7 @@ pub async fn log_in<S: AsyncRead + AsyncWrite + Unpin>(
 /// One line without its terminator, at most [`MAX_LINE_BYTES`]: a server
 /// streaming bytes without a newline costs a bounded buffer, not the
 /// whole read timeout's worth of memory.
-pub async fn read_line<S: AsyncRead + Unpin>(
-    stream: &mut BufReader<S>,
-) -> Result<String, StatsError> {
+pub async fn read_line<S: AsyncBufRead + Unpin>(stream: &mut S) -> Result<String, StatsError> {
     let mut line = Vec::new();
     let n = (&mut *stream)
         .take(MAX_LINE_BYTES as u64 + 1)
