@@ -204,12 +204,12 @@ pub struct MemcachedSpec {
     pub server_list_config_map: Option<String>,
     /// How the clients place keys on the servers of `status.serverList`:
     /// `rendezvous` (pymemcache's `HashClient`, as oslo.cache uses it) or
-    /// `ketama` (libmemcached's weighted ketama). With a StatefulSet and
-    /// autoscaling off, scaling then hands keys over: a new pod is listed
-    /// once the keys clients will ask it for are copied to it, a leaving
-    /// pod's keys are copied to the pods clients will ask before it is
-    /// removed (most recently used first, for at most 60 s); default none
-    /// (keys are not copied).
+    /// `ketama` (libmemcached's weighted ketama). With a StatefulSet, scaling
+    /// then hands keys over: a new pod is listed once the keys clients will
+    /// ask it for are copied to it, a leaving pod's keys are copied to the
+    /// pods clients will ask before it is removed (not when the autoscaler
+    /// scales down); most recently used first, for at most 60 s; default
+    /// none (keys are not copied).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("enum" = CLIENT_HASHINGS)))]
     pub client_hashing: Option<String>,

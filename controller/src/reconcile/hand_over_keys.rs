@@ -1,17 +1,20 @@
 //! Keys handed over when a StatefulSet whose clients' hashing is known
 //! (`spec.clientHashing`) scales: the server list clients hash over changes
 //! only once the keys that move are copied where clients will ask for them
-//! ([`crate::handover`]), and a leaving pod runs until its keys are copied.
-//! The published list (`status.serverList`) is what clients use now; the
-//! move is from it to the list of `spec.replicas` pods, level-triggered: a
-//! restarted controller copies again (a copy never overwrites).
+//! ([`crate::handover`]), and a leaving pod runs until its keys are copied
+//! (not under autoscaling: the HorizontalPodAutoscaler sets the replicas,
+//! and its scale-down removes a pod at once). The published list
+//! (`status.serverList`) is what clients use now; the move is from it to
+//! the list of the pods wanted (`spec.replicas`, or the autoscaler's),
+//! level-triggered: a restarted controller copies again (a copy never
+//! overwrites).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 use kube::discovery::ApiResource;
+use kube::{Resource, ResourceExt};
 use memcached_api::types::{KETAMA, RENDEZVOUS};
 use memcached_api::{Defaulted, Memcached};
 
@@ -20,10 +23,10 @@ use crate::handover::board::{DEADLINE, Plan, State};
 use crate::handover::placement::Algorithm;
 use crate::objects::meta;
 use crate::objects::server_list::{self, pod_server};
-use crate::objects::workload::desired_replicas;
+use crate::objects::workload::{Rollout, desired_replicas};
 use crate::reconcile::context::{Context, key};
 use crate::reconcile::events::{Target, inform};
-use crate::reconcile::running::ready_endpoints;
+use crate::reconcile::running::{ready_endpoints, running_workload};
 use crate::stats::setup::stats_client;
 use crate::stats::tls;
 
@@ -32,8 +35,9 @@ use crate::stats::tls;
 pub struct Held {
     /// Servers to publish meanwhile: those clients use now.
     pub listed: i32,
-    /// Replicas the StatefulSet runs meanwhile: the leaving pods kept.
-    pub replicas: i32,
+    /// Replicas the StatefulSet runs meanwhile: the leaving pods kept
+    /// (`None` under autoscaling: the HorizontalPodAutoscaler sets them).
+    pub replicas: Option<i32>,
     /// What the move waits for, for the status.
     pub message: String,
 }
@@ -47,13 +51,16 @@ pub(super) async fn hand_over_keys(
     secrets: &SecretData,
 ) -> Option<Held> {
     let key = key(mc);
-    let Some(plan) = needed_move(mc, spec) else {
+    let running = spec
+        .autoscaling_enabled()
+        .then(|| running_workload(ctx, mc.meta(), true).1);
+    let Some(plan) = needed_move(mc, spec, running.flatten().as_ref()) else {
         ctx.handovers.forget(&key);
         return None;
     };
     let held = |message: String| Held {
         listed: plan.from.len() as i32,
-        replicas: plan.from.len().max(plan.to.len()) as i32,
+        replicas: (!spec.autoscaling_enabled()).then(|| plan.from.len().max(plan.to.len()) as i32),
         message,
     };
     let ready: BTreeMap<String, SocketAddr> = (ready_endpoints(&ctx.cache, mc).into_iter())
@@ -105,20 +112,20 @@ pub(super) async fn hand_over_keys(
     None
 }
 
-/// The move `mc` needs: its StatefulSet scales (not to or from zero), the
-/// clients' hashing is known, the published list names its pods, and
-/// autoscaling is off.
-fn needed_move(mc: &Memcached, spec: &Defaulted) -> Option<Plan> {
+/// The move `mc` needs: its StatefulSet scales (not to or from zero; under
+/// autoscaling to the replicas of the `running` StatefulSet), the clients'
+/// hashing is known, and the published list names its pods.
+fn needed_move(mc: &Memcached, spec: &Defaulted, running: Option<&Rollout>) -> Option<Plan> {
     let algorithm = match spec.client_hashing.as_deref()? {
         RENDEZVOUS => Algorithm::Rendezvous,
         KETAMA => Algorithm::Ketama,
         _ => return None,
     };
-    if !spec.stateful_set() || spec.autoscaling_enabled() {
+    if !spec.stateful_set() {
         return None;
     }
     let from = mc.status.as_ref()?.server_list.clone()?;
-    let wanted = desired_replicas(spec, None);
+    let wanted = desired_replicas(spec, running);
     let stable = from == server_list::build(mc, true, from.len() as i32);
     let moves = !from.is_empty() && wanted > 0 && from.len() as i32 != wanted;
     (stable && moves).then(|| Plan {
@@ -165,8 +172,9 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    /// Memcached `c` in `ns` with `spec`, its clients last given `listed` servers.
-    fn plan_of(spec: Value, listed: Value) -> Option<Plan> {
+    /// Memcached `c` in `ns` with `spec`, its clients last given `listed`
+    /// servers, its StatefulSet set to `running` replicas.
+    fn plan_of(spec: Value, listed: Value, running: Option<i32>) -> Option<Plan> {
         let mc: Memcached = serde_json::from_value(json!({
             "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
             "metadata": {"name": "c", "namespace": "ns"},
@@ -174,7 +182,15 @@ mod tests {
             "status": {"serverList": listed},
         }))
         .unwrap();
-        needed_move(&mc, &memcached_api::apply_defaults(mc.spec.clone()))
+        let rollout = running.map(|replicas| Rollout {
+            replicas: Some(replicas),
+            ..Default::default()
+        });
+        needed_move(
+            &mc,
+            &memcached_api::apply_defaults(mc.spec.clone()),
+            rollout.as_ref(),
+        )
     }
 
     fn pods(n: usize) -> Value {
@@ -188,10 +204,19 @@ mod tests {
     #[test]
     fn a_scaled_stateful_set_with_known_hashing_moves_from_the_published_list() {
         let spec = json!({"workload": "StatefulSet", "replicas": 4, "clientHashing": "ketama"});
-        let plan = plan_of(spec, pods(3)).expect("3 -> 4");
+        let plan = plan_of(spec, pods(3), None).expect("3 -> 4");
         assert_eq!(plan.algorithm, Algorithm::Ketama);
         assert_eq!((plan.from.len(), plan.to.len()), (3, 4));
         assert_eq!(plan.to[3], "c-3.c.ns.svc:11211");
+    }
+
+    #[test]
+    fn an_autoscaled_stateful_set_moves_to_the_replicas_it_runs() {
+        let spec = json!({"workload": "StatefulSet", "clientHashing": "rendezvous",
+            "autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 5}});
+        let plan = plan_of(spec.clone(), pods(3), Some(4)).expect("3 -> 4");
+        assert_eq!((plan.from.len(), plan.to.len()), (3, 4));
+        assert_eq!(plan_of(spec, pods(3), Some(3)), None, "no move");
     }
 
     #[test]
@@ -232,7 +257,7 @@ mod tests {
             ),
         ];
         for (name, spec, listed) in cases {
-            assert_eq!(plan_of(spec, listed), None, "{name}");
+            assert_eq!(plan_of(spec, listed, None), None, "{name}");
         }
     }
 }

@@ -136,8 +136,9 @@ async fn converge_children(
         }
         DesiredWorkload::StatefulSet(mut s) => {
             handover = hand_over_keys(ctx, mc, spec, &secrets.data).await;
-            if let (Some(held), Some(s)) = (&handover, s.spec.as_mut()) {
-                s.replicas = Some(held.replicas);
+            let held = handover.as_ref().and_then(|h| h.replicas);
+            if let (Some(replicas), Some(s)) = (held, s.spec.as_mut()) {
+                s.replicas = Some(replicas);
             }
             if !hold && spec.warm_restart_enabled() {
                 in_place = converge_stateful_in_place(&mut applied, spec, &uid, &mut s).await?;

@@ -3,7 +3,7 @@
 //! server list changes.
 
 use super::*;
-use e2e_tests::harness::clients::hash_client::{Mode, count, sharding_with, store};
+use e2e_tests::harness::clients::hash_client::{ClientConfig, Mode, count, sharding_with, store};
 
 /// Keys stored, as the sharding bench stores them.
 const KEYS: u64 = 20_000;
@@ -43,14 +43,7 @@ pub(crate) fn keys_through_scaling(env: &mut Env) -> Result<(), String> {
             config_map,
             &ordinal_servers(ns, name, replicas),
         )?;
-        wait_ready(env, ns, name, replicas as i64)?;
-        let client = Mode::StatefulSet.wait_client(env, ns, name, replicas)?;
-        let hits = count(&sharding_with("check", &client, KEYS)?, "hits")?;
-        println!("    {step}: {hits} of {KEYS} keys served from the new server list");
-        check(
-            hits * 100 >= KEYS * 99,
-            format!("{step}: {hits} of {KEYS} keys served, expected at least 99 %"),
-        )?;
+        let client = served_after(env, (ns, name), replicas, step)?;
         // Each step from a full cache held where this client puts the keys
         // (the copies of the step before flushed).
         store(&client, KEYS)?;
@@ -74,4 +67,59 @@ pub(crate) fn keys_through_scaling(env: &mut Env) -> Result<(), String> {
     env.kubectl
         .ok(&["delete", "memcached", name, "-n", ns, "--wait=true"])
         .map(drop)
+}
+
+/// An autoscaled StatefulSet scaled up as the HorizontalPodAutoscaler does
+/// (the StatefulSet's replicas set directly): the new pod joins
+/// `status.serverList` once filled, and the client of the new list serves
+/// at least 99 % of 20,000 keys.
+pub(crate) fn keys_through_autoscaling(env: &mut Env) -> Result<(), String> {
+    let (ns, name) = ("handover", "autoscaled");
+    ensure_namespace(env, ns)?;
+    env.kubectl.apply(&memcached(
+        ns,
+        name,
+        json!({
+            "workload": "StatefulSet",
+            "autoscaling": {"enabled": true, "minReplicas": 3, "maxReplicas": 5},
+            "resources": {"requests": {"cpu": "100m", "memory": "96Mi"}, "limits": {"memory": "128Mi"}},
+            "clientHashing": "rendezvous",
+            "memcached": {"maxMemoryMB": 64},
+        }),
+    ))?;
+    wait_ready(env, ns, name, 3)?;
+    let three = Mode::StatefulSet.wait_client(env, ns, name, 3)?;
+    store(&three, KEYS)?;
+    env.kubectl
+        .ok(&["scale", "statefulset", name, "-n", ns, "--replicas=4"])?;
+    wait_ready(env, ns, name, 4)?;
+    let four = Mode::StatefulSet.wait_client(env, ns, name, 4)?;
+    let hits = count(&sharding_with("check", &four, KEYS)?, "hits")?;
+    println!("    autoscaled 3 -> 4: {hits} of {KEYS} keys served from the new server list");
+    check(
+        hits * 100 >= KEYS * 99,
+        format!("autoscaled 3 -> 4: {hits} of {KEYS} keys served, expected at least 99 %"),
+    )?;
+    env.kubectl
+        .ok(&["delete", "memcached", name, "-n", ns, "--wait=true"])
+        .map(drop)
+}
+
+/// Once Memcached `name` is Ready with `replicas` and its list names them,
+/// the client of that list (returned) serves at least 99 % of the keys.
+fn served_after(
+    env: &Env,
+    (ns, name): (&str, &str),
+    replicas: usize,
+    step: &str,
+) -> Result<ClientConfig, String> {
+    wait_ready(env, ns, name, replicas as i64)?;
+    let client = Mode::StatefulSet.wait_client(env, ns, name, replicas)?;
+    let hits = count(&sharding_with("check", &client, KEYS)?, "hits")?;
+    println!("    {step}: {hits} of {KEYS} keys served from the new server list");
+    check(
+        hits * 100 >= KEYS * 99,
+        format!("{step}: {hits} of {KEYS} keys served, expected at least 99 %"),
+    )?;
+    Ok(client)
 }

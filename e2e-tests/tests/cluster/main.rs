@@ -106,6 +106,11 @@ const SCENARIOS: &[Scenario] = &[
          serve at least 99 % of 20,000 keys from the new server list",
         keys_through_scaling,
     ),
+    Scenario::new(
+        "an autoscaled StatefulSet scaled up as the HorizontalPodAutoscaler does keeps the keys: \
+         at least 99 % of 20,000 served from the new server list",
+        keys_through_autoscaling,
+    ),
 ];
 
 fn main() {
