@@ -71,17 +71,18 @@ pub struct Handovers {
 impl Handovers {
     /// The handover of `plan` for `key`: started (copying from each server of
     /// `plan.from` at `addresses`, by server, to the servers of `plan.to`
-    /// there) unless one of the same plan runs or ran; how far it went.
+    /// there, with the stats `client` made then) unless one of the same plan
+    /// runs or ran; how far it went. `None` when it cannot start: no client.
     pub fn step(
         &self,
         key: &str,
         plan: &Plan,
-        client: StatsClient,
+        client: impl FnOnce() -> Option<StatsClient>,
         addresses: &BTreeMap<String, SocketAddr>,
     ) -> Option<State> {
         let mut entries = self.entries.lock().ok()?;
         if entries.get(key).is_none_or(|e| e.plan != *plan) {
-            entries.insert(key.to_string(), start(plan, client, addresses));
+            entries.insert(key.to_string(), start(plan, client()?, addresses));
         }
         let entry = entries.get(key)?;
         let progress = entry

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
 use kube::discovery::ApiResource;
-use kube::{Resource, ResourceExt};
 use memcached_api::types::{KETAMA, RENDEZVOUS};
 use memcached_api::{Defaulted, Memcached};
 
@@ -27,8 +27,7 @@ use crate::objects::workload::{Rollout, desired_replicas};
 use crate::reconcile::context::{Context, key};
 use crate::reconcile::events::{Target, inform};
 use crate::reconcile::running::{ready_endpoints, running_workload};
-use crate::stats::setup::stats_client;
-use crate::stats::tls;
+use crate::stats::setup::client_for;
 
 /// A move held while its keys are copied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,11 +80,9 @@ pub(super) async fn hand_over_keys(
             }
         )));
     }
-    let ns = mc.namespace().unwrap_or_default();
-    let client = tls::server_name(&mc.name_any(), &ns).and_then(|n| stats_client(spec, secrets, n));
-    let Ok(client) = client else {
-        return None; // TLS cannot be set up: warned about by the stats; the move goes on.
-    };
+    // Without a client (TLS cannot be set up: the stats warn about it), the
+    // move goes on.
+    let client = || client_for(mc, spec, secrets).ok();
     let state = ctx.handovers.step(&key, &plan, client, &ready)?;
     if !state.done {
         return Some(held(copying(&state)));

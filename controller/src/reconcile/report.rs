@@ -23,8 +23,7 @@ use crate::reconcile::events::warn;
 use crate::reconcile::running::{pod_names, ready_addresses};
 use crate::reconcile::status::{self, Observed};
 use crate::stats::client::ClusterStats;
-use crate::stats::setup::stats_client;
-use crate::stats::tls;
+use crate::stats::setup::client_for;
 use memcached_api::render::labels::MANAGER;
 
 /// Requeue while not every replica is ready, or a pod presents an older
@@ -124,7 +123,7 @@ async fn live_numbers(
     problems: &mut Vec<Problem>,
 ) -> ClusterStats {
     let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
-    match tls::server_name(&name, &ns).and_then(|n| stats_client(spec, secrets, n)) {
+    match client_for(mc, spec, secrets) {
         Ok(mut client) => {
             certificates::warn_unloadable(ctx, mc, &client).await;
             match in_place {

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use memcached_api::Defaulted;
+use kube::ResourceExt;
+use memcached_api::{Defaulted, Memcached};
 use tokio_rustls::rustls::pki_types::ServerName;
 
 use crate::cluster::secrets::{self, SecretData};
@@ -14,6 +15,17 @@ use crate::stats::tls;
 use crate::stats::tls::{Mounted, Tls};
 use memcached_api::render::args::{self, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use memcached_api::render::volumes::{AUTH_VOLUME, TLS_VOLUME, secret_mounts};
+
+/// The stats client of `mc`'s pods: [`stats_client`] for the server name
+/// its certificates are issued to.
+pub fn client_for(
+    mc: &Memcached,
+    spec: &Defaulted,
+    secrets: &SecretData,
+) -> Result<StatsClient, String> {
+    let namespace = mc.namespace().unwrap_or_default();
+    tls::server_name(&mc.name_any(), &namespace).and_then(|n| stats_client(spec, secrets, n))
+}
 
 /// A stats client that speaks what the pods speak, with what the Secrets
 /// hold; an error when TLS is on but cannot be set up (never plain text then).
