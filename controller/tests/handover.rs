@@ -11,6 +11,7 @@ use memcached_controller::handover::copy::{Budget, Progress, copy_out};
 use memcached_controller::handover::meta::Copied;
 use memcached_controller::handover::owners::Owners;
 use memcached_controller::handover::placement::{Algorithm, Ring};
+use memcached_controller::handover::retire::retire;
 use memcached_controller::handover::withdraw::withdraw_stale;
 use memcached_controller::stats::client::StatsClient;
 use memcached_controller::stats::credentials::Credentials;
@@ -106,7 +107,11 @@ async fn hand_over(
         };
         let name = &ring.servers().get(i).cloned().unwrap_or_default();
         let source = (server.addr, name.as_str());
-        done.push(copy_out(client, source, ring, &destinations, budget, |_| {}).await);
+        done.push(
+            copy_out(client, source, ring, &destinations, budget, |_| {})
+                .await
+                .0,
+        );
     }
     done
 }
@@ -176,7 +181,7 @@ on_each_release! {
         };
         let destinations: BTreeMap<usize, SocketAddr> = servers.iter().take(3).map(|s| s.addr).enumerate().collect();
         let budget = Budget { deadline: tokio::time::Instant::now() + Duration::from_secs(30), max_keys: 100_000 };
-        let done = copy_out(&client, (servers[3].addr, "cache-3.cache.ns.svc:11211"), &three, &destinations, budget, |_| {}).await;
+        let (done, _) = copy_out(&client, (servers[3].addr, "cache-3.cache.ns.svc:11211"), &three, &destinations, budget, |_| {}).await;
         assert!(done.finished(), "{done:?}");
         assert_eq!((done.moving, done.copied, done.skipped, done.failed), (on_leaving.len() as u64, on_leaving.len() as u64 - 1, 1, 0));
         for key in &on_leaving {
@@ -224,7 +229,7 @@ on_each_release! {
             source.set(key, "old", 0, 0);
             let source_cas = cas(&source.ask(&format!("mg {key} c\r\n")));
             let copy_cas = cas(&destination.ask(&format!("ms {key} 3 ME c\r\nold\r\n")));
-            copied.push(Copied { key: key.as_bytes().to_vec(), owner: 1, source_cas, copy_cas });
+            copied.push(Copied { key: key.as_bytes().to_vec(), owner: 1, source_cas, copy_cas, ttl: 0 });
         }
         source.set("changed", "new", 0, 0);
         assert_eq!(source.ask("md deleted\r\n"), "HD");
@@ -239,6 +244,53 @@ on_each_release! {
         assert_eq!(value("deleted"), None);
         assert_eq!(value("overwritten").as_deref(), Some("client"));
         assert_eq!(value("unchanged").as_deref(), Some("old"));
+    }
+}
+
+on_each_release! {
+    /// Scaling 1 -> 2 then back: once the new list is published, the keys
+    /// that moved are retired where they were (still read by a client on the
+    /// old list, for at most 5 minutes), and the move back overwrites them
+    /// with what clients wrote since; a value a client wrote on the old
+    /// server after the copy is neither retired nor overwritten.
+    #[tokio::test]
+    async fn retires_moved_keys_and_a_move_back_overwrites_them() {
+        let servers: Vec<Memcached> = (0..2).map(|_| start(&[])).collect();
+        let (one, two) = (Ring::new(Algorithm::Rendezvous, &names(1)), Ring::new(Algorithm::Rendezvous, &names(2)));
+        let (mut old, mut new) = (Client::new(servers[0].addr, None), Client::new(servers[1].addr, None));
+        let moving: Vec<String> = (0..200).map(key_of).filter(|k| two.owner(k.as_bytes()) == Some(1)).collect();
+        for k in 0..200 {
+            old.set(&key_of(k), "before", 0, 0);
+        }
+        let client = StatsClient::default();
+        let destinations = BTreeMap::from([(1, servers[1].addr)]);
+        let budget = Budget { deadline: tokio::time::Instant::now() + Duration::from_secs(30), max_keys: 1000 };
+        let (done, copied) = copy_out(&client, (servers[0].addr, names(2)[0].as_str()), &two, &destinations, budget, |_| {}).await;
+        assert_eq!((done.copied, copied.len()), (moving.len() as u64, moving.len()), "{done:?}");
+        // A client still on the old list writes one after the copy.
+        let (lagging, retired) = moving.split_first().unwrap();
+        old.set(lagging, "lagging", 0, 0);
+        let marked = retire(&client, servers[0].addr, &copied).await.unwrap();
+        assert_eq!(marked, retired.len() as u64);
+        for key in retired {
+            let ttl = old.ask(&format!("mg {key} t\r\n"));
+            let ttl: i64 = ttl.split_ascii_whitespace().find_map(|f| f.strip_prefix('t')).unwrap().parse().unwrap();
+            assert!((290..=300).contains(&ttl), "{key} retired with ttl {ttl}");
+            assert_eq!(old.get(key).map(|(v, _, _)| v).as_deref(), Some("before"), "{key} still read");
+        }
+        assert_eq!(old.get(lagging).map(|(v, _, _, )| v).as_deref(), Some("lagging"));
+        // Clients on the new list write newer values; then the move back.
+        for key in &moving {
+            new.set(key, "after", 0, 0);
+        }
+        let destinations = BTreeMap::from([(0, servers[0].addr)]);
+        let budget = Budget { deadline: tokio::time::Instant::now() + Duration::from_secs(30), max_keys: 1000 };
+        let (back, _) = copy_out(&client, (servers[1].addr, names(2)[1].as_str()), &one, &destinations, budget, |_| {}).await;
+        assert_eq!((back.moving, back.copied, back.skipped, back.failed), (moving.len() as u64, retired.len() as u64, 1, 0), "{back:?}");
+        for key in retired {
+            assert_eq!(old.get(key), Some(("after".into(), 0, -1)), "{key} overwritten, no longer retired");
+        }
+        assert_eq!(old.get(lagging).map(|(v, _, _)| v).as_deref(), Some("lagging"), "a client's write kept");
     }
 }
 

@@ -8,15 +8,19 @@ runs this script to measure how many keys survive scaling, pod restarts and
 rollouts with the client configured from the operator's server list.
 
 Usage:
-  sharding.py store --servers H:P,... [--hosts NAME=IP,...] [--keys N]
-  sharding.py check --servers H:P,... [--hosts NAME=IP,...] [--keys N]
+  sharding.py store --servers H:P,... [--hosts NAME=IP,...] [--keys N] [--generation G]
+  sharding.py update --servers H:P,... [--hosts NAME=IP,...] [--keys N] --generation G
+  sharding.py check --servers H:P,... [--hosts NAME=IP,...] [--keys N] [--generation G]
   sharding.py serve --servers H:P,... [--hosts NAME=IP,...] [--keys N]
   sharding.py kept --servers H:P,... [--hosts NAME=IP,...] [--keys N] [--wait SECONDS]
 
 `store` empties every server (`flush_all`), then writes keys `key-0` ...
 `key-<N-1>`: a full cache holding each key exactly where the client puts it,
 and no stale copy elsewhere that a later placement could hit by luck. `check`
-reads them back; a hit is a key whose value is the one stored. `serve` reads
+reads them back; a hit is a key whose value is the one stored. `update` writes
+each key's value of `--generation` (0 unless given) without emptying the
+servers, as an application writes newer values; `check --generation` then
+counts a key as a hit only with that value. `serve` reads
 them as an application with a read-through cache does (oslo.cache's
 get-or-create): each miss is stored again, so the cache refills. `kept` reads
 them back like `check`, but a server that does not answer (a memcached
@@ -95,8 +99,9 @@ def keys(count):
     return [f"key-{i}" for i in range(count)]
 
 
-def value(key):
-    return f"value-of-{key}".encode()
+def value(key, generation=0):
+    suffix = f"@{generation}" if generation else ""
+    return f"value-of-{key}{suffix}".encode()
 
 
 def reachable(server, resolver):
@@ -148,7 +153,7 @@ def kept(client, names, resolver, wait):
     return hits
 
 
-def run(command, servers, hosts, count, wait=20):
+def run(command, servers, hosts, count, wait=20, generation=0):
     resolver = Resolver(hosts)
     clients = {server: reachable(server, resolver) for server in servers}
     client = HashClient(
@@ -170,13 +175,13 @@ def run(command, servers, hosts, count, wait=20):
     }
     if command == "kept":
         report["hits"] = kept(client, names, resolver, wait)
-    elif command == "store":
+    elif command in ("store", "update"):
         for direct in clients.values():
-            if direct is not None:
+            if direct is not None and command == "store":
                 direct.flush_all(noreply=False)
         failed = 0
         for start in range(0, count, BATCH):
-            batch = {key: value(key) for key in names[start : start + BATCH]}
+            batch = {key: value(key, generation) for key in names[start : start + BATCH]}
             failed += len(client.set_many(batch, noreply=False))
         report["stored"] = count - failed
     else:
@@ -184,7 +189,7 @@ def run(command, servers, hosts, count, wait=20):
         for start in range(0, count, BATCH):
             batch = names[start : start + BATCH]
             found = client.get_many(batch)
-            hit = [key for key in batch if found.get(key) == value(key)]
+            hit = [key for key in batch if found.get(key) == value(key, generation)]
             hits += len(hit)
             if command == "serve" and len(hit) < len(batch):
                 missed = set(batch) - set(hit)
@@ -198,13 +203,14 @@ def run(command, servers, hosts, count, wait=20):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["store", "check", "serve", "kept"])
+    parser.add_argument("command", choices=["store", "update", "check", "serve", "kept"])
     parser.add_argument("--servers", type=parse_servers, required=True, help="H:P,... in the client's order")
     parser.add_argument("--hosts", type=parse_hosts, default={}, help="NAME=IP,...: the DNS answers")
     parser.add_argument("--keys", type=int, default=20000)
     parser.add_argument("--wait", type=float, default=20, help="kept: seconds to wait for a server")
+    parser.add_argument("--generation", type=int, default=0, help="which values: store, update, check")
     args = parser.parse_args(argv)
-    report = run(args.command, args.servers, args.hosts, args.keys, args.wait)
+    report = run(args.command, args.servers, args.hosts, args.keys, args.wait, args.generation)
     print(json.dumps(report, sort_keys=True))
 
 

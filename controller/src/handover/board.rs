@@ -12,7 +12,9 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::handover::copy::{Budget, Progress, copy_out};
+use crate::handover::meta::Copied;
 use crate::handover::placement::{Algorithm, Ring};
+use crate::handover::retire::retire;
 use crate::stats::client::StatsClient;
 
 /// How long one handover may copy before the move goes on without the rest.
@@ -43,17 +45,26 @@ pub struct State {
     pub elapsed: Duration,
 }
 
+/// Keys copied, with the address of the server they were copied from.
+type Moved = Arc<Mutex<Vec<(SocketAddr, Vec<Copied>)>>>;
+
 struct Entry {
     plan: Plan,
     started: Instant,
     /// Each source's progress, by server.
     sources: Arc<Mutex<BTreeMap<String, Progress>>>,
     took: Arc<Mutex<Option<Duration>>>,
+    /// The keys a growing list's copy wrote, by the address of their source:
+    /// retired there once the list is published.
+    moved: Moved,
     /// Its end was reported.
     reported: bool,
     /// The copy, stopped when the entry goes (a plan replaced or forgotten:
-    /// its copies are for a list that will not be published).
+    /// its copies are for a list that will not be published); then the
+    /// retiring of the moved keys, once it is.
     task: AbortHandle,
+    /// The moved keys are being retired.
+    retiring: bool,
 }
 
 impl Drop for Entry {
@@ -82,7 +93,20 @@ impl Handovers {
     ) -> Option<State> {
         let mut entries = self.entries.lock().ok()?;
         if entries.get(key).is_none_or(|e| e.plan != *plan) {
-            entries.insert(key.to_string(), start(plan, client()?, addresses));
+            let client = client()?;
+            // The keys the move before moved, not retired yet: retired
+            // first if its list is the one clients use now.
+            let unretired = (entries.remove(key))
+                .filter(|before| before.plan.to == plan.from && !before.retiring)
+                .and_then(|before| {
+                    before
+                        .moved
+                        .lock()
+                        .ok()
+                        .map(|mut m| std::mem::take(&mut *m))
+                })
+                .unwrap_or_default();
+            entries.insert(key.to_string(), start(plan, client, addresses, unretired));
         }
         let entry = entries.get(key)?;
         let progress = entry
@@ -109,11 +133,43 @@ impl Handovers {
             .is_some_and(|e| !std::mem::replace(&mut e.reported, true))
     }
 
-    /// Forget the handover of `key` (none needed now).
-    pub fn forget(&self, key: &str) {
-        if let Ok(mut entries) = self.entries.lock() {
-            entries.remove(key);
+    /// After `key`'s server list is published as `published` (no move
+    /// needed): a handover that grew the list to it retires the keys it
+    /// moved where they were ([`retire`], once, with the stats `client`
+    /// made then) and is forgotten when that is done; any other is
+    /// forgotten now.
+    pub fn settle(
+        &self,
+        key: &str,
+        published: &[String],
+        client: impl FnOnce() -> Option<StatsClient>,
+    ) {
+        let Ok(mut entries) = self.entries.lock() else {
+            return;
+        };
+        let Some(entry) = entries.get_mut(key) else {
+            return;
+        };
+        if entry.retiring {
+            if entry.task.is_finished() {
+                entries.remove(key);
+            }
+            return;
         }
+        let done = entry.took.lock().is_ok_and(|took| took.is_some());
+        let moved = (entry.moved.lock())
+            .map(|mut moved| std::mem::take(&mut *moved))
+            .unwrap_or_default();
+        if !done || entry.plan.to != published || moved.is_empty() {
+            entries.remove(key);
+            return;
+        }
+        let Some(client) = client() else {
+            entries.remove(key);
+            return;
+        };
+        entry.retiring = true;
+        entry.task = tokio::spawn(async move { retire_moved(&client, moved).await }).abort_handle();
     }
 
     /// Forget the handovers of the Memcached objects whose key `keep` refuses.
@@ -124,11 +180,27 @@ impl Handovers {
     }
 }
 
+/// Retire the keys in `moved` where they were copied from ([`retire`]).
+async fn retire_moved(client: &StatsClient, moved: Vec<(SocketAddr, Vec<Copied>)>) {
+    for (source, copied) in moved {
+        let of = copied.len();
+        match retire(client, source, &copied).await {
+            Ok(n) => tracing::info!(%source, retired = n, of, "moved keys retired"),
+            Err(e) => tracing::info!(%source, error = %e, of, "moved keys not retired"),
+        }
+    }
+}
+
 /// Start copying `plan`'s keys from every source at once: every server of a
 /// growing list (each hands some keys to the new ones), the leaving ones of
 /// a shrinking list (rendezvous and ketama keep the others' keys where
-/// they are).
-fn start(plan: &Plan, client: StatsClient, addresses: &BTreeMap<String, SocketAddr>) -> Entry {
+/// they are), after retiring the keys in `unretired`.
+fn start(
+    plan: &Plan,
+    client: StatsClient,
+    addresses: &BTreeMap<String, SocketAddr>,
+    unretired: Vec<(SocketAddr, Vec<Copied>)>,
+) -> Entry {
     let started = Instant::now();
     let sources: Arc<Mutex<BTreeMap<String, Progress>>> = Arc::default();
     let took: Arc<Mutex<Option<Duration>>> = Arc::default();
@@ -145,8 +217,10 @@ fn start(plan: &Plan, client: StatsClient, addresses: &BTreeMap<String, SocketAd
         deadline: started + DEADLINE,
         max_keys: MAX_KEYS / from.len().max(1),
     };
-    let (board, done) = (sources.clone(), took.clone());
+    let moved: Moved = Arc::default();
+    let (board, done, kept) = (sources.clone(), took.clone(), moved.clone());
     let task = tokio::spawn(async move {
+        retire_moved(&client, unretired).await;
         let copies = from.iter().map(|(server, addr)| {
             let (ring, destinations, client, board) = (&ring, &destinations, &client, &board);
             async move {
@@ -155,10 +229,17 @@ fn start(plan: &Plan, client: StatsClient, addresses: &BTreeMap<String, SocketAd
                         sources.insert(server.clone(), p.clone());
                     }
                 };
-                copy_out(client, (*addr, server), ring, destinations, budget, report).await
+                let source = (*addr, server.as_str());
+                let (_, copied) =
+                    copy_out(client, source, ring, destinations, budget, report).await;
+                (*addr, copied)
             }
         });
-        join_all(copies).await;
+        let copied = join_all(copies).await;
+        // A leaving server's keys go with it.
+        if let (false, Ok(mut moved)) = (shrinks, kept.lock()) {
+            *moved = copied;
+        }
         if let Ok(mut took) = done.lock() {
             *took = Some(started.elapsed());
         }
@@ -168,8 +249,10 @@ fn start(plan: &Plan, client: StatsClient, addresses: &BTreeMap<String, SocketAd
         started,
         sources,
         took,
+        moved,
         reported: false,
         task: task.abort_handle(),
+        retiring: false,
     }
 }
 

@@ -2,8 +2,10 @@
 //! the keys that move ([`crate::handover::listing`]), most recently used
 //! first, each read with `mg` (value, client flags, remaining TTL) and
 //! written with `ms` in add mode (`ME`), so a copy never overwrites what a
-//! client wrote there; then the copies of keys changed or deleted on the
-//! source meanwhile are taken back ([`crate::handover::withdraw`]).
+//! client wrote there (only a key an earlier move retired there, marked
+//! stale: [`crate::handover::retire`]); then the copies of keys changed or
+//! deleted on the source meanwhile are taken back
+//! ([`crate::handover::withdraw`]).
 //! Bounded by a [`Budget`]: a deadline, a number of keys, and the bytes of
 //! one batch.
 
@@ -15,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::{Instant, timeout_at};
 
 use crate::handover::listing::{Listed, list};
-use crate::handover::meta::{BATCH_KEYS, Copied, flag, meta_key, refused};
+use crate::handover::meta::{BATCH_KEYS, Copied, LONGEST_RELATIVE_TTL, flag, meta_key, refused};
 use crate::handover::owners::Owners;
 use crate::handover::placement::Ring;
 use crate::handover::withdraw::withdraw_stale;
@@ -63,15 +65,13 @@ impl Progress {
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 /// What the copy leaves of its budget to take back stale copies.
 const WITHDRAW_RESERVE: Duration = Duration::from_secs(10);
-/// memcached reads a TTL above 30 days as a Unix time.
-const LONGEST_RELATIVE_TTL: u64 = 30 * 24 * 3600;
 
 /// Copy the keys of the server at `source` (named `source_name` in `ring`)
 /// that `ring` places on another of its servers to that server's address in
 /// `destinations` (by index in the ring), most recently used first, within
 /// `budget`; then take back the copies of keys changed on the source
 /// meanwhile, whether the copy ended or not. `report` sees the progress
-/// after each batch.
+/// after each batch. What it did, and the keys it copied.
 pub async fn copy_out(
     client: &StatsClient,
     (source, source_name): (SocketAddr, &str),
@@ -79,7 +79,7 @@ pub async fn copy_out(
     destinations: &BTreeMap<usize, SocketAddr>,
     budget: Budget,
     mut report: impl FnMut(&Progress),
-) -> Progress {
+) -> (Progress, Vec<Copied>) {
     let mut progress = Progress::default();
     let copy_until = budget.deadline - WITHDRAW_RESERVE.min(budget.deadline - Instant::now());
     let listing = list(client, (source, source_name), ring, budget.max_keys);
@@ -87,12 +87,12 @@ pub async fn copy_out(
         Ok(Ok(listed)) => listed,
         Ok(Err(e)) => {
             progress.stopped = Some(format!("listing the keys of {source}: {e}"));
-            return progress;
+            return (progress, Vec::new());
         }
         Err(_) => {
             let why = format!("the deadline passed while listing the keys of {source}");
             progress.stopped = Some(why);
-            return progress;
+            return (progress, Vec::new());
         }
     };
     progress.moving = listed.len() as u64;
@@ -123,7 +123,7 @@ pub async fn copy_out(
         }
     }
     report(&progress);
-    progress
+    (progress, copied)
 }
 
 /// One value read from the source.
@@ -243,15 +243,40 @@ async fn read_values(
 }
 
 /// Add each of `items` under its key on server `owner`: the copies written,
-/// and how many the owner held already (the others it refused).
+/// and how many the owner held already (the others it refused). A key the
+/// owner holds stale (retired there by an earlier move) is overwritten.
 async fn write_values(
     owners: &mut Owners<'_>,
     owner: usize,
     items: &[(&Listed, Value)],
 ) -> Result<(Vec<Copied>, u64), StatsError> {
     let session = owners.session(owner).await?;
+    let mut written = Vec::new();
+    let adds: Vec<Store> = items
+        .iter()
+        .map(|(item, value)| (*item, value, None))
+        .collect();
+    let held = store(session, owner, &adds, &mut written).await?;
+    let stale = stale_of(session, &held).await?;
+    let overwritten = written.len();
+    store(session, owner, &stale, &mut written).await?;
+    let present = held.len() - (written.len() - overwritten);
+    Ok((written, present as u64))
+}
+
+/// A value to store under its key: added, or set over the value of this CAS.
+type Store<'a> = (&'a Listed, &'a Value, Option<u64>);
+
+/// Store `items` on server `owner` (the session to it), each copy written
+/// pushed to `written`; the items it held already.
+async fn store<'a>(
+    session: &mut Session,
+    owner: usize,
+    items: &[Store<'a>],
+    written: &mut Vec<Copied>,
+) -> Result<Vec<Store<'a>>, StatsError> {
     let mut sent = Vec::with_capacity(items.len());
-    for (item, value) in items {
+    for &(item, value, over) in items {
         // Read from the source under this key: it has its meta form.
         let Some((key, base64)) = meta_key(&item.key) else {
             continue;
@@ -259,15 +284,19 @@ async fn write_values(
         let Value {
             data, flags, ttl, ..
         } = value;
-        let command = format!("ms {key} {} F{flags} T{ttl} ME c{base64}\r\n", data.len());
+        let mode = over.map_or("ME".to_string(), |cas| format!("C{cas}"));
+        let command = format!(
+            "ms {key} {} F{flags} T{ttl} {mode} c{base64}\r\n",
+            data.len()
+        );
         session.write(command.as_bytes()).await?;
         session.write(data).await?;
         session.write(b"\r\n").await?;
-        sent.push((item, value));
+        sent.push((item, value, over));
     }
     session.flush().await?;
-    let (mut written, mut present) = (Vec::new(), 0);
-    for (item, value) in sent {
+    let mut held = Vec::new();
+    for (item, value, over) in sent {
         let answer = session.line().await?;
         match answer.split_ascii_whitespace().next() {
             Some("HD") => written.push(Copied {
@@ -276,11 +305,46 @@ async fn write_values(
                 source_cas: value.cas,
                 copy_cas: (flag(&answer, 'c'))
                     .ok_or_else(|| StatsError::Protocol(format!("ms answered {answer:?}")))?,
+                ttl: value.ttl,
             }),
-            Some("NS") => present += 1,
+            // NS: held (added); EX: changed since, NF: gone (set over a CAS).
+            Some("NS" | "EX" | "NF") => held.push((item, value, over)),
             _ if refused(&answer) => {}
             _ => return Err(StatsError::Protocol(format!("ms answered {answer:?}"))),
         }
     }
-    Ok((written, present))
+    Ok(held)
+}
+
+/// Of the keys `held` on the server of `session`, those it holds stale
+/// (`mg` answers `X`), to be set over their CAS.
+async fn stale_of<'a>(
+    session: &mut Session,
+    held: &[Store<'a>],
+) -> Result<Vec<Store<'a>>, StatsError> {
+    let mut sent = Vec::with_capacity(held.len());
+    for &(item, value, _) in held {
+        if let Some((key, base64)) = meta_key(&item.key) {
+            let command = format!("mg {key} c{base64}\r\n");
+            session.write(command.as_bytes()).await?;
+            sent.push((item, value));
+        }
+    }
+    session.flush().await?;
+    let mut stale = Vec::new();
+    for (item, value) in sent {
+        let answer = session.line().await?;
+        let mut fields = answer.split_ascii_whitespace();
+        match fields.next() {
+            Some("HD") if fields.any(|f| f == "X") => {
+                let cas = flag(&answer, 'c')
+                    .ok_or_else(|| StatsError::Protocol(format!("mg answered {answer:?}")))?;
+                stale.push((item, value, Some(cas)));
+            }
+            Some("HD" | "EN") => {}
+            _ if refused(&answer) => {}
+            _ => return Err(StatsError::Protocol(format!("mg answered {answer:?}"))),
+        }
+    }
+    Ok(stale)
 }

@@ -3,8 +3,9 @@
 //! copied to the servers clients will ask for them ([`copy`]; with meta
 //! commands, [`meta`], over a session per server, [`owners`]), placed as the clients' library places them
 //! ([`placement`]), and copies of keys changed meanwhile taken back
-//! ([`withdraw`]); one handover per Memcached runs in the background,
-//! apart from reconciling ([`board`]).
+//! ([`withdraw`]), and once clients use the new list, the moved keys
+//! retired where they were ([`retire`]); one handover per Memcached runs in
+//! the background, apart from reconciling ([`board`]).
 //!
 //! May use: `stats`.
 
@@ -14,4 +15,5 @@ pub mod listing;
 pub mod meta;
 pub mod owners;
 pub mod placement;
+pub mod retire;
 pub mod withdraw;

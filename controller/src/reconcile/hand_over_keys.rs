@@ -54,7 +54,10 @@ pub(super) async fn hand_over_keys(
         .autoscaling_enabled()
         .then(|| running_workload(ctx, mc.meta(), true).1);
     let Some(plan) = needed_move(mc, spec, running.flatten().as_ref()) else {
-        ctx.handovers.forget(&key);
+        let published = (mc.status.as_ref()).and_then(|s| s.server_list.as_deref());
+        let client = || client_for(mc, spec, secrets).ok();
+        ctx.handovers
+            .settle(&key, published.unwrap_or_default(), client);
         return None;
     };
     let held = |message: String| Held {

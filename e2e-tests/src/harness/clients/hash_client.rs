@@ -167,8 +167,13 @@ pub fn ready_pods(env: &Env, namespace: &str, instance: &str) -> Result<Vec<Pod>
 /// (every step is measured from one).
 pub fn store(client: &ClientConfig, keys: u64) -> Result<u64, String> {
     let stored = count(&sharding_with("store", client, keys)?, "stored")?;
+    check_all(stored, keys, client).map(|()| stored)
+}
+
+/// An error unless all `keys` keys were `stored`.
+fn check_all(stored: u64, keys: u64, client: &ClientConfig) -> Result<(), String> {
     if stored == keys {
-        Ok(stored)
+        Ok(())
     } else {
         Err(format!(
             "only {stored} of {keys} keys stored into {:?}",
@@ -180,11 +185,35 @@ pub fn store(client: &ClientConfig, keys: u64) -> Result<u64, String> {
 /// `sharding.py <command>` for `client` and `keys` keys; an error when a
 /// server did not answer (the measurement would count its keys as misses).
 pub fn sharding_with(command: &str, client: &ClientConfig, keys: u64) -> Result<Value, String> {
-    let report = run(command, client, keys)?;
+    all_reachable(&[command], client, keys)
+}
+
+/// Write each key's value of `generation` over what the servers hold
+/// (`sharding.py update`), as an application writes newer values: an
+/// error unless every key was written.
+pub fn update(client: &ClientConfig, keys: u64, generation: u32) -> Result<(), String> {
+    let generation = generation.to_string();
+    let args = ["update", "--generation", &generation];
+    let written = count(&all_reachable(&args, client, keys)?, "stored")?;
+    check_all(written, keys, client)
+}
+
+/// The keys `client` reads with their value of `generation` (`sharding.py
+/// check --generation`).
+pub fn current(client: &ClientConfig, keys: u64, generation: u32) -> Result<u64, String> {
+    let generation = generation.to_string();
+    let args = ["check", "--generation", &generation];
+    count(&all_reachable(&args, client, keys)?, "hits")
+}
+
+/// `sharding.py <args>`; an error when a server did not answer.
+fn all_reachable(args: &[&str], client: &ClientConfig, keys: u64) -> Result<Value, String> {
+    let report = run(args, client, keys)?;
     match report["unreachable"].as_array() {
         Some(none) if none.is_empty() => Ok(report),
         _ => Err(format!(
-            "sharding.py {command}: servers unreachable: {}",
+            "sharding.py {}: servers unreachable: {}",
+            args.join(" "),
             report["unreachable"]
         )),
     }
@@ -194,31 +223,26 @@ pub fn sharding_with(command: &str, client: &ClientConfig, keys: u64) -> Result<
 /// A server that does not answer (a pod not ready, a name that does not
 /// resolve) is what the application sees at that moment: its keys miss.
 pub fn serve(client: &ClientConfig, keys: u64) -> Result<u64, String> {
-    count(&run("serve", client, keys)?, "hits")
+    count(&run(&["serve"], client, keys)?, "hits")
 }
 
 /// The keys the cache still holds (`sharding.py kept`): a server restarting
 /// is waited for (up to 20 s), so only keys really lost count as misses.
 pub fn kept(client: &ClientConfig, keys: u64) -> Result<u64, String> {
-    count(&run("kept", client, keys)?, "hits")
+    count(&run(&["kept"], client, keys)?, "hits")
 }
 
-fn run(command: &str, client: &ClientConfig, keys: u64) -> Result<Value, String> {
+/// `sharding.py <args>` for `client` and `keys` keys: its report.
+fn run(args: &[&str], client: &ClientConfig, keys: u64) -> Result<Value, String> {
     let hosts: Vec<String> = client
         .hosts
         .iter()
         .map(|(name, ip)| format!("{name}={ip}"))
         .collect();
-    serde_json::from_str(&sharding(&[
-        command,
-        "--servers",
-        &client.servers.join(","),
-        "--hosts",
-        &hosts.join(","),
-        "--keys",
-        &keys.to_string(),
-    ])?)
-    .map_err(|e| format!("sharding.py {command} printed no JSON: {e}"))
+    let (servers, hosts, keys) = (client.servers.join(","), hosts.join(","), keys.to_string());
+    let options = ["--servers", &servers, "--hosts", &hosts, "--keys", &keys];
+    serde_json::from_str(&sharding(&[args, &options].concat())?)
+        .map_err(|e| format!("sharding.py {} printed no JSON: {e}", args.join(" ")))
 }
 
 /// Python and pymemcache are there to run `sharding.py`.
