@@ -119,7 +119,7 @@ async fn hand_over(
 on_each_release! {
     /// Scaling 3 -> 4: the keys the client will ask the new server for are
     /// there, with their flags and TTL (none, an hour, 40 days), UTF-8 ones
-    /// too; the others stay where they were.
+    /// too, over an earlier copy; the others stay where they were.
     #[tokio::test]
     async fn fills_a_new_server_with_the_keys_clients_will_ask_it_for() {
         for algorithm in [Algorithm::Rendezvous, Algorithm::Ketama] {
@@ -137,6 +137,9 @@ on_each_release! {
                 };
                 clients[three.owner(key.as_bytes()).unwrap()].set(&key, &format!("value {k}"), k, ttl);
             }
+            // An earlier copy, of a move that did not end, on the new server: overwritten.
+            let earlier = (0..600).map(key_of).find(|k| four.owner(k.as_bytes()) == Some(3)).unwrap();
+            clients[3].set(&earlier, "an earlier copy", 0, 0);
             let done = hand_over(&StatsClient::default(), &servers, 3, &four, 100_000).await;
             let moving: u64 = done.iter().map(|p| p.moving).sum();
             let copied: u64 = done.iter().map(|p| p.copied).sum();

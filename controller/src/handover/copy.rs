@@ -3,7 +3,8 @@
 //! first, each read with `mg` (value, client flags, remaining TTL) and
 //! written with `ms` in add mode (`ME`), so a copy never overwrites what a
 //! client wrote there (only a key an earlier move retired there, marked
-//! stale: [`crate::handover::retire`]); then the copies of keys changed or
+//! stale: [`crate::handover::retire`]; on a server that joins, which no
+//! client uses yet, over an earlier copy); then the copies of keys changed or
 //! deleted on the source meanwhile are taken back
 //! ([`crate::handover::withdraw`]).
 //! Bounded by a [`Budget`]: a deadline, a number of keys, and the bytes of
@@ -98,6 +99,9 @@ pub async fn copy_out(
     progress.moving = listed.len() as u64;
     report(&progress);
     let mut owners = Owners::new(client, destinations);
+    // A source that stays hands keys only to servers that join (rendezvous
+    // and ketama move no others'), not listed before the copy ends.
+    owners.fresh = ring.servers().iter().any(|s| s == source_name);
     let mut copied = Vec::new();
     let copy = async {
         let mut from = client.session(source).await?;
@@ -244,17 +248,18 @@ async fn read_values(
 
 /// Add each of `items` under its key on server `owner`: the copies written,
 /// and how many the owner held already (the others it refused). A key the
-/// owner holds stale (retired there by an earlier move) is overwritten.
+/// owner holds stale (retired there by an earlier move) is overwritten, and
+/// any key on a fresh owner ([`Owners::fresh`]).
 async fn write_values(
     owners: &mut Owners<'_>,
     owner: usize,
     items: &[(&Listed, Value)],
 ) -> Result<(Vec<Copied>, u64), StatsError> {
+    let mode = if owners.fresh { Mode::Set } else { Mode::Add };
     let session = owners.session(owner).await?;
     let mut written = Vec::new();
-    let adds: Vec<Store> = items
-        .iter()
-        .map(|(item, value)| (*item, value, None))
+    let adds: Vec<Store> = (items.iter())
+        .map(|(item, value)| (*item, value, mode))
         .collect();
     let held = store(session, owner, &adds, &mut written).await?;
     let stale = stale_of(session, &held).await?;
@@ -264,8 +269,19 @@ async fn write_values(
     Ok((written, present as u64))
 }
 
-/// A value to store under its key: added, or set over the value of this CAS.
-type Store<'a> = (&'a Listed, &'a Value, Option<u64>);
+/// How a value is stored under its key.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Only where the key is absent (`ME`).
+    Add,
+    /// Over whatever is there.
+    Set,
+    /// Over the value of this CAS (`C<cas>`).
+    Over(u64),
+}
+
+/// A value to store under its key, and how.
+type Store<'a> = (&'a Listed, &'a Value, Mode);
 
 /// Store `items` on server `owner` (the session to it), each copy written
 /// pushed to `written`; the items it held already.
@@ -284,7 +300,11 @@ async fn store<'a>(
         let Value {
             data, flags, ttl, ..
         } = value;
-        let mode = over.map_or("ME".to_string(), |cas| format!("C{cas}"));
+        let mode = match over {
+            Mode::Add => "ME".to_string(),
+            Mode::Set => "MS".to_string(),
+            Mode::Over(cas) => format!("C{cas}"),
+        };
         let command = format!(
             "ms {key} {} F{flags} T{ttl} {mode} c{base64}\r\n",
             data.len()
@@ -339,7 +359,7 @@ async fn stale_of<'a>(
             Some("HD") if fields.any(|f| f == "X") => {
                 let cas = flag(&answer, 'c')
                     .ok_or_else(|| StatsError::Protocol(format!("mg answered {answer:?}")))?;
-                stale.push((item, value, Some(cas)));
+                stale.push((item, value, Mode::Over(cas)));
             }
             Some("HD" | "EN") => {}
             _ if refused(&answer) => {}

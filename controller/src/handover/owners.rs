@@ -10,6 +10,9 @@ use crate::stats::wire::StatsError;
 
 /// Sessions with the servers keys go to, by index in the ring.
 pub struct Owners<'a> {
+    /// They joined the servers clients hash over and no client uses them
+    /// yet: what they hold is an earlier copy, overwritten.
+    pub fresh: bool,
     client: &'a StatsClient,
     addresses: &'a BTreeMap<usize, SocketAddr>,
     sessions: BTreeMap<usize, Session>,
@@ -19,6 +22,7 @@ impl<'a> Owners<'a> {
     /// No session yet, to the servers at `addresses`.
     pub fn new(client: &'a StatsClient, addresses: &'a BTreeMap<usize, SocketAddr>) -> Self {
         Owners {
+            fresh: false,
             client,
             addresses,
             sessions: BTreeMap::new(),
