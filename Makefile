@@ -49,8 +49,9 @@ DEMO_PIECES := \
 	'$(NEWEST_MEMCACHED_DIR)/version|today'"'"'s memcached from Debian sid with its own libraries (apt, under 1 min)' \
 	'$(E2E_BIN)/images/index.json|the node images: memcached (today'"'"'s and the host'"'"'s), pause, the exporter (under 1 min)' \
 	'$(E2E_BIN)/kubewarden/images/index.json|Kubewarden 1.35 images: controller, audit scanner, policy-server (Go, about 3 min cold)' \
-	'$(E2E_BIN)/prometheus/images/index.json|Prometheus and Prometheus Operator images (Go, about 4 min cold)' \
-	'bins|the controller and the demo driver (Rust, about 6 min cold)'
+	'$(E2E_BIN)/prometheus/images/index.json|Prometheus and Prometheus Operator images (Go, about 4 min cold)'
+# The Rust build, beside the Go ones from their start (hack/build-pieces.sh --beside).
+DEMO_BESIDE := 'bins|the controller and the demo driver (Rust, about 6 min cold)'
 
 # The one feature set every build uses: the end-to-end suites and the tests that need memcached or policy.wasm
 # (plain `cargo test` runs only the tests that need no external tool).
@@ -153,7 +154,7 @@ demo: prereqs deps annotated-policy.wasm
 		"(kwctl run, as policy-server runs it)"
 	@hack/demo-verdicts.sh "$(KWCTL)" annotated-policy.wasm e2e-tests/fixtures
 	@echo; echo "== The local cluster's pieces, each from its sources (the compilers' output in $(DEMO_LOGS))"
-	@STARTED=$(MAKE_STARTED) MAKE="$(MAKE)" hack/build-pieces.sh $(DEMO_LOGS) $(DEMO_PIECES)
+	@STARTED=$(MAKE_STARTED) MAKE="$(MAKE)" hack/build-pieces.sh $(DEMO_LOGS) --beside $(DEMO_BESIDE) $(DEMO_PIECES)
 	@echo; echo "== The product on the local cluster"
 	$(NETNS) $(TARGET_DIR)/debug/cluster-demo
 
@@ -423,14 +424,14 @@ fixtures:
 ## lint: the Makefile itself (no variable used before its definition, every documented target real:
 ## hack/check-makefile.sh), the docs (the generated Memcached reference current, every link and
 ## anchor resolving; hack/check-docs.sh), rustfmt, clippy with -D warnings (the workspace's lints, Cargo.toml) on every target and on the wasm
-## policy, gofmt and go vet of the Go control plane.
+## policy, gofmt and go vet of the Go control plane (-trimpath as it is built: vet reuses the build's compiled packages).
 lint: | toolchain
 	hack/check-makefile.sh
 	hack/check-docs.sh
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets --features $(FEATURES) -- -D warnings
 	$(CARGO) clippy --locked --target $(WASM_TARGET) -p memcached-policy -- -D warnings
-	cd e2e-tests/testbed/local-cluster && test -z "$$(gofmt -l .)" && go vet ./...
+	cd e2e-tests/testbed/local-cluster && test -z "$$(gofmt -l .)" && go vet -trimpath ./...
 
 ## fmt: format the Rust code.
 fmt:
