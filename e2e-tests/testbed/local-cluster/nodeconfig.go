@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,7 +107,9 @@ func writeKubeletKubeconfig(cp *controlPlane, path string) error {
 // server's client certificate verified against the cluster CA and its
 // requests authorized by SubjectAccessReview; cluster DNS; the node's taint;
 // pod logs kept in dir after teardown; no eviction thresholds (the node's
-// filesystems are tmpfs and the host's disk, not the node's to guard).
+// filesystems are tmpfs and the host's disk, not the node's to guard); pods
+// synced every 10 s (default 1 min), so that a changed Secret reaches their
+// volumes within seconds: the suite waits on that sync.
 func writeKubeletConfig(path, clientCA, cgroupRoot, dir string) error {
 	no, yes := false, true
 	zero := int32(0)
@@ -135,6 +138,7 @@ func writeKubeletConfig(path, clientCA, cgroupRoot, dir string) error {
 		EvictionHard:                 map[string]string{"memory.available": "0%", "nodefs.available": "0%", "imagefs.available": "0%", "nodefs.inodesFree": "0%"},
 		MergeDefaultEvictionSettings: &no,
 		ImageGCHighThresholdPercent:  ptrTo(int32(100)),
+		SyncFrequency:                metav1.Duration{Duration: 10 * time.Second},
 	}
 	out, err := yaml.Marshal(config)
 	if err != nil {
