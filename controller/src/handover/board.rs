@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use tokio::task::AbortHandle;
-use tokio::time::Instant;
+use tokio::time::{Instant, sleep};
 
 use crate::handover::copy::{Budget, Progress, copy_out};
 use crate::handover::meta::Copied;
 use crate::handover::placement::{Algorithm, Ring};
-use crate::handover::retire::retire;
+use crate::handover::retire::{GRACE, retire};
 use crate::stats::client::StatsClient;
 
 /// How long one handover may copy before the move goes on without the rest.
@@ -55,16 +55,16 @@ struct Entry {
     sources: Arc<Mutex<BTreeMap<String, Progress>>>,
     took: Arc<Mutex<Option<Duration>>>,
     /// The keys a growing list's copy wrote, by the address of their source:
-    /// retired there once the list is published.
+    /// retired there a [`GRACE`] after the list is published, or before the
+    /// next move (emptied by whichever comes first).
     moved: Moved,
     /// Its end was reported.
     reported: bool,
     /// The copy, stopped when the entry goes (a plan replaced or forgotten:
-    /// its copies are for a list that will not be published); then the
-    /// retiring of the moved keys, once it is.
+    /// its copies are for a list that will not be published).
     task: AbortHandle,
-    /// The moved keys are being retired.
-    retiring: bool,
+    /// The list is published: the moved keys are retired after the grace.
+    published: bool,
 }
 
 impl Drop for Entry {
@@ -97,14 +97,8 @@ impl Handovers {
             // The keys the move before moved, not retired yet: retired
             // first if its list is the one clients use now.
             let unretired = (entries.remove(key))
-                .filter(|before| before.plan.to == plan.from && !before.retiring)
-                .and_then(|before| {
-                    before
-                        .moved
-                        .lock()
-                        .ok()
-                        .map(|mut m| std::mem::take(&mut *m))
-                })
+                .filter(|before| before.plan.to == plan.from)
+                .map(|before| take(&before.moved))
                 .unwrap_or_default();
             entries.insert(key.to_string(), start(plan, client, addresses, unretired));
         }
@@ -135,9 +129,9 @@ impl Handovers {
 
     /// After `key`'s server list is published as `published` (no move
     /// needed): a handover that grew the list to it retires the keys it
-    /// moved where they were ([`retire`], once, with the stats `client`
-    /// made then) and is forgotten when that is done; any other is
-    /// forgotten now.
+    /// moved where they were a [`GRACE`] later ([`retire`], with the stats
+    /// `client` made now), unless the next move does first, and is forgotten
+    /// once they are; any other is forgotten now.
     pub fn settle(
         &self,
         key: &str,
@@ -150,26 +144,28 @@ impl Handovers {
         let Some(entry) = entries.get_mut(key) else {
             return;
         };
-        if entry.retiring {
-            if entry.task.is_finished() {
-                entries.remove(key);
-            }
-            return;
-        }
         let done = entry.took.lock().is_ok_and(|took| took.is_some());
-        let moved = (entry.moved.lock())
-            .map(|mut moved| std::mem::take(&mut *moved))
-            .unwrap_or_default();
-        if !done || entry.plan.to != published || moved.is_empty() {
-            entries.remove(key);
+        let unretired = entry.moved.lock().is_ok_and(|moved| !moved.is_empty());
+        if entry.published && unretired {
             return;
         }
-        let Some(client) = client() else {
+        let client = (!entry.published && done && entry.plan.to == published && unretired)
+            .then(client)
+            .flatten();
+        let Some(client) = client else {
             entries.remove(key);
             return;
         };
-        entry.retiring = true;
-        entry.task = tokio::spawn(async move { retire_moved(&client, moved).await }).abort_handle();
+        entry.published = true;
+        // Not stopped with the entry: the next move takes the keys first, or
+        // a deleted Memcached's are dropped with it.
+        let moved = Arc::downgrade(&entry.moved);
+        tokio::spawn(async move {
+            sleep(GRACE).await;
+            if let Some(moved) = moved.upgrade() {
+                retire_moved(&client, take(&moved)).await;
+            }
+        });
     }
 
     /// Forget the handovers of the Memcached objects whose key `keep` refuses.
@@ -178,6 +174,13 @@ impl Handovers {
             entries.retain(|key, _| keep(key));
         }
     }
+}
+
+/// The keys in `moved`, taken.
+fn take(moved: &Moved) -> Vec<(SocketAddr, Vec<Copied>)> {
+    (moved.lock())
+        .map(|mut moved| std::mem::take(&mut *moved))
+        .unwrap_or_default()
 }
 
 /// Retire the keys in `moved` where they were copied from ([`retire`]).
@@ -204,7 +207,10 @@ fn start(
     let started = Instant::now();
     let sources: Arc<Mutex<BTreeMap<String, Progress>>> = Arc::default();
     let took: Arc<Mutex<Option<Duration>>> = Arc::default();
-    let ring = Ring::new(plan.algorithm, &plan.to);
+    let rings = (
+        Ring::new(plan.algorithm, &plan.from),
+        Ring::new(plan.algorithm, &plan.to),
+    );
     let destinations: BTreeMap<usize, SocketAddr> = (plan.to.iter().enumerate())
         .filter_map(|(i, server)| Some((i, *addresses.get(server)?)))
         .collect();
@@ -222,7 +228,8 @@ fn start(
     let task = tokio::spawn(async move {
         retire_moved(&client, unretired).await;
         let copies = from.iter().map(|(server, addr)| {
-            let (ring, destinations, client, board) = (&ring, &destinations, &client, &board);
+            let (rings, destinations, client, board) =
+                ((&rings.0, &rings.1), &destinations, &client, &board);
             async move {
                 let report = |p: &Progress| {
                     if let Ok(mut sources) = board.lock() {
@@ -231,7 +238,7 @@ fn start(
                 };
                 let source = (*addr, server.as_str());
                 let (_, copied) =
-                    copy_out(client, source, ring, destinations, budget, report).await;
+                    copy_out(client, source, rings, destinations, budget, report).await;
                 (*addr, copied)
             }
         });
@@ -252,7 +259,7 @@ fn start(
         moved,
         reported: false,
         task: task.abort_handle(),
-        retiring: false,
+        published: false,
     }
 }
 

@@ -2,11 +2,9 @@
 //! the keys that move ([`crate::handover::listing`]), most recently used
 //! first, each read with `mg` (value, client flags, remaining TTL) and
 //! written with `ms` in add mode (`ME`), so a copy never overwrites what a
-//! client wrote there (only a key an earlier move retired there, marked
-//! stale: [`crate::handover::retire`]; on a server that joins, which no
-//! client uses yet, over an earlier copy); then the copies of keys changed or
-//! deleted on the source meanwhile are taken back
-//! ([`crate::handover::withdraw`]).
+//! client wrote there (to a server that joins, which no client uses yet,
+//! set over an earlier copy); then the copies of keys changed or deleted on
+//! the source meanwhile are taken back ([`crate::handover::withdraw`]).
 //! Bounded by a [`Budget`]: a deadline, a number of keys, and the bytes of
 //! one batch.
 
@@ -18,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::{Instant, timeout_at};
 
 use crate::handover::listing::{Listed, list};
-use crate::handover::meta::{BATCH_KEYS, Copied, LONGEST_RELATIVE_TTL, flag, meta_key, refused};
+use crate::handover::meta::{BATCH_KEYS, Copied, flag, meta_key, refused};
 use crate::handover::owners::Owners;
 use crate::handover::placement::Ring;
 use crate::handover::withdraw::withdraw_stale;
@@ -43,8 +41,9 @@ pub struct Progress {
     pub moving: u64,
     /// Written where clients will ask for them.
     pub copied: u64,
-    /// Not written: the destination held the key already (never
-    /// overwritten), or it expired or left the source meanwhile.
+    /// Not written: the destination held the key already (a client wrote
+    /// it there), or it expired, left the source or was marked stale there
+    /// meanwhile.
     pub skipped: u64,
     /// Not written: a server refused the key or did not answer.
     pub failed: u64,
@@ -64,26 +63,29 @@ impl Progress {
 
 /// Bytes of values one batch reads before writing them.
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;
+/// memcached reads a TTL above 30 days as a Unix time.
+const LONGEST_RELATIVE_TTL: u64 = 30 * 24 * 3600;
 /// What the copy leaves of its budget to take back stale copies.
 const WITHDRAW_RESERVE: Duration = Duration::from_secs(10);
 
-/// Copy the keys of the server at `source` (named `source_name` in `ring`)
-/// that `ring` places on another of its servers to that server's address in
-/// `destinations` (by index in the ring), most recently used first, within
+/// Copy the keys clients ask the server at `source` (named `source_name`)
+/// for now, under the ring `rings.0`, that the ring they will use,
+/// `rings.1`, places on another of its servers, to that server's address in
+/// `destinations` (by index in `rings.1`), most recently used first, within
 /// `budget`; then take back the copies of keys changed on the source
 /// meanwhile, whether the copy ended or not. `report` sees the progress
 /// after each batch. What it did, and the keys it copied.
 pub async fn copy_out(
     client: &StatsClient,
     (source, source_name): (SocketAddr, &str),
-    ring: &Ring,
+    rings: (&Ring, &Ring),
     destinations: &BTreeMap<usize, SocketAddr>,
     budget: Budget,
     mut report: impl FnMut(&Progress),
 ) -> (Progress, Vec<Copied>) {
     let mut progress = Progress::default();
     let copy_until = budget.deadline - WITHDRAW_RESERVE.min(budget.deadline - Instant::now());
-    let listing = list(client, (source, source_name), ring, budget.max_keys);
+    let listing = list(client, (source, source_name), rings, budget.max_keys);
     let listed = match timeout_at(copy_until, listing).await {
         Ok(Ok(listed)) => listed,
         Ok(Err(e)) => {
@@ -99,9 +101,11 @@ pub async fn copy_out(
     progress.moving = listed.len() as u64;
     report(&progress);
     let mut owners = Owners::new(client, destinations);
-    // A source that stays hands keys only to servers that join (rendezvous
-    // and ketama move no others'), not listed before the copy ends.
-    owners.fresh = ring.servers().iter().any(|s| s == source_name);
+    let (now, next) = rings;
+    owners.fresh = (next.servers().iter().enumerate())
+        .filter(|(_, server)| !now.servers().contains(server))
+        .map(|(i, _)| i)
+        .collect();
     let mut copied = Vec::new();
     let copy = async {
         let mut from = client.session(source).await?;
@@ -221,6 +225,8 @@ async fn read_values(
                     .ok_or_else(garbled)?;
                 let data = from.data(len).await?;
                 let flags = flag(&line, 'f').unwrap_or(0);
+                // Marked stale (`md ... I`) by a client: not worth a copy.
+                let stale = line.split_ascii_whitespace().any(|f| f == "X");
                 let cas = flag(&line, 'c').ok_or_else(garbled)?;
                 // -1: no expiry; 0: expiring now, not worth a copy.
                 let ttl = match flag::<i64>(&line, 't') {
@@ -231,7 +237,7 @@ async fn read_values(
                     Some(t) if t > 0 => Some(t as u64),
                     _ => None,
                 };
-                values.push(ttl.map(|ttl| Value {
+                values.push(ttl.filter(|_| !stale).map(|ttl| Value {
                     data,
                     flags,
                     ttl,
@@ -246,53 +252,22 @@ async fn read_values(
     Ok(values)
 }
 
-/// Add each of `items` under its key on server `owner`: the copies written,
-/// and how many the owner held already (the others it refused). A key the
-/// owner holds stale (retired there by an earlier move) is overwritten, and
-/// any key on a fresh owner ([`Owners::fresh`]).
+/// Add each of `items` under its key on server `owner` (set it, on a
+/// server that joins: [`Owners::fresh`]): the copies written, and how many
+/// the owner held already (the others it refused).
 async fn write_values(
     owners: &mut Owners<'_>,
     owner: usize,
     items: &[(&Listed, Value)],
 ) -> Result<(Vec<Copied>, u64), StatsError> {
-    let mode = if owners.fresh { Mode::Set } else { Mode::Add };
+    let mode = if owners.fresh.contains(&owner) {
+        "MS"
+    } else {
+        "ME"
+    };
     let session = owners.session(owner).await?;
-    let mut written = Vec::new();
-    let adds: Vec<Store> = (items.iter())
-        .map(|(item, value)| (*item, value, mode))
-        .collect();
-    let held = store(session, owner, &adds, &mut written).await?;
-    let stale = stale_of(session, &held).await?;
-    let overwritten = written.len();
-    store(session, owner, &stale, &mut written).await?;
-    let present = held.len() - (written.len() - overwritten);
-    Ok((written, present as u64))
-}
-
-/// How a value is stored under its key.
-#[derive(Clone, Copy)]
-enum Mode {
-    /// Only where the key is absent (`ME`).
-    Add,
-    /// Over whatever is there.
-    Set,
-    /// Over the value of this CAS (`C<cas>`).
-    Over(u64),
-}
-
-/// A value to store under its key, and how.
-type Store<'a> = (&'a Listed, &'a Value, Mode);
-
-/// Store `items` on server `owner` (the session to it), each copy written
-/// pushed to `written`; the items it held already.
-async fn store<'a>(
-    session: &mut Session,
-    owner: usize,
-    items: &[Store<'a>],
-    written: &mut Vec<Copied>,
-) -> Result<Vec<Store<'a>>, StatsError> {
     let mut sent = Vec::with_capacity(items.len());
-    for &(item, value, over) in items {
+    for (item, value) in items {
         // Read from the source under this key: it has its meta form.
         let Some((key, base64)) = meta_key(&item.key) else {
             continue;
@@ -300,11 +275,6 @@ async fn store<'a>(
         let Value {
             data, flags, ttl, ..
         } = value;
-        let mode = match over {
-            Mode::Add => "ME".to_string(),
-            Mode::Set => "MS".to_string(),
-            Mode::Over(cas) => format!("C{cas}"),
-        };
         let command = format!(
             "ms {key} {} F{flags} T{ttl} {mode} c{base64}\r\n",
             data.len()
@@ -312,11 +282,11 @@ async fn store<'a>(
         session.write(command.as_bytes()).await?;
         session.write(data).await?;
         session.write(b"\r\n").await?;
-        sent.push((item, value, over));
+        sent.push((item, value));
     }
     session.flush().await?;
-    let mut held = Vec::new();
-    for (item, value, over) in sent {
+    let (mut written, mut present) = (Vec::new(), 0);
+    for (item, value) in sent {
         let answer = session.line().await?;
         match answer.split_ascii_whitespace().next() {
             Some("HD") => written.push(Copied {
@@ -325,46 +295,11 @@ async fn store<'a>(
                 source_cas: value.cas,
                 copy_cas: (flag(&answer, 'c'))
                     .ok_or_else(|| StatsError::Protocol(format!("ms answered {answer:?}")))?,
-                ttl: value.ttl,
             }),
-            // NS: held (added); EX: changed since, NF: gone (set over a CAS).
-            Some("NS" | "EX" | "NF") => held.push((item, value, over)),
+            Some("NS") => present += 1,
             _ if refused(&answer) => {}
             _ => return Err(StatsError::Protocol(format!("ms answered {answer:?}"))),
         }
     }
-    Ok(held)
-}
-
-/// Of the keys `held` on the server of `session`, those it holds stale
-/// (`mg` answers `X`), to be set over their CAS.
-async fn stale_of<'a>(
-    session: &mut Session,
-    held: &[Store<'a>],
-) -> Result<Vec<Store<'a>>, StatsError> {
-    let mut sent = Vec::with_capacity(held.len());
-    for &(item, value, _) in held {
-        if let Some((key, base64)) = meta_key(&item.key) {
-            let command = format!("mg {key} c{base64}\r\n");
-            session.write(command.as_bytes()).await?;
-            sent.push((item, value));
-        }
-    }
-    session.flush().await?;
-    let mut stale = Vec::new();
-    for (item, value) in sent {
-        let answer = session.line().await?;
-        let mut fields = answer.split_ascii_whitespace();
-        match fields.next() {
-            Some("HD") if fields.any(|f| f == "X") => {
-                let cas = flag(&answer, 'c')
-                    .ok_or_else(|| StatsError::Protocol(format!("mg answered {answer:?}")))?;
-                stale.push((item, value, Mode::Over(cas)));
-            }
-            Some("HD" | "EN") => {}
-            _ if refused(&answer) => {}
-            _ => return Err(StatsError::Protocol(format!("mg answered {answer:?}"))),
-        }
-    }
-    Ok(stale)
+    Ok((written, present))
 }

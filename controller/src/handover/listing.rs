@@ -1,6 +1,6 @@
 //! The keys of one memcached that move: its items as the LRU crawler lists
-//! them (`lru_crawler metadump all`), those a [`Ring`] places on another
-//! server, most recently used first.
+//! them (`lru_crawler metadump all`), those clients ask it for now that the
+//! new [`Ring`] places on another server, most recently used first.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -29,12 +29,14 @@ pub struct Listed {
     pub owner: usize,
 }
 
-/// The keys of `source` (`source_name` in `ring`) that `ring` places on
-/// another server, most recently used first, at most `max_keys` of them.
+/// The keys of `source` (named `source_name`) that the ring clients use now
+/// places on it and the ring they will use on another server (not a copy
+/// an earlier move left there), most recently used first, at most
+/// `max_keys` of them.
 pub async fn list(
     client: &StatsClient,
     (source, source_name): (SocketAddr, &str),
-    ring: &Ring,
+    (now, next): (&Ring, &Ring),
     max_keys: usize,
 ) -> Result<Vec<Listed>, StatsError> {
     let mut session = client.session(source).await?;
@@ -47,7 +49,8 @@ pub async fn list(
         }
         sleep(CRAWLER_RETRY).await;
     };
-    let stays = ring.servers().iter().position(|s| s == source_name);
+    let index = |ring: &Ring| ring.servers().iter().position(|s| s == source_name);
+    let (owns, stays) = (index(now), index(next));
     let mut kept = BinaryHeap::new();
     // A recent memcached (1.6.45, not 1.6.18) says OK before the listing.
     let mut line = if first == "OK" {
@@ -59,7 +62,9 @@ pub async fn list(
         let (key, last_access, size) = parse_metadump(&line).ok_or_else(|| {
             StatsError::Protocol(format!("not a line of lru_crawler metadump: {line:?}"))
         })?;
-        let owner = ring.owner(&key);
+        let owner = (now.owner(&key) == owns)
+            .then(|| next.owner(&key))
+            .flatten();
         if let Some(owner) = owner.filter(|o| Some(*o) != stays) {
             let listed = Listed {
                 last_access,

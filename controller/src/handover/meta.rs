@@ -18,13 +18,7 @@ pub struct Copied {
     pub source_cas: u64,
     /// The CAS of the copy.
     pub copy_cas: u64,
-    /// Its TTL as the copy was written: 0 for none, remaining seconds, or
-    /// past 30 days the Unix time it expires at.
-    pub ttl: u64,
 }
-
-/// memcached reads a TTL above 30 days as a Unix time.
-pub const LONGEST_RELATIVE_TTL: u64 = 30 * 24 * 3600;
 
 /// memcached's longest key, as a command carries it.
 const MAX_KEY_BYTES: usize = 250;

@@ -1,7 +1,7 @@
 //! One session per server keys go to, opened when first needed.
 
-use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 use crate::stats::client::StatsClient;
@@ -10,9 +10,9 @@ use crate::stats::wire::StatsError;
 
 /// Sessions with the servers keys go to, by index in the ring.
 pub struct Owners<'a> {
-    /// They joined the servers clients hash over and no client uses them
-    /// yet: what they hold is an earlier copy, overwritten.
-    pub fresh: bool,
+    /// Those that join the servers clients hash over: no client uses them
+    /// yet, so what they hold is an earlier copy, overwritten.
+    pub fresh: BTreeSet<usize>,
     client: &'a StatsClient,
     addresses: &'a BTreeMap<usize, SocketAddr>,
     sessions: BTreeMap<usize, Session>,
@@ -22,7 +22,7 @@ impl<'a> Owners<'a> {
     /// No session yet, to the servers at `addresses`.
     pub fn new(client: &'a StatsClient, addresses: &'a BTreeMap<usize, SocketAddr>) -> Self {
         Owners {
-            fresh: false,
+            fresh: BTreeSet::new(),
             client,
             addresses,
             sessions: BTreeMap::new(),

@@ -7,7 +7,8 @@
 //! (`status.serverList`) is what clients use now; the move is from it to
 //! the list of the pods wanted (`spec.replicas`, or the autoscaler's),
 //! level-triggered: a restarted controller copies again (a copy never
-//! overwrites).
+//! overwrites what a client wrote). Once published, the keys a scale-up
+//! moved are retired where they were ([`crate::handover::retire`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
