@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::admission::decision::{Decision, FORBIDDEN_CODE, QUALIFIED_KIND, rejection};
 use crate::admission::decode::{OldMemcached, decode};
+use crate::admission::key_moves;
 use crate::admission::operation_defaults;
 use crate::admission::patch;
 use crate::admission::pod_security_judgement::{EffectiveLevel, Judged, judge_pod_security};
@@ -81,6 +82,8 @@ pub(super) fn review_memcached(request: Request, settings: &Settings) -> Decisio
         warnings.extend(restart_warnings::cold_restart_warning(
             &request, old, admitted,
         ));
+        let before = apply_defaults(old.spec.clone());
+        warnings.extend(key_moves::key_move_warning(&before, admitted));
     }
     if !settings.mutate || *spec == original {
         return Decision::Accept { warnings };

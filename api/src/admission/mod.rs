@@ -15,6 +15,7 @@
 
 mod decision;
 mod decode;
+mod key_moves;
 mod memcached;
 mod operation_defaults;
 mod patch;

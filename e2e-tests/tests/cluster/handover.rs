@@ -10,7 +10,9 @@ use e2e_tests::harness::clients::hash_client::{
 /// Keys stored, as the sharding bench stores them.
 const KEYS: u64 = 20_000;
 
-/// 3 -> 4: the new pod is listed in `status.serverList` (and the ConfigMap)
+/// `kubectl patch` of the replicas warns of the keys that move and how they
+/// are carried (the policy, through the suite's policy-server). 3 -> 4: the
+/// new pod is listed in `status.serverList` (and the ConfigMap)
 /// only once the keys clients will ask it for are copied to it; then the
 /// client of the new list writes newer values of every key (the moved keys'
 /// old values, retired on the pods they left, stay there). 4 -> 3: the
@@ -39,8 +41,38 @@ pub(crate) fn keys_through_scaling(env: &mut Env) -> Result<(), String> {
     let three = Mode::StatefulSet.wait_client(env, ns, name, 3)?;
     store(&three, KEYS)?;
 
-    for (generation, replicas, step) in [(0, 4, "3 -> 4"), (1, 3, "4 -> 3")] {
-        patch(env, ns, name, json!({"spec": {"replicas": replicas}}))?;
+    let warnings = [
+        "the new pods are added to status.serverList once these keys are copied to them",
+        "the leaving pods run until their keys are copied to the pods that keep them",
+    ];
+    for ((generation, replicas, step), how) in [(0, 4, "3 -> 4"), (1, 3, "4 -> 3")]
+        .into_iter()
+        .zip(warnings)
+    {
+        // The policy says what the change does to the keys.
+        let merge = json!({"spec": {"replicas": replicas}}).to_string();
+        let args = [
+            "patch",
+            "memcached",
+            name,
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            &merge,
+        ];
+        let patched = env.kubectl.run(&args, None);
+        let said = format!(
+            "Warning: spec.replicas {step}: clients that hash keys over status.serverList will ask \
+             another pod for about 25 % of them; {how}"
+        );
+        check(
+            patched.success && patched.stderr.contains(&said),
+            format!(
+                "kubectl patch {step} said {:?}, not {said:?}",
+                patched.stderr
+            ),
+        )?;
         wait_server_list(
             env,
             ns,
