@@ -1,8 +1,12 @@
-//! What the copy and its withdrawal say and read: keys as meta commands
-//! take them, the numbers of meta answers, the copies written.
+//! What the copy, its withdrawal and the retiring of moved keys say and
+//! read: keys as meta commands take them, the numbers of meta answers, the
+//! copies written, deletes that spare a value changed since.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+
+use crate::stats::session::Session;
+use crate::stats::wire::StatsError;
 
 /// Keys of one batch of meta commands, at most.
 pub const BATCH_KEYS: usize = 256;
@@ -37,6 +41,35 @@ pub fn meta_key(key: &[u8]) -> Option<(String, &'static str)> {
         None => (STANDARD.encode(key), " b"),
     };
     (text.len() <= MAX_KEY_BYTES).then_some((text, flag))
+}
+
+/// Delete each of `keys` over `session` only if its CAS is still the one
+/// given (`md <key> C<cas>`), all sent at once; how many were deleted (the
+/// others a client wrote since, or gone). Keys meta commands cannot carry
+/// are passed over.
+pub async fn delete_unchanged(
+    session: &mut Session,
+    keys: &[(&[u8], u64)],
+) -> Result<u64, StatsError> {
+    let mut sent = 0;
+    for &(key, cas) in keys {
+        let Some((key, base64)) = meta_key(key) else {
+            continue;
+        };
+        session
+            .write(format!("md {key} C{cas}{base64}\r\n").as_bytes())
+            .await?;
+        sent += 1;
+    }
+    session.flush().await?;
+    let mut deleted = 0;
+    for _ in 0..sent {
+        // HD: deleted; EX: a client wrote it since; NF: gone.
+        if session.line().await?.starts_with("HD") {
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
 }
 
 /// A one-line refusal of one command (a bad key, a server out of memory):

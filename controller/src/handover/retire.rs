@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::handover::meta::{BATCH_KEYS, Copied, meta_key};
+use crate::handover::meta::{BATCH_KEYS, Copied, delete_unchanged};
 use crate::stats::client::StatsClient;
 use crate::stats::wire::StatsError;
 
@@ -32,22 +32,11 @@ pub async fn retire(
     let mut session = client.session(source).await?;
     let mut retired = 0;
     for batch in copied.chunks(BATCH_KEYS) {
-        let mut sent = 0;
-        for copy in batch {
-            let Some((key, base64)) = meta_key(&copy.key) else {
-                continue;
-            };
-            let command = format!("md {key} C{}{base64}\r\n", copy.source_cas);
-            session.write(command.as_bytes()).await?;
-            sent += 1;
-        }
-        session.flush().await?;
-        for _ in 0..sent {
-            // HD: deleted; EX: a client wrote it since; NF: gone.
-            if session.line().await?.starts_with("HD") {
-                retired += 1;
-            }
-        }
+        let keys: Vec<_> = batch
+            .iter()
+            .map(|c| (c.key.as_slice(), c.source_cas))
+            .collect();
+        retired += delete_unchanged(&mut session, &keys).await?;
     }
     Ok(retired)
 }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use crate::handover::meta::{BATCH_KEYS, Copied, flag, meta_key, refused};
+use crate::handover::meta::{BATCH_KEYS, Copied, delete_unchanged, flag, meta_key, refused};
 use crate::handover::owners::Owners;
 use crate::stats::client::StatsClient;
 use crate::stats::wire::StatsError;
@@ -40,8 +40,8 @@ pub async fn withdraw_stale(
                 .await?;
         }
         from.flush().await?;
-        let mut stale: BTreeMap<usize, Vec<(&Copied, &MetaKey)>> = BTreeMap::new();
-        for (copy, key) in &batch {
+        let mut stale: BTreeMap<usize, Vec<&Copied>> = BTreeMap::new();
+        for (copy, _) in &batch {
             let answer = from.line().await?;
             let now = match answer.split_ascii_whitespace().next() {
                 Some("HD") => flag::<u64>(&answer, 'c'),
@@ -50,22 +50,16 @@ pub async fn withdraw_stale(
                 _ => return Err(StatsError::Protocol(format!("mg answered {answer:?}"))),
             };
             if now != Some(copy.source_cas) {
-                stale.entry(copy.owner).or_default().push((copy, key));
+                stale.entry(copy.owner).or_default().push(copy);
             }
         }
         for (owner, copies) in stale {
             let session = owners.session(owner).await?;
-            for (copy, (key, base64)) in &copies {
-                let command = format!("md {key} C{}{base64}\r\n", copy.copy_cas);
-                session.write(command.as_bytes()).await?;
-            }
-            session.flush().await?;
-            for _ in &copies {
-                // HD: deleted; EX: a client wrote it since; NF: gone.
-                if session.line().await?.starts_with("HD") {
-                    withdrawn += 1;
-                }
-            }
+            let keys: Vec<_> = copies
+                .iter()
+                .map(|c| (c.key.as_slice(), c.copy_cas))
+                .collect();
+            withdrawn += delete_unchanged(session, &keys).await?;
         }
     }
     Ok(withdrawn)
