@@ -1,6 +1,7 @@
 //! Running a suite's scenarios and the steps they share: the objects and pods of a Memcached,
-//! and who led when.
+//! who led when, and what a failed one left behind.
 
+pub mod diagnosis;
 pub mod leadership;
 pub mod objects;
 pub mod pods;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::harness::Env;
 use crate::harness::clients::api_requests::request_counts;
+use crate::harness::scenarios::diagnosis::diagnose;
 
 /// How long a scenario may wait for the namespaces earlier ones deleted.
 const DELETED_NAMESPACES_GONE: Duration = Duration::from_secs(600);
@@ -135,6 +136,7 @@ pub fn run_each(env: &mut Env, scenarios: &[Scenario]) -> Tally {
                 tally.failed += 1;
                 failed_names.push(scenario.name);
                 println!("FAIL {name} ({took:.1}s)\n     {e}");
+                print!("{}", diagnose(env));
             }
         }
     }
