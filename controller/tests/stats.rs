@@ -154,6 +154,10 @@ on_each_release! {
             wrong.fetch(server.addr).await,
             Err(StatsError::Auth(_))
         ));
+        // Collected: a pod that refuses to be read, not one that does not answer.
+        let collected = wrong.collect(&[server.addr]).await;
+        assert_eq!(collected.refused, [server.addr].into());
+        assert!(collected.unanswered.is_empty() && collected.pods.is_empty());
         let right = StatsClient {
             credentials: Credentials::from_auth_file("cache:s3cret"),
             ..Default::default()

@@ -4,7 +4,7 @@
 //! without pods or ReplicaSets, an admission webhook) reported and rolled
 //! out with new pods instead; a pod that cannot run its change reported.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -17,7 +17,7 @@ use crate::reconcile::context::{
     Context, Error, IN_PLACE_FORBIDDEN, IN_PLACE_MISMATCH, IN_PLACE_STALLED, Problem, key,
 };
 use crate::reconcile::events::{self, Target, warn};
-use crate::reconcile::running::{live_workload, pod_stats};
+use crate::reconcile::running::{last_stats, live_workload};
 use crate::rollout::pod_change::Seen;
 use crate::rollout::{in_place, stateful_in_place};
 use crate::stats::client::PodStats;
@@ -27,14 +27,17 @@ use memcached_api::render::args;
 /// Memcached's pods, the settings its args give, its key for the waits.
 struct Observed {
     stats: BTreeMap<SocketAddr, PodStats>,
+    refused: BTreeSet<SocketAddr>,
     settings: Vec<(&'static str, String)>,
     key: String,
 }
 
 impl Observed {
     fn of(ctx: &Context, mc: &Memcached, spec: &Defaulted) -> Self {
+        let last = last_stats(ctx, mc);
         Observed {
-            stats: pod_stats(ctx, mc),
+            stats: last.pods,
+            refused: last.refused,
             settings: args::confirmed_settings(spec),
             key: key(mc),
         }
@@ -43,6 +46,7 @@ impl Observed {
     fn seen<'a>(&'a self, ctx: &'a Context) -> Seen<'a> {
         Seen {
             stats: &self.stats,
+            refused: &self.refused,
             settings: &self.settings,
             waits: (&ctx.waits, &self.key),
         }

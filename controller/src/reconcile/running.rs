@@ -17,7 +17,7 @@ use crate::cluster::apply::is_controlled_by;
 use crate::cluster::cache::{self, Cache, scoped};
 use crate::objects::workload::{Rollout, Workload};
 use crate::reconcile::context::{Context, Error};
-use crate::stats::client::PodStats;
+use crate::stats::client::{ClusterStats, PodStats};
 use memcached_api::render::containers::MEMCACHED_PORT;
 
 /// The workload of either kind the Memcached of `meta` controls, as the
@@ -70,10 +70,13 @@ pub(super) async fn live_workload<W: Workload>(
 
 /// What the last stats collected say of each of `mc`'s pods.
 pub(super) fn pod_stats(ctx: &Context, mc: &Memcached) -> BTreeMap<SocketAddr, PodStats> {
+    last_stats(ctx, mc).pods
+}
+
+/// The last stats collected of `mc`'s pods (none before the first collection).
+pub(super) fn last_stats(ctx: &Context, mc: &Memcached) -> ClusterStats {
     let (ns, name) = (mc.namespace().unwrap_or_default(), mc.name_any());
-    (ctx.live_stats.last(&ns, &name))
-        .map(|s| s.pods)
-        .unwrap_or_default()
+    (ctx.live_stats.last(&ns, &name)).unwrap_or_default()
 }
 
 /// The pods behind `mc`'s headless Service, by memcached address.

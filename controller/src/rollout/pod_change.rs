@@ -27,8 +27,12 @@ use memcached_api::render::warm_restart::{
 /// was changed; the pod is restarted once the count is higher.
 pub const RESTARTS_ANNOTATION: &str = "memcached.c5c3.io/in-place-restarts";
 /// Pod annotation: memcached's pid when the pod was patched; it restarted
-/// once another process answers.
+/// once another process answers. [`REFUSED`] when memcached refused every
+/// credential this controller could read it with: it restarted once it
+/// answers the current ones.
 pub const PID_ANNOTATION: &str = "memcached.c5c3.io/in-place-pid";
+/// [`PID_ANNOTATION`] of a pod patched while it refused to be read.
+pub const REFUSED: &str = "refused";
 
 /// The part of a pod template a running pod takes in place.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,11 +142,14 @@ impl Change {
     /// The patch giving `pod` this change, recording what tells its restart:
     /// the container's restart count when its image changes (the kubelet
     /// restarts it), memcached's pid as `seen` last (another process answers
-    /// once it restarted). `None` for a new configuration alone while the pid
-    /// is not known (nothing would tell when memcached restarted with it).
+    /// once it restarted), or [`REFUSED`] when memcached refused to be read
+    /// (once restarted with the Secrets it is given, it answers the current
+    /// credentials). `None` for a new configuration alone while the pod was
+    /// not read yet (nothing would tell when memcached restarted with it).
     pub fn patch_for(&self, pod: &Pod, seen: &Seen<'_>) -> Option<Value> {
         let new_image = self.new_image(pod);
-        let pid = seen.of(pod).map(|s| s.pid);
+        let pid = seen.of(pod).map(|s| s.pid.to_string());
+        let pid = pid.or_else(|| seen.refuses(pod).then(|| REFUSED.to_string()));
         if pid.is_none() && !new_image {
             return None;
         }
@@ -150,7 +157,7 @@ impl Change {
         let mut patch = self.patch();
         let annotations = &mut patch["metadata"]["annotations"];
         annotations[RESTARTS_ANNOTATION] = json!(restarts.filter(|_| new_image));
-        annotations[PID_ANNOTATION] = json!(pid.map(|p| p.to_string()));
+        annotations[PID_ANNOTATION] = json!(pid);
         // The process keeps the args it runs until the supervisor restarts it:
         // what it may still run is recorded for the stats client, for good.
         let running = pod.annotations().get(ARGS_ANNOTATION);
@@ -165,6 +172,8 @@ impl Change {
 pub struct Seen<'a> {
     /// The last stats, by pod address.
     pub stats: &'a BTreeMap<SocketAddr, PodStats>,
+    /// The pods that refused to be read ([`crate::stats::client::ClusterStats::refused`]).
+    pub refused: &'a BTreeSet<SocketAddr>,
     /// The `stats settings` the pods' args give ([`memcached_api::render::args::confirmed_settings`]).
     pub settings: &'a [(&'static str, String)],
     /// How long each Memcached's rollout has waited for a pod to warm, and
@@ -177,6 +186,11 @@ impl Seen<'_> {
     /// The last stats of `pod`.
     pub fn of(&self, pod: &Pod) -> Option<&PodStats> {
         self.stats.get(&address(pod)?)
+    }
+
+    /// `pod` refused to be read at the last collection.
+    pub fn refuses(&self, pod: &Pod) -> bool {
+        address(pod).is_some_and(|a| self.refused.contains(&a))
     }
 }
 
@@ -235,17 +249,31 @@ pub fn taken(pod: &Pod, seen: &Seen<'_>, peers: Option<Peers>) -> Taken {
     if !ready(pod) || !status.is_some_and(|s| s.ready) || !container_restarted {
         return Taken::Waiting;
     }
+    let refused_before = annotations.get(PID_ANNOTATION).map(String::as_str) == Some(REFUSED);
+    // Patched while it refused to be read: nothing tells its restart but
+    // answering the current credentials, waited for up to the warm timeout.
+    let (waits, key) = seen.waits;
+    let waited_out = || waits.waited_out(key, &pod.name_any());
     let Some(now) = seen.of(pod) else {
+        if refused_before && waited_out() {
+            return Taken::Mismatch(
+                "restarted, it still refuses the credentials or certificate of the current Secrets"
+                    .to_string(),
+            );
+        }
         // Never patched, or a new image without stats: the restart is enough.
-        let patched = recorded(PID_ANNOTATION).is_some();
+        let patched = recorded(PID_ANNOTATION).is_some() || refused_before;
         return if patched { Taken::Waiting } else { Taken::Yes };
     };
     let pid_before = recorded(PID_ANNOTATION);
     if restarts_before.is_none() && pid_before == Some(i64::from(now.pid)) {
         return Taken::Waiting; // the supervisor has not restarted memcached yet
     }
-    if pid_before.is_none() && restarts_before.is_none() {
+    if pid_before.is_none() && restarts_before.is_none() && !refused_before {
         return Taken::Yes; // never patched (an older change's pod)
+    }
+    if now.stale_secrets && refused_before && !waited_out() {
+        return Taken::Waiting; // read as before: the process that refused may still run
     }
     if now.stale_secrets {
         return Taken::Mismatch(
@@ -267,8 +295,7 @@ pub fn taken(pod: &Pod, seen: &Seen<'_>, peers: Option<Peers>) -> Taken {
         now: Some(now.clone()),
         peers,
     };
-    let (waits, key) = seen.waits;
-    if warming.warm() || waits.waited_out(key, &warming.pod) {
+    if warming.warm() || waited_out() {
         Taken::Yes
     } else {
         Taken::Waiting
@@ -394,6 +421,7 @@ mod tests {
         let no_stats = BTreeMap::new();
         let unknown = Seen {
             stats: &no_stats,
+            refused: &BTreeSet::new(),
             settings: &[],
             waits: (&waits, "ns/c"),
         };
@@ -410,6 +438,7 @@ mod tests {
         let known = stats(7, &[]);
         let seen = Seen {
             stats: &known,
+            refused: &BTreeSet::new(),
             settings: &[],
             waits: (&waits, "ns/c"),
         };
@@ -432,6 +461,7 @@ mod tests {
         let known = stats(7, &[]);
         let seen = Seen {
             stats: &known,
+            refused: &BTreeSet::new(),
             settings: &[],
             waits: (&waits, "ns/c"),
         };
@@ -446,6 +476,26 @@ mod tests {
         }
     }
 
+    /// [`taken`] of `pod` by `stats`, none refused, beside peers of 1,000 items.
+    fn judge_warm(
+        pod: &Pod,
+        stats: &BTreeMap<SocketAddr, PodStats>,
+        wanted: &[(&'static str, String)],
+        waits: &Waits,
+    ) -> Taken {
+        let seen = Seen {
+            stats,
+            refused: &BTreeSet::new(),
+            settings: wanted,
+            waits: (waits, "ns/c"),
+        };
+        let peers = Peers {
+            items: 1000,
+            hit_ratio: None,
+        };
+        taken(pod, &seen, Some(peers))
+    }
+
     /// Taken once memcached itself says so: another process, the settings
     /// its args give, the current credentials, warm.
     #[test]
@@ -454,21 +504,7 @@ mod tests {
         let given = template("m:1", Some("-t\n2"), Some("h2"));
         let patched = pod(&given, 0, json!({PID_ANNOTATION: "7"}));
         let wanted = [("num_threads", "2".to_string())];
-        let judge = |stats: &BTreeMap<SocketAddr, PodStats>| {
-            let seen = Seen {
-                stats,
-                settings: &wanted,
-                waits: (&waits, "ns/c"),
-            };
-            taken(
-                &patched,
-                &seen,
-                Some(Peers {
-                    items: 1000,
-                    hit_ratio: None,
-                }),
-            )
-        };
+        let judge = |stats: &_| judge_warm(&patched, stats, &wanted, &waits);
         assert_eq!(judge(&BTreeMap::new()), Taken::Waiting, "not read yet");
         assert_eq!(
             judge(&stats(7, &[("num_threads", "4")])),
@@ -494,6 +530,7 @@ mod tests {
         let none = BTreeMap::new();
         let seen = Seen {
             stats: &none,
+            refused: &BTreeSet::new(),
             settings: &wanted,
             waits: (&waits, "ns/c"),
         };
@@ -513,6 +550,7 @@ mod tests {
         let known = stats(7, &[("num_threads", "2")]);
         let seen = Seen {
             stats: &known,
+            refused: &BTreeSet::new(),
             settings: &wanted,
             waits: (&waits, "ns/c"),
         };
@@ -521,6 +559,55 @@ mod tests {
             hit_ratio: None,
         });
         assert_eq!(taken(&same_pid, &seen, peers), Taken::Yes);
+    }
+
+    /// A pod that refuses every credential this controller holds (the auth
+    /// file it started with was fixed since, and no earlier client read it)
+    /// still gets a new configuration; it has taken it once it answers the
+    /// current credentials, restarted, with what its args give and warm.
+    #[test]
+    fn a_pod_that_refuses_to_be_read_gets_the_fixed_secrets() {
+        let waits = Waits::default();
+        let running = pod(&template("m:1", Some("-t\n2"), Some("h1")), 0, json!({}));
+        let fixed = Change::of(&template("m:1", Some("-t\n2"), Some("h2"))).unwrap();
+        let none = BTreeMap::new();
+        let (unread, refused) = (BTreeSet::new(), stats(7, &[]).into_keys().collect());
+        let seen = |refused| Seen {
+            stats: &none,
+            refused,
+            settings: &[],
+            waits: (&waits, "ns/c"),
+        };
+        assert_eq!(
+            fixed.patch_for(&running, &seen(&unread)),
+            None,
+            "not read yet: waited for"
+        );
+        let patch = fixed.patch_for(&running, &seen(&refused)).unwrap();
+        let annotations = &patch["metadata"]["annotations"];
+        assert_eq!(annotations[PID_ANNOTATION], REFUSED);
+        assert_eq!(annotations[SECRET_HASH_ANNOTATION], "h2");
+
+        let patched = pod(
+            &template("m:1", Some("-t\n2"), Some("h2")),
+            0,
+            json!({PID_ANNOTATION: REFUSED}),
+        );
+        let wanted = [("num_threads", "2".to_string())];
+        let judge = |stats: &_| judge_warm(&patched, stats, &wanted, &waits);
+        assert_eq!(
+            judge(&none),
+            Taken::Waiting,
+            "still refusing, or not read yet"
+        );
+        let mut as_before = stats(7, &[("num_threads", "2")]);
+        as_before.values_mut().for_each(|s| s.stale_secrets = true);
+        assert_eq!(judge(&as_before), Taken::Waiting, "maybe not restarted yet");
+        assert_eq!(judge(&stats(7, &[("num_threads", "2")])), Taken::Yes);
+        assert_eq!(
+            judge(&stats(7, &[("num_threads", "4")])),
+            Taken::Mismatch("restarted, it runs num_threads 4 (not 2)".into())
+        );
     }
 
     /// A webhook rewrote the pod's image to a mirror at admission: the pod

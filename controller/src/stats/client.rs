@@ -96,6 +96,10 @@ pub struct ClusterStats {
     pub unanswered: BTreeMap<SocketAddr, Unanswered>,
     /// What each server that answered reported of itself.
     pub pods: BTreeMap<SocketAddr, PodStats>,
+    /// Servers that refused this client's TLS or credentials, and those of
+    /// the client that read them before, if one did: they run Secrets this
+    /// process cannot read them with (e.g. an auth file fixed since).
+    pub refused: BTreeSet<SocketAddr>,
 }
 
 impl ClusterStats {
@@ -278,7 +282,12 @@ impl StatsClient {
                         tracing::warn!(%addr, error = %e, "memcached does not answer");
                         combined.unanswered.insert(*addr, how);
                     }
-                    None => tracing::info!(%addr, error = %e, "skipping unreachable memcached"),
+                    None => {
+                        if matches!(e, StatsError::Auth(_) | StatsError::Tls(_)) {
+                            combined.refused.insert(*addr);
+                        }
+                        tracing::info!(%addr, error = %e, "skipping unreachable memcached");
+                    }
                 },
             }
         }

@@ -113,7 +113,11 @@ pub fn go_operator_objects(env: &mut Env) -> Result<(), String> {
     outcome
 }
 
-fn apply_and_check(env: &Env, files: &[GoFile], namespaces: &BTreeSet<&str>) -> Result<(), String> {
+fn apply_and_check(
+    env: &mut Env,
+    files: &[GoFile],
+    namespaces: &BTreeSet<&str>,
+) -> Result<(), String> {
     for namespace in namespaces {
         ensure_namespace(env, namespace)?;
     }

@@ -117,9 +117,12 @@ pub(super) fn auth_file(secret: &Value) -> Option<String> {
 /// newline (the Go operator's e2e Secret): the Memcached shows
 /// `Degraded: InvalidAuthSecret` naming the key, and the fix
 /// docs/migration.md gives (`kubectl create secret generic ... --dry-run=client
-/// -o yaml | kubectl apply -f -`) makes it valid.
+/// -o yaml | kubectl apply -f -`) makes it valid. The fix lands while the
+/// controller is stopped, once the pods run the file as it is: the
+/// controller started after has never read them with the old file, and the
+/// pods, which refuse the fixed credentials, get them all the same.
 pub(super) fn fix_unterminated_auth_files(
-    env: &Env,
+    env: &mut Env,
     file: &GoFile,
     credentials: &mut BTreeMap<(String, String), String>,
 ) -> Result<(), String> {
@@ -162,6 +165,17 @@ pub(super) fn fix_unterminated_auth_files(
         wait_for(&listening, SETTLE, || {
             each_pod(env, ns, name, |ip| Memcache::connect(ip).map(drop))
         })?;
+        let rolled_out = format!("{}: deployment {ns}/{name} rolled out", file.name);
+        wait_for(&rolled_out, SETTLE, || {
+            let deployment = env.kubectl.get(&["deployment", name, "-n", ns])?;
+            let (spec, status) = (&deployment["spec"], &deployment["status"]);
+            check(
+                status["observedGeneration"] == deployment["metadata"]["generation"]
+                    && status["updatedReplicas"] == spec["replicas"]
+                    && status["readyReplicas"] == spec["replicas"],
+                status.to_string(),
+            )
+        })?;
         let literal = format!("--from-literal=password-file={content}\n");
         let manifest = env.kubectl.ok(&[
             "create",
@@ -175,7 +189,12 @@ pub(super) fn fix_unterminated_auth_files(
             "-o",
             "yaml",
         ])?;
-        env.kubectl.apply(&manifest)?;
+        let stopped = env.operator.take().ok_or("no controller is running")?;
+        let identity = stopped.name.clone();
+        stopped.stop();
+        let fixed = env.kubectl.apply(&manifest);
+        env.operator = Some(env.start_operator(&identity)?);
+        fixed?;
         credentials.insert(key, format!("{content}\n"));
     }
     Ok(())
