@@ -15,7 +15,11 @@
 //! reconfigured afterwards: the keys still served, whether its configuration
 //! changed, and for (b) the time until the replacement pod is Ready and the
 //! keys that would be served had it come up with a new address (kwok often
-//! hands it the deleted pod's). Reported, never asserted.
+//! hands it the deleted pod's). Reported, never asserted. Then the moves
+//! a StatefulSet whose clients' hashing the operator knows makes, with a
+//! client reading throughout ([`moves`]), in one line.
+
+mod moves;
 
 use std::time::{Duration, Instant};
 
@@ -71,6 +75,7 @@ fn bench() -> Result<(), String> {
     let deployment = run(&env, Mode::Deployment)?;
     let statefulset = run(&env, Mode::StatefulSet)?;
     print_table(&deployment, &statefulset);
+    println!("{}", moves::run(&env)?.line());
     Ok(())
 }
 
@@ -102,14 +107,7 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
         .ok_or_else(|| format!("no pod to delete among {pods:?}"))?
         .clone();
     let deleted = Instant::now();
-    env.kubectl.ok(&[
-        "delete",
-        "pod",
-        &victim.name,
-        "-n",
-        NAMESPACE,
-        "--wait=false",
-    ])?;
+    delete_pod(env, &victim.name)?;
     let replacement = wait_for("the replacement pod Ready", SETTLE, || {
         let now = ready_pods(env, NAMESPACE, name)?;
         now.iter()
@@ -139,15 +137,7 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
     wait_ready(env, NAMESPACE, name, 4)?;
     let (rollout, _) = measure(env, mode, &client, 4)?;
 
-    env.kubectl.ok(&[
-        "delete",
-        "memcached",
-        name,
-        "-n",
-        NAMESPACE,
-        "--cascade=foreground",
-        "--wait=true",
-    ])?;
+    delete(env, name)?;
     Ok(Report {
         stored,
         scale,
@@ -157,6 +147,27 @@ fn run(env: &Env, mode: Mode) -> Result<Report, String> {
         restart_new_address,
         rollout,
     })
+}
+
+/// Delete pod `name`, not waiting for it to be gone.
+fn delete_pod(env: &Env, name: &str) -> Result<(), String> {
+    let args = ["delete", "pod", name, "-n", NAMESPACE, "--wait=false"];
+    env.kubectl.ok(&args).map(drop)
+}
+
+/// Delete Memcached `name` and wait until its pods are gone.
+fn delete(env: &Env, name: &str) -> Result<(), String> {
+    let args = [
+        "delete",
+        "memcached",
+        name,
+        "-n",
+        NAMESPACE,
+        "--cascade=foreground",
+    ];
+    env.kubectl
+        .ok(&[&args[..], &["--wait=true"]].concat())
+        .map(drop)
 }
 
 /// The keys the client reconfigured after a step still finds, and that client.
