@@ -1,6 +1,7 @@
-//! Running a suite's scenarios and the steps they share: the objects and pods of a Memcached,
-//! who led when, and what a failed one left behind.
+//! Running a suite's scenarios and the steps they share: the objects and pods of a Memcached, the
+//! suite's controller, who led when, and what a failed one left behind.
 
+pub mod controller;
 pub mod diagnosis;
 pub mod leadership;
 pub mod objects;

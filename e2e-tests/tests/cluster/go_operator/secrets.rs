@@ -3,6 +3,7 @@
 //! files fixed as docs/migration.md says.
 
 use super::*;
+use e2e_tests::harness::scenarios::controller::with_controller_stopped;
 
 /// The Secrets the files' objects need, made as a user would before applying
 /// them: the files' own Secrets applied as they are; for each cert-manager
@@ -189,12 +190,7 @@ pub(super) fn fix_unterminated_auth_files(
             "-o",
             "yaml",
         ])?;
-        let stopped = env.operator.take().ok_or("no controller is running")?;
-        let identity = stopped.name.clone();
-        stopped.stop();
-        let fixed = env.kubectl.apply(&manifest);
-        env.operator = Some(env.start_operator(&identity)?);
-        fixed?;
+        with_controller_stopped(env, |env| env.kubectl.apply(&manifest).map(drop))?;
         credentials.insert(key, format!("{content}\n"));
     }
     Ok(())
