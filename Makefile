@@ -120,7 +120,7 @@ artifacthub-pkg.yml: metadata.yml questions-ui.yml policy-wasm/README.md hack/ar
 ## `go` directive (Debian 12's golang-go is too old), kwctl and policy-server 1.35.0, Kubewarden 1.35's charts,
 ## root or unprivileged user namespaces (hack/prereqs.sh). Before a first build it says what comes and how long.
 # A cold `make demo` on a fresh 2-core machine with empty Go and cargo caches, as last measured (README).
-FIRST_RUN_MINUTES := 23
+FIRST_RUN_MINUTES := 30
 BUILT_PIECES := $(CLUSTER_PIECES) $(NODE_PIECES) $(TARGET_DIR)/debug/cluster-demo
 prereqs:
 	@hack/prereqs.sh "$(KWCTL)" "$(POLICY_SERVER)" "$(KUBEWARDEN_CHARTS)"
