@@ -118,7 +118,7 @@ artifacthub-pkg.yml: metadata.yml questions-ui.yml policy-wasm/README.md hack/ar
 
 ## prereqs: what the build needs and cannot install, one line each on what to install: Go as new as the modules'
 ## `go` directive (Debian 12's golang-go is too old), kwctl and policy-server 1.35.0, Kubewarden 1.35's charts,
-## root or unprivileged user namespaces (hack/prereqs.sh). Before a first build it says what comes and how long.
+## root or unprivileged user namespaces, 8 GiB of free disk (hack/prereqs.sh). Before a first build it says what comes and how long.
 # A cold `make demo` on a fresh 2-core machine with empty Go and cargo caches, as last measured (README).
 FIRST_RUN_MINUTES := 30
 BUILT_PIECES := $(CLUSTER_PIECES) $(NODE_PIECES) $(TARGET_DIR)/debug/cluster-demo

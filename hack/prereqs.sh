@@ -50,4 +50,14 @@ if [ "$(id -u)" != 0 ] && ! unshare --user --map-root-user --net true 2>/dev/nul
 	problem "the local cluster needs root or unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)"
 fi
 
+# Disk: a fresh clone's target/ grows to about 6 GiB and the suites' pods write their memory files
+# under the temp directory; memcached dies of SIGBUS when a memory file cannot grow (measured: `du -sh
+# target` after `bash .ci/run`). Empty Go and cargo caches fill about 13 GiB more on the first run.
+free_gib() { df -Pk "$1" 2>/dev/null | awk 'NR == 2 { print int($4 / 1048576) }'; }
+for dir in "$PWD" "${TMPDIR:-/tmp}"; do
+	free=$(free_gib "$dir")
+	[ -z "$free" ] || [ "$free" -ge 8 ] \
+		|| problem "only $free GiB free on the disk of $dir: make demo and make test need 8 GiB there (20 GiB on a first run with empty Go and cargo caches)"
+done
+
 [ "$problems" -eq 0 ] || { echo "$problems prerequisite(s) missing: see above" >&2; exit 1; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # `hack/prereqs.sh`, the first step of `make demo` and `make test`: what the build cannot install
 # itself, each missing piece named in one line that says what to install. Stand-ins first on PATH
-# play Go, kwctl and policy-server at the versions a user may have, and cargo, make and root
-# (`id -u`) as present, so the answers do not depend on this machine.
+# play Go, kwctl and policy-server at the versions a user may have, cargo, make and root
+# (`id -u`) as present, and `df` with the free space a user may have, so the answers do not
+# depend on this machine.
 
 bats_require_minimum_version 1.5.0
 
@@ -21,10 +22,12 @@ setup() {
   printf '#!/bin/sh\necho 0\n' >"$BIN/id"
   printf '#!/bin/sh\n' >"$BIN/cargo"
   printf '#!/bin/sh\n' >"$BIN/make"
+  # df -Pk <dir> answers with $FREE_KIB available.
+  printf '#!/bin/sh\necho "Filesystem 1024-blocks Used Available Capacity Mounted on"\necho "/dev/vda 264000000 1 $FREE_KIB 1%%%% /"\n' >"$BIN/df"
   engine kwctl 1.35.0
   engine policy-server 1.35.0
-  chmod +x "$BIN/go" "$BIN/id" "$BIN/cargo" "$BIN/make"
-  export GO_VERSION="$NEED_GO"
+  chmod +x "$BIN/go" "$BIN/id" "$BIN/cargo" "$BIN/make" "$BIN/df"
+  export GO_VERSION="$NEED_GO" FREE_KIB=$((30 * 1024 * 1024))
 }
 
 # A stand-in Kubewarden engine <name> answering --version with <version>.
@@ -70,6 +73,13 @@ prereqs() {
   prereqs
   [ "$status" -eq 1 ]
   [[ "${stderr_lines[0]}" == "prerequisite: Kubewarden 1.35.0's charts kubewarden-defaults are missing from $CHARTS: set KUBEWARDEN_CHARTS"* ]]
+}
+
+@test "a disk nearly full: how much is free and how much the build needs" {
+  export FREE_KIB=$((3 * 1024 * 1024))
+  prereqs
+  [ "$status" -eq 1 ]
+  [ "${stderr_lines[0]}" = "prerequisite: only 3 GiB free on the disk of $ROOT: make demo and make test need 8 GiB there (20 GiB on a first run with empty Go and cargo caches)" ]
 }
 
 @test "several missing: one line each, then how many" {

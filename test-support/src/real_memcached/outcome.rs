@@ -62,6 +62,15 @@ pub fn run_on(port: u16, args: &[String]) -> Option<Outcome> {
             if text.contains("failed to listen on TCP port") {
                 return None;
             }
+            if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
+                // SIGBUS: a memory file (`-e`) could not grow, its disk is full.
+                let bus = if signal == 7 {
+                    " (SIGBUS: is its disk full?)"
+                } else {
+                    ""
+                };
+                text.push_str(&format!("[killed by signal {signal}{bus}]"));
+            }
             break Outcome::Exited(status.code(), text);
         }
         if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
