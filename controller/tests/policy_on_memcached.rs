@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use memcached_api::apply_defaults;
-use memcached_api::render::args::{WARM_RESTART_DIR, confirmed_settings};
+use memcached_api::render::args::{WARM_RESTART_DIR, confirmed_settings, confirmed_value};
 use serde_json::json;
 use test_support::on_each_release;
 use test_support::real_memcached::Release;
@@ -229,7 +229,7 @@ on_each_release! {
             let spec = apply_defaults(serde_json::from_value(json!({"memcached": config})).unwrap());
             for (name, wanted) in confirmed_settings(&spec) {
                 if let Some(value) = running.get(name) {
-                    assert_eq!(value, &wanted, "{args:?}: {name}");
+                    assert_eq!(confirmed_value(name, value), wanted, "{args:?}: {name}");
                 }
             }
         }

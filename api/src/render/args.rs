@@ -82,21 +82,29 @@ pub const CONFIRMED_SETTINGS: &[&str] = &[
 ];
 
 /// What memcached reports in [`CONFIRMED_SETTINGS`] when it runs `spec`'s
-/// args: its verbosity counts the `-v` of `extraArgs` too.
+/// args, as [`confirmed_value`] reads it: its verbosity counts the `-v` of
+/// `extraArgs` too.
 pub fn confirmed_settings(spec: &Defaulted) -> Vec<(&'static str, String)> {
-    let auth = if spec.sasl_enabled() {
-        format!("{AUTH_DIR}/{AUTH_FILE}")
-    } else {
-        "no".to_string()
-    };
     let yes_no = |on: bool| if on { "yes" } else { "no" }.to_string();
     vec![
         ("maxconns", spec.max_connections().to_string()),
         ("num_threads", spec.threads().to_string()),
         ("verbosity", verbosity(&memcached_args(spec)).to_string()),
-        ("auth_enabled_ascii", auth),
+        ("auth_enabled_ascii", yes_no(spec.sasl_enabled())),
         ("ssl_enabled", yes_no(spec.tls_enabled())),
     ]
+}
+
+/// memcached's `stats settings` value `reported` for `name`, as
+/// [`confirmed_settings`] gives it: ASCII authentication as on or off
+/// (memcached reports the auth file's path, which is where the pod's runtime
+/// mounted the Secret, not always [`AUTH_DIR`]).
+pub fn confirmed_value(name: &str, reported: &str) -> String {
+    match (name, reported) {
+        ("auth_enabled_ascii", "no") => "no".to_string(),
+        ("auth_enabled_ascii", _) => "yes".to_string(),
+        _ => reported.to_string(),
+    }
 }
 
 /// memcached run with `args` runs NAPI ids: getopt gives it `-N` in any

@@ -4,9 +4,6 @@
 //! without pods or ReplicaSets, an admission webhook) reported and rolled
 //! out with new pods instead; a pod that cannot run its change reported.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
-
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::discovery::ApiResource;
@@ -20,24 +17,21 @@ use crate::reconcile::events::{self, Target, warn};
 use crate::reconcile::running::{last_stats, live_workload};
 use crate::rollout::pod_change::Seen;
 use crate::rollout::{in_place, stateful_in_place};
-use crate::stats::client::PodStats;
+use crate::stats::client::ClusterStats;
 use memcached_api::render::args;
 
 /// What a change in place judges its pods by, owned: the last stats of the
 /// Memcached's pods, the settings its args give, its key for the waits.
 struct Observed {
-    stats: BTreeMap<SocketAddr, PodStats>,
-    refused: BTreeSet<SocketAddr>,
+    last: ClusterStats,
     settings: Vec<(&'static str, String)>,
     key: String,
 }
 
 impl Observed {
     fn of(ctx: &Context, mc: &Memcached, spec: &Defaulted) -> Self {
-        let last = last_stats(ctx, mc);
         Observed {
-            stats: last.pods,
-            refused: last.refused,
+            last: last_stats(ctx, mc),
             settings: args::confirmed_settings(spec),
             key: key(mc),
         }
@@ -45,8 +39,8 @@ impl Observed {
 
     fn seen<'a>(&'a self, ctx: &'a Context) -> Seen<'a> {
         Seen {
-            stats: &self.stats,
-            refused: &self.refused,
+            stats: &self.last.pods,
+            refused: &self.last.refused,
             settings: &self.settings,
             waits: (&ctx.waits, &self.key),
         }

@@ -283,8 +283,8 @@ pub fn taken(pod: &Pod, seen: &Seen<'_>, peers: Option<Peers>) -> Taken {
     }
     let differs: Vec<String> = (seen.settings.iter())
         .filter_map(|(name, wanted)| {
-            let running = now.settings.get(*name)?;
-            (running != wanted).then(|| format!("{name} {running} (not {wanted})"))
+            let running = args::confirmed_value(name, now.settings.get(*name)?);
+            (running != *wanted).then(|| format!("{name} {running} (not {wanted})"))
         })
         .collect();
     if !differs.is_empty() {
@@ -515,6 +515,16 @@ mod tests {
         assert_eq!(
             judge(&stats(9, &[("num_threads", "4")])),
             Taken::Mismatch("restarted, it runs num_threads 4 (not 2)".into())
+        );
+        // ASCII auth on, its file wherever the runtime mounted the Secret.
+        let auth = [("auth_enabled_ascii", "yes".to_string())];
+        let on = |path| stats(9, &[("auth_enabled_ascii", path)]);
+        let judge_auth = |stats: &_| judge_warm(&patched, stats, &auth, &waits);
+        assert_eq!(judge_auth(&on("/etc/memcached/auth/auth")), Taken::Yes);
+        assert_eq!(judge_auth(&on("/var/pods/c-1/auth/auth")), Taken::Yes);
+        assert_eq!(
+            judge_auth(&on("no")),
+            Taken::Mismatch("restarted, it runs auth_enabled_ascii no (not yes)".into())
         );
         let mut stale = stats(9, &[("num_threads", "2")]);
         stale.values_mut().for_each(|s| s.stale_secrets = true);

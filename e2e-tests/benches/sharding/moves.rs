@@ -53,20 +53,9 @@ pub fn run(env: &Env) -> Result<Moves, String> {
         "resources": {"limits": {"memory": "256Mi"}},
     });
     env.kubectl.apply(&memcached(NAMESPACE, NAME, spec))?;
-    let replicas = |n: i64| json!({"spec": {"replicas": n}});
-    let scale_up = worst_pass(
-        env,
-        3,
-        || patch(env, NAMESPACE, NAME, replicas(4)),
-        || settled(env, 4),
-    )?;
+    let scale_up = scale(env, 3, 4)?;
     let copy_seconds = copy_seconds(env)?;
-    let scale_down = worst_pass(
-        env,
-        4,
-        || patch(env, NAMESPACE, NAME, replicas(3)),
-        || settled(env, 3),
-    )?;
+    let scale_down = scale(env, 4, 3)?;
     let victim = pod_one(env)?;
     let deleted = worst_pass(
         env,
@@ -103,6 +92,16 @@ pub fn run(env: &Env) -> Result<Moves, String> {
         resized,
         copy_seconds,
     })
+}
+
+/// [`worst_pass`] of scaling from `from` replicas to `to`.
+fn scale(env: &Env, from: usize, to: usize) -> Result<u64, String> {
+    worst_pass(
+        env,
+        from,
+        || patch(env, NAMESPACE, NAME, json!({"spec": {"replicas": to}})),
+        || settled(env, to),
+    )
 }
 
 /// From a full cache in `replicas` servers: the fewest keys a client
