@@ -207,9 +207,11 @@ pub struct MemcachedSpec {
     /// `ketama` (libmemcached's weighted ketama). With a StatefulSet, scaling
     /// then hands keys over: a new pod is listed once the keys clients will
     /// ask it for are copied to it, a leaving pod's keys are copied to the
-    /// pods clients will ask before it is removed (not when the autoscaler
-    /// scales down); most recently used first, for at most 60 s; default
-    /// none (keys are not copied).
+    /// pods clients will ask before it is removed; a pod deleted or evicted
+    /// (or removed by the autoscaler) hands its keys over during its preStop
+    /// delay (`highAvailability.gracefulShutdown`) and its replacement takes
+    /// them back before it is listed again; most recently used first, for
+    /// at most 60 s; default none (keys are not copied).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("enum" = CLIENT_HASHINGS)))]
     pub client_hashing: Option<String>,

@@ -231,18 +231,19 @@ const HARD_SURGE: &str = "spec.highAvailability.antiAffinityPreset hard with spe
     with as many replicas as schedulable nodes it stays Pending and the rollout never finishes. Use spec.workload \
     StatefulSet (it replaces a pod without adding one) or antiAffinityPreset soft, or keep a node spare";
 
-/// The `hard` preset where a rollout surges a pod, named by case.
-macro_rules! hard_anti_affinity {
-    ($($name:ident: $spec:tt => $warned:expr;)*) => {$(
+/// Specs warned with `$warning` (true) or not at all (false), named by case.
+macro_rules! warned_or_quiet {
+    ($warning:expr; $($name:ident: $spec:tt => $warned:expr;)*) => {$(
         #[test]
         fn $name() {
-            let expected: &[&str] = if $warned { &[HARD_SURGE] } else { &[] };
+            let expected: &[&str] = if $warned { &[$warning] } else { &[] };
             assert_eq!(warned(json!($spec)), expected);
         }
     )*};
 }
 
-hard_anti_affinity! {
+// The `hard` preset where a rollout surges a pod.
+warned_or_quiet! {HARD_SURGE;
     hard_in_deployment_mode_warns: {"highAvailability": {"antiAffinityPreset": "hard"}} => true;
     hard_in_explicit_deployment_mode_warns:
         {"workload": "Deployment", "replicas": 3, "highAvailability": {"antiAffinityPreset": "hard"}} => true;
@@ -250,4 +251,22 @@ hard_anti_affinity! {
         {"workload": "StatefulSet", "highAvailability": {"antiAffinityPreset": "hard"}} => false;
     soft_is_quiet: {"highAvailability": {"antiAffinityPreset": "soft"}} => false;
     the_default_preset_is_quiet: {"highAvailability": {}} => false;
+}
+
+const NO_HANDOVER: &str = "spec.clientHashing without spec.highAvailability.gracefulShutdown.preStopDelaySeconds: \
+    a pod deleted or evicted (a drain, an autoscaler's scale-down) stops at once, and its keys are lost instead of \
+    handed over while it is away; a delay of 10 s copies about 20,000 keys";
+
+// Keys handed over without a preStop delay to copy a leaving pod's.
+warned_or_quiet! {NO_HANDOVER;
+    client_hashing_without_graceful_shutdown_warns:
+        {"workload": "StatefulSet", "clientHashing": "rendezvous"} => true;
+    client_hashing_with_a_zero_delay_warns:
+        {"workload": "StatefulSet", "clientHashing": "ketama", "highAvailability": {"gracefulShutdown":
+            {"enabled": true, "preStopDelaySeconds": 0, "terminationGracePeriodSeconds": 30}}} => true;
+    client_hashing_with_a_delay_is_quiet:
+        {"workload": "StatefulSet", "clientHashing": "rendezvous", "highAvailability": {"gracefulShutdown":
+            {"enabled": true, "preStopDelaySeconds": 10, "terminationGracePeriodSeconds": 30}}} => false;
+    client_hashing_on_a_deployment_is_quiet: {"clientHashing": "rendezvous"} => false;
+    no_client_hashing_is_quiet: {"workload": "StatefulSet"} => false;
 }

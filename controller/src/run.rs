@@ -31,6 +31,7 @@ use crate::cluster::cache::{self, Writers, scoped};
 use crate::cluster::leadership::{self, Elector, LeaseApi, Outcome, Release};
 use crate::cluster::secrets;
 use crate::cluster::stored::Stored;
+use crate::handover::board::Handovers;
 use crate::metrics::api_requests::CountRequests;
 use crate::metrics::registry::Metrics;
 use crate::objects::desired::Installation;
@@ -109,6 +110,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             for ns in namespaces {
                 let (cache, writers) = cache::new();
                 let (live_stats, stats_changed) = LiveStats::new();
+                let (handovers, handed_over) = Handovers::new();
                 let ctx = Arc::new(Context {
                     client: client.clone(),
                     recorder: recorder.clone(),
@@ -123,11 +125,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                     secret_data: Default::default(),
                     live_stats,
                     waits: Default::default(),
-                    handovers: Default::default(),
+                    handovers,
                 });
                 // A task each: one namespace's work never stalls another's.
                 let shutdown = wait(shutdown.clone());
-                work.spawn(controller(ns, ctx, writers, stats_changed, shutdown));
+                let again = futures::stream::select(stats_changed, handed_over);
+                work.spawn(controller(ns, ctx, writers, again, shutdown));
             }
             work
         }
@@ -231,12 +234,12 @@ async fn wait(mut shutdown: watch::Receiver<bool>) {
 
 /// Reconcile the Memcached objects of one namespace (or all) until
 /// shutdown, once `ctx`'s cache (filled through `writers`) has synced; and
-/// again each one `stats_changed` names.
+/// again each one `again` names (new stats, a handover's copy ended).
 pub async fn controller(
     namespace: Option<String>,
     ctx: Arc<Context>,
     writers: Writers,
-    stats_changed: impl Stream<Item = ObjectRef<Stored>> + Send + 'static,
+    again: impl Stream<Item = ObjectRef<Stored>> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (reader, writer) = reflector::store();
@@ -281,7 +284,7 @@ pub async fn controller(
         cache.synced(cache::SYNC_TIMEOUT).await;
         Controller::for_stream(memcacheds, reader)
             .with_config(ControllerConfig::default().concurrency(8))
-            .reconcile_on(futures::stream::select(changed, stats_changed))
+            .reconcile_on(futures::stream::select(changed, again))
             .graceful_shutdown_on(shutdown)
             .run(
                 |mc, ctx: Arc<Context>| {

@@ -1,16 +1,20 @@
 //! The handovers under way, one per Memcached, run apart from reconciling:
 //! a reconcile says which move it needs ([`Plan`]) and reads how far its
-//! copy went ([`State`]); it never waits for a pod.
+//! copy went ([`State`]); it never waits for a pod. A copy that ends has
+//! its Memcached reconciled again at once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures::future::join_all;
+use kube::runtime::reflector::ObjectRef;
 use tokio::task::AbortHandle;
 use tokio::time::{Instant, sleep};
 
+use crate::cluster::stored::Stored;
 use crate::handover::copy::{Budget, Progress, copy_out};
 use crate::handover::meta::Copied;
 use crate::handover::placement::{Algorithm, Ring};
@@ -74,12 +78,24 @@ impl Drop for Entry {
 }
 
 /// The handovers of every Memcached, by `namespace/name`.
-#[derive(Default)]
 pub struct Handovers {
     entries: Mutex<HashMap<String, Entry>>,
+    /// Memcached objects whose copy ended: reconciled again to go on.
+    ended: UnboundedSender<ObjectRef<Stored>>,
 }
 
 impl Handovers {
+    /// No handover yet, and the Memcached objects to reconcile again as
+    /// their copies end.
+    pub fn new() -> (Self, UnboundedReceiver<ObjectRef<Stored>>) {
+        let (ended, receiver) = unbounded();
+        let handovers = Handovers {
+            entries: Mutex::default(),
+            ended,
+        };
+        (handovers, receiver)
+    }
+
     /// The handover of `plan` for `key`: started (copying from each server of
     /// `plan.from` at `addresses`, by server, to the servers of `plan.to`
     /// there, with the stats `client` made then) unless one of the same plan
@@ -100,7 +116,9 @@ impl Handovers {
                 .filter(|before| before.plan.to == plan.from)
                 .map(|before| take(&before.moved))
                 .unwrap_or_default();
-            entries.insert(key.to_string(), start(plan, client, addresses, unretired));
+            let ended = (self.ended.clone(), object_of(key));
+            let entry = start(plan, client, addresses, unretired, ended);
+            entries.insert(key.to_string(), entry);
         }
         let entry = entries.get(key)?;
         let progress = entry
@@ -176,6 +194,14 @@ impl Handovers {
     }
 }
 
+/// The Memcached of `key` (`namespace/name`).
+fn object_of(key: &str) -> ObjectRef<Stored> {
+    match key.split_once('/') {
+        Some((namespace, name)) => ObjectRef::new(name).within(namespace),
+        None => ObjectRef::new(key),
+    }
+}
+
 /// The keys in `moved`, taken.
 fn take(moved: &Moved) -> Vec<(SocketAddr, Vec<Copied>)> {
     (moved.lock())
@@ -197,12 +223,14 @@ async fn retire_moved(client: &StatsClient, moved: Vec<(SocketAddr, Vec<Copied>)
 /// Start copying `plan`'s keys from every source at once: every server of a
 /// growing list (each hands some keys to the new ones), the leaving ones of
 /// a shrinking list (rendezvous and ketama keep the others' keys where
-/// they are), after retiring the keys in `unretired`.
+/// they are), after retiring the keys in `unretired`; `object` sent to
+/// `ended` once done.
 fn start(
     plan: &Plan,
     client: StatsClient,
     addresses: &BTreeMap<String, SocketAddr>,
     unretired: Vec<(SocketAddr, Vec<Copied>)>,
+    (ended, object): (UnboundedSender<ObjectRef<Stored>>, ObjectRef<Stored>),
 ) -> Entry {
     let started = Instant::now();
     let sources: Arc<Mutex<BTreeMap<String, Progress>>> = Arc::default();
@@ -250,6 +278,7 @@ fn start(
         if let Ok(mut took) = done.lock() {
             *took = Some(started.elapsed());
         }
+        let _ = ended.unbounded_send(object);
     });
     Entry {
         plan: plan.clone(),

@@ -5,9 +5,10 @@
 //! ([`placement`]), and copies of keys changed meanwhile taken back
 //! ([`withdraw`]), and once clients use the new list, the moved keys
 //! retired where they were ([`retire`]); one handover per Memcached runs in
-//! the background, apart from reconciling ([`board`]).
+//! the background, apart from reconciling ([`board`]), its end waking the
+//! Memcached's reconcile.
 //!
-//! May use: `stats`.
+//! May use: `stats`, `cluster`.
 
 pub mod board;
 pub mod copy;

@@ -36,6 +36,18 @@ pub fn pod_server(mc: &Memcached, pod: &str) -> String {
     format!("{pod}.{name}.{namespace}.svc:{MEMCACHED_PORT}")
 }
 
+/// The ordinal of `mc`'s StatefulSet pod that `server` (an entry of its
+/// server list, [`pod_server`]) names; `None` for another entry.
+pub fn ordinal(mc: &Memcached, server: &str) -> Option<i32> {
+    let name = meta::name(mc);
+    let namespace = mc.metadata.namespace.as_deref().unwrap_or_default();
+    let pod = server.strip_suffix(&format!(".{name}.{namespace}.svc:{MEMCACHED_PORT}"))?;
+    let digits = pod.strip_prefix(&format!("{name}-"))?;
+    let canonical =
+        digits.bytes().all(|b| b.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0'));
+    canonical.then(|| digits.parse().ok()).flatten()
+}
+
 /// The ConfigMap `spec.serverListConfigMap` names, holding `servers`; `None`
 /// when the field is absent.
 pub fn config_map(mc: &Memcached, spec: &MemcachedSpec, servers: &[String]) -> Option<ConfigMap> {

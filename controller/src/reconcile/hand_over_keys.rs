@@ -9,8 +9,14 @@
 //! level-triggered: a restarted controller copies again (a copy never
 //! overwrites what a client wrote). Once published, the keys a scale-up
 //! moved are retired where they were ([`crate::handover::retire`]).
+//!
+//! A pod deleted or evicted (terminating while it still serves, in its
+//! preStop delay) leaves the list the same way: its keys are copied to the
+//! pods clients will ask while it is away, then it is unlisted; its
+//! replacement (the same name) is listed again once the keys clients will
+//! ask it for are copied back, as a new pod's are.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -27,14 +33,14 @@ use crate::objects::server_list::{self, pod_server};
 use crate::objects::workload::{Rollout, desired_replicas};
 use crate::reconcile::context::{Context, key};
 use crate::reconcile::events::{Target, inform};
-use crate::reconcile::running::{ready_endpoints, running_workload};
+use crate::reconcile::running::{leaving_endpoints, ready_endpoints, running_workload};
 use crate::stats::setup::client_for;
 
 /// A move held while its keys are copied.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Held {
     /// Servers to publish meanwhile: those clients use now.
-    pub listed: i32,
+    pub listed: Vec<String>,
     /// Replicas the StatefulSet runs meanwhile: the leaving pods kept
     /// (`None` under autoscaling: the HorizontalPodAutoscaler sets them).
     pub replicas: Option<i32>,
@@ -54,7 +60,9 @@ pub(super) async fn hand_over_keys(
     let running = spec
         .autoscaling_enabled()
         .then(|| running_workload(ctx, mc.meta(), true).1);
-    let Some(plan) = needed_move(mc, spec, running.flatten().as_ref()) else {
+    let leaving = leaving_servers(ctx, mc);
+    let away: BTreeSet<String> = leaving.keys().cloned().collect();
+    let Some(plan) = needed_move(mc, spec, running.flatten().as_ref(), &away) else {
         let published = (mc.status.as_ref()).and_then(|s| s.server_list.as_deref());
         let client = || client_for(mc, spec, secrets).ok();
         ctx.handovers
@@ -62,8 +70,8 @@ pub(super) async fn hand_over_keys(
         return None;
     };
     let held = |message: String| Held {
-        listed: plan.from.len() as i32,
-        replicas: (!spec.autoscaling_enabled()).then(|| plan.from.len().max(plan.to.len()) as i32),
+        listed: plan.from.clone(),
+        replicas: (!spec.autoscaling_enabled()).then(|| pods_spanned(mc, &plan)),
         message,
     };
     let ready: BTreeMap<String, SocketAddr> = (ready_endpoints(&ctx.cache, mc).into_iter())
@@ -87,7 +95,9 @@ pub(super) async fn hand_over_keys(
     // Without a client (TLS cannot be set up: the stats warn about it), the
     // move goes on.
     let client = || client_for(mc, spec, secrets).ok();
-    let state = ctx.handovers.step(&key, &plan, client, &ready)?;
+    let mut addresses = ready;
+    addresses.extend(leaving);
+    let state = ctx.handovers.step(&key, &plan, client, &addresses)?;
     if !state.done {
         return Some(held(copying(&state)));
     }
@@ -97,13 +107,17 @@ pub(super) async fn hand_over_keys(
         // Events of one reason about one object fold into a series that keeps
         // the first note: each direction has its reason, about the first pod
         // that joins or leaves.
-        let (reason, pod) = if plan.to.len() > plan.from.len() {
-            ("KeysCopiedToNewPods", plan.from.len())
+        let grows = plan.to.len() > plan.from.len();
+        let (reason, (gaining, losing)) = if grows {
+            ("KeysCopiedToNewPods", (&plan.to, &plan.from))
         } else {
-            ("KeysCopiedFromLeavingPods", plan.to.len())
+            ("KeysCopiedFromLeavingPods", (&plan.from, &plan.to))
         };
         let pods = ApiResource::erase::<Pod>(&());
-        let name = format!("{}-{pod}", meta::name(mc));
+        let moved = gaining.iter().find(|s| !losing.contains(s));
+        let name = (moved.and_then(|s| server_list::ordinal(mc, s)))
+            .map(|ordinal| format!("{}-{ordinal}", meta::name(mc)))
+            .unwrap_or_default();
         let target = Target {
             resource: &pods,
             name: &name,
@@ -113,10 +127,47 @@ pub(super) async fn hand_over_keys(
     None
 }
 
+/// The servers of `mc`'s pods that are leaving (terminating while they
+/// still serve), and where they answer.
+fn leaving_servers(ctx: &Context, mc: &Memcached) -> BTreeMap<String, SocketAddr> {
+    (leaving_endpoints(&ctx.cache, mc).into_iter())
+        .filter_map(|e| Some((pod_server(mc, &e.hostname?), e.address)))
+        .collect()
+}
+
+/// The servers of `mc`'s pods that are leaving, when its keys are handed
+/// over (a StatefulSet whose clients' hashing is known): the server list
+/// published without a move leaves them out (their keys were handed over).
+pub(super) fn away(ctx: &Context, mc: &Memcached, spec: &Defaulted) -> BTreeSet<String> {
+    let known = spec
+        .client_hashing
+        .as_deref()
+        .is_some_and(|h| [RENDEZVOUS, KETAMA].contains(&h));
+    if !known || !spec.stateful_set() {
+        return BTreeSet::new();
+    }
+    leaving_servers(ctx, mc).into_keys().collect()
+}
+
+/// The pods a StatefulSet runs while `plan` moves: up to the highest
+/// ordinal of either list.
+fn pods_spanned(mc: &Memcached, plan: &Plan) -> i32 {
+    (plan.from.iter().chain(&plan.to))
+        .filter_map(|s| server_list::ordinal(mc, s))
+        .max()
+        .map_or(0, |last| last + 1)
+}
+
 /// The move `mc` needs: its StatefulSet scales (not to or from zero; under
-/// autoscaling to the replicas of the `running` StatefulSet), the clients'
-/// hashing is known, and the published list names its pods.
-fn needed_move(mc: &Memcached, spec: &Defaulted, running: Option<&Rollout>) -> Option<Plan> {
+/// autoscaling to the replicas of the `running` StatefulSet) or a pod is
+/// `away` (leaving, or replaced and not listed yet), the clients' hashing
+/// is known, and the published list names its pods.
+fn needed_move(
+    mc: &Memcached,
+    spec: &Defaulted,
+    running: Option<&Rollout>,
+    away: &BTreeSet<String>,
+) -> Option<Plan> {
     let algorithm = match spec.client_hashing.as_deref()? {
         RENDEZVOUS => Algorithm::Rendezvous,
         KETAMA => Algorithm::Ketama,
@@ -126,12 +177,13 @@ fn needed_move(mc: &Memcached, spec: &Defaulted, running: Option<&Rollout>) -> O
         return None;
     }
     let from = mc.status.as_ref()?.server_list.clone()?;
-    let wanted = desired_replicas(spec, running);
-    let stable = from == server_list::build(mc, true, from.len() as i32);
-    let moves = !from.is_empty() && wanted > 0 && from.len() as i32 != wanted;
-    (stable && moves).then(|| Plan {
+    let mut to = server_list::build(mc, true, desired_replicas(spec, running));
+    to.retain(|s| !away.contains(s));
+    let pods = from.iter().all(|s| server_list::ordinal(mc, s).is_some());
+    let moves = !from.is_empty() && !to.is_empty() && from != to;
+    (pods && moves).then_some(Plan {
         algorithm,
-        to: server_list::build(mc, true, wanted),
+        to,
         from,
     })
 }
@@ -176,30 +228,74 @@ mod tests {
     /// Memcached `c` in `ns` with `spec`, its clients last given `listed`
     /// servers, its StatefulSet set to `running` replicas.
     fn plan_of(spec: Value, listed: Value, running: Option<i32>) -> Option<Plan> {
-        let mc: Memcached = serde_json::from_value(json!({
-            "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
-            "metadata": {"name": "c", "namespace": "ns"},
-            "spec": spec,
-            "status": {"serverList": listed},
-        }))
-        .unwrap();
+        plan_away(spec, listed, running, &[])
+    }
+
+    /// [`plan_of`] while the pods of ordinals `away` are leaving.
+    fn plan_away(spec: Value, listed: Value, running: Option<i32>, away: &[usize]) -> Option<Plan> {
+        let mut mc = memcached(spec);
+        mc.status = serde_json::from_value(json!({"serverList": listed})).unwrap();
         let rollout = running.map(|replicas| Rollout {
             replicas: Some(replicas),
             ..Default::default()
         });
+        let away = away.iter().map(|i| server(*i)).collect();
         needed_move(
             &mc,
             &memcached_api::apply_defaults(mc.spec.clone()),
             rollout.as_ref(),
+            &away,
         )
     }
 
+    fn server(ordinal: usize) -> String {
+        format!("c-{ordinal}.c.ns.svc:11211")
+    }
+
+    /// The Memcached `c` of the tests, its spec `spec`.
+    fn memcached(spec: Value) -> Memcached {
+        serde_json::from_value(json!({
+            "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+            "metadata": {"name": "c", "namespace": "ns"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
     fn pods(n: usize) -> Value {
-        json!(
-            (0..n)
-                .map(|i| format!("c-{i}.c.ns.svc:11211"))
-                .collect::<Vec<_>>()
-        )
+        json!((0..n).map(server).collect::<Vec<_>>())
+    }
+
+    /// A deleted or evicted pod hands its keys to the others and leaves the
+    /// list; its replacement is listed again once filled, as a new pod is.
+    #[test]
+    fn a_leaving_pod_hands_its_keys_over_and_its_replacement_takes_them_back() {
+        let spec = json!({"workload": "StatefulSet", "replicas": 3, "clientHashing": "rendezvous"});
+        let leaving = plan_away(spec.clone(), pods(3), None, &[1]).expect("c-1 leaves");
+        assert_eq!(leaving.to, vec![server(0), server(2)]);
+        let mc = memcached(spec.clone());
+        assert_eq!(pods_spanned(&mc, &leaving), 3, "no pod removed meanwhile");
+        let listed = json!([server(0), server(2)]);
+        assert_eq!(
+            plan_away(spec.clone(), listed.clone(), None, &[1]),
+            None,
+            "away"
+        );
+        let back = plan_away(spec.clone(), listed, None, &[]).expect("c-1 replaced");
+        assert_eq!(
+            (back.from.len(), back.to),
+            (2, (0..3).map(server).collect())
+        );
+        let one = json!({"workload": "StatefulSet", "replicas": 1, "clientHashing": "ketama"});
+        assert_eq!(
+            plan_away(one, pods(1), None, &[0]),
+            None,
+            "no pod to take them"
+        );
+        // Scaled to 2 while c-1 is away: c-2 runs until its keys are copied.
+        let two = json!({"workload": "StatefulSet", "replicas": 2, "clientHashing": "rendezvous"});
+        let plan = plan_away(two.clone(), json!([server(0), server(2)]), None, &[]).unwrap();
+        assert_eq!(plan.to, vec![server(0), server(1)]);
+        assert_eq!(pods_spanned(&memcached(two), &plan), 3);
     }
 
     #[test]

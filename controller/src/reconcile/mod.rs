@@ -165,8 +165,10 @@ async fn converge_children(
     applied
         .converge_service_monitor(desired.service_monitor.as_ref())
         .await?;
+    let away = hand_over_keys::away(ctx, mc, spec);
     let (servers, list_stable) =
-        publish_server_list::converge(&mut applied, spec, &workloads, handover.as_ref()).await?;
+        publish_server_list::converge(&mut applied, spec, &workloads, handover.as_ref(), &away)
+            .await?;
 
     // What was found.
     let Applied {

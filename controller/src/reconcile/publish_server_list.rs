@@ -1,6 +1,8 @@
 //! Where clients connect: the server list of the pods that serve them
 //! (`status.serverList`), and the ConfigMap publishing it when asked.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -18,13 +20,15 @@ use crate::reconcile::hand_over_keys::Held;
 
 /// Publish where clients connect: the server list of the workload that
 /// serves them (see [`server_list::build`]; while keys are handed over,
-/// the one clients use now: `held`), also in a ConfigMap when `spec` asks
-/// for one; and whether it names every pod (a StatefulSet's).
+/// the one clients use now: `held`; else without the pods `away`, whose
+/// keys were handed over), also in a ConfigMap when `spec` asks for one;
+/// and whether it names every pod (a StatefulSet's).
 pub(super) async fn converge(
     applied: &mut Applied<'_>,
     spec: &Defaulted,
     workloads: &Workloads,
     held: Option<&Held>,
+    away: &BTreeSet<String>,
 ) -> Result<(Vec<String>, bool), Error> {
     let mc = applied.mc;
     let stable_names = spec.stateful_set();
@@ -36,11 +40,15 @@ pub(super) async fn converge(
         Some(p) => (Some(p), !stable_names),
         None => (current.as_ref(), stable_names),
     };
-    let listed = match held {
-        Some(held) if previous.is_none() => held.listed,
-        _ => desired_replicas(spec, list_rollout),
+    let servers = match held {
+        Some(held) if previous.is_none() => held.listed.clone(),
+        _ => {
+            let mut servers =
+                server_list::build(mc, list_stable, desired_replicas(spec, list_rollout));
+            servers.retain(|s| !away.contains(s));
+            servers
+        }
     };
-    let servers = server_list::build(mc, list_stable, listed);
     // No workload of this Memcached: the published list is left as it was.
     if current.is_some() {
         let config_map = server_list::config_map(mc, spec, &servers);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -160,8 +160,32 @@ pub(super) struct Ready {
 
 /// The ready endpoints of `mc`'s pods behind its headless Service.
 pub(super) fn ready_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
+    endpoints_where(cache, mc, |c| c.ready.unwrap_or(true))
+}
+
+/// The endpoints of `mc`'s pods that terminate but still serve: a deleted
+/// or evicted pod in its preStop delay.
+pub(super) fn leaving_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
+    endpoints_where(cache, mc, |c| {
+        c.terminating == Some(true) && c.serving == Some(true)
+    })
+}
+
+/// The endpoints of `mc`'s pods whose conditions `pass` (absent conditions
+/// are the defaults: ready, serving, not terminating).
+fn endpoints_where(
+    cache: &Cache,
+    mc: &Memcached,
+    pass: impl Fn(&EndpointConditions) -> bool,
+) -> Vec<Ready> {
     (pod_endpoints(cache, mc).into_iter())
-        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
+        .filter(|e| {
+            pass(
+                e.conditions
+                    .as_ref()
+                    .unwrap_or(&EndpointConditions::default()),
+            )
+        })
         .flat_map(|e| {
             let hostname = e.hostname;
             (e.addresses

@@ -202,7 +202,9 @@ fn with_new_address(client: &ClientConfig, pod: &Pod) -> ClientConfig {
 }
 
 /// Wait until the workload runs the changed spec everywhere: its pod
-/// template has `-v`, and `kubectl rollout status` reports it complete.
+/// template has `-v`, and `kubectl rollout status` reports it complete (the
+/// rollout is paced: without traffic each new pod waits the warm timeout,
+/// 2 minutes, before the next).
 fn wait_rolled_out(env: &Env, mode: Mode, name: &str) -> Result<(), String> {
     let kind = mode.workload().to_lowercase();
     wait_for(&format!("{kind} {name} with -v"), SETTLE, || {
@@ -221,7 +223,7 @@ fn wait_rolled_out(env: &Env, mode: Mode, name: &str) -> Result<(), String> {
             &format!("{kind}/{name}"),
             "-n",
             NAMESPACE,
-            &format!("--timeout={}s", SETTLE.as_secs() * 2),
+            &format!("--timeout={}s", SETTLE.as_secs() * 4),
         ])
         .map(drop)
 }

@@ -127,8 +127,9 @@ fn worst_pass(
         worst = worst.min(serve(&client, KEYS)?);
         match finished {
             Ok(()) => return Ok(worst),
-            Err(e) if began.elapsed() > SETTLE * 2 => {
-                return Err(format!("move not done in {}s: {e}", SETTLE.as_secs() * 2));
+            // A paced rollout may wait the warm timeout (2 minutes) per pod.
+            Err(e) if began.elapsed() > SETTLE * 4 => {
+                return Err(format!("move not done in {}s: {e}", SETTLE.as_secs() * 4));
             }
             Err(_) => {}
         }

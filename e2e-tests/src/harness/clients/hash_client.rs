@@ -226,6 +226,13 @@ pub fn serve(client: &ClientConfig, keys: u64) -> Result<u64, String> {
     count(&run(&["serve"], client, keys)?, "hits")
 }
 
+/// One pass reading `keys` keys where the client looks (`sharding.py
+/// check`), storing nothing: the hits. A server that does not answer is
+/// what the application sees at that moment: its keys miss.
+pub fn read(client: &ClientConfig, keys: u64) -> Result<u64, String> {
+    count(&run(&["check"], client, keys)?, "hits")
+}
+
 /// The keys the cache still holds (`sharding.py kept`): a server restarting
 /// is waited for (up to 20 s), so only keys really lost count as misses.
 pub fn kept(client: &ClientConfig, keys: u64) -> Result<u64, String> {
