@@ -255,7 +255,7 @@ warned_or_quiet! {HARD_SURGE;
 
 const NO_HANDOVER: &str = "spec.clientHashing without spec.highAvailability.gracefulShutdown.preStopDelaySeconds: \
     a pod deleted or evicted (a drain, an autoscaler's scale-down) stops at once, and its keys are lost instead of \
-    handed over while it is away; a delay of 10 s copies about 20,000 keys";
+    handed over while it is away: a delay gives the copy time";
 
 // Keys handed over without a preStop delay to copy a leaving pod's.
 warned_or_quiet! {NO_HANDOVER;

@@ -80,6 +80,10 @@ impl Drop for Entry {
 /// The handovers of every Memcached, by `namespace/name`.
 pub struct Handovers {
     entries: Mutex<HashMap<String, Entry>>,
+    /// The server list this controller last published for each Memcached
+    /// whose keys are handed over: what its clients use, even before the
+    /// status written with it is read back.
+    published: Mutex<HashMap<String, Vec<String>>>,
     /// Memcached objects whose copy ended: reconciled again to go on.
     ended: UnboundedSender<ObjectRef<Stored>>,
 }
@@ -91,6 +95,7 @@ impl Handovers {
         let (ended, receiver) = unbounded();
         let handovers = Handovers {
             entries: Mutex::default(),
+            published: Mutex::default(),
             ended,
         };
         (handovers, receiver)
@@ -186,10 +191,29 @@ impl Handovers {
         });
     }
 
+    /// Record that `key`'s clients were given `servers` (`None`: forget
+    /// what they were given, its keys are no longer handed over).
+    pub fn publish(&self, key: &str, servers: Option<&[String]>) {
+        if let Ok(mut published) = self.published.lock() {
+            match servers {
+                Some(servers) => published.insert(key.to_string(), servers.to_vec()),
+                None => published.remove(key),
+            };
+        }
+    }
+
+    /// The server list last published for `key` by this controller.
+    pub fn published(&self, key: &str) -> Option<Vec<String>> {
+        self.published.lock().ok()?.get(key).cloned()
+    }
+
     /// Forget the handovers of the Memcached objects whose key `keep` refuses.
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         if let Ok(mut entries) = self.entries.lock() {
             entries.retain(|key, _| keep(key));
+        }
+        if let Ok(mut published) = self.published.lock() {
+            published.retain(|key, _| keep(key));
         }
     }
 }

@@ -62,7 +62,10 @@ pub(super) async fn hand_over_keys(
         .then(|| running_workload(ctx, mc.meta(), true).1);
     let leaving = leaving_servers(ctx, mc);
     let away: BTreeSet<String> = leaving.keys().cloned().collect();
-    let Some(plan) = needed_move(mc, spec, running.flatten().as_ref(), &away) else {
+    // What this controller published last, else the status (after a restart).
+    let status = || mc.status.as_ref().and_then(|s| s.server_list.clone());
+    let listed = ctx.handovers.published(&key).or_else(status);
+    let Some(plan) = needed_move(mc, spec, running.flatten().as_ref(), listed, &away) else {
         let published = (mc.status.as_ref()).and_then(|s| s.server_list.as_deref());
         let client = || client_for(mc, spec, secrets).ok();
         ctx.handovers
@@ -135,18 +138,34 @@ fn leaving_servers(ctx: &Context, mc: &Memcached) -> BTreeMap<String, SocketAddr
         .collect()
 }
 
+/// Record `servers` as what `mc`'s clients use, when its keys are handed
+/// over: the next reconcile moves from them, even if it reads `mc` before
+/// the status written with them.
+pub(super) fn published(ctx: &Context, mc: &Memcached, spec: &Defaulted, servers: &[String]) {
+    let handed_over = clients_hashing(spec).is_some();
+    ctx.handovers
+        .publish(&key(mc), handed_over.then_some(servers));
+}
+
 /// The servers of `mc`'s pods that are leaving, when its keys are handed
 /// over (a StatefulSet whose clients' hashing is known): the server list
 /// published without a move leaves them out (their keys were handed over).
 pub(super) fn away(ctx: &Context, mc: &Memcached, spec: &Defaulted) -> BTreeSet<String> {
-    let known = spec
-        .client_hashing
-        .as_deref()
-        .is_some_and(|h| [RENDEZVOUS, KETAMA].contains(&h));
-    if !known || !spec.stateful_set() {
-        return BTreeSet::new();
+    match clients_hashing(spec) {
+        Some(_) => leaving_servers(ctx, mc).into_keys().collect(),
+        None => BTreeSet::new(),
     }
-    leaving_servers(ctx, mc).into_keys().collect()
+}
+
+/// How `spec`'s clients place keys, when its keys are handed over: a
+/// StatefulSet whose clients' hashing is known.
+fn clients_hashing(spec: &Defaulted) -> Option<Algorithm> {
+    let algorithm = match spec.client_hashing.as_deref()? {
+        RENDEZVOUS => Algorithm::Rendezvous,
+        KETAMA => Algorithm::Ketama,
+        _ => return None,
+    };
+    spec.stateful_set().then_some(algorithm)
 }
 
 /// The pods a StatefulSet runs while `plan` moves: up to the highest
@@ -158,25 +177,20 @@ fn pods_spanned(mc: &Memcached, plan: &Plan) -> i32 {
         .map_or(0, |last| last + 1)
 }
 
-/// The move `mc` needs: its StatefulSet scales (not to or from zero; under
-/// autoscaling to the replicas of the `running` StatefulSet) or a pod is
-/// `away` (leaving, or replaced and not listed yet), the clients' hashing
-/// is known, and the published list names its pods.
+/// The move `mc` needs from the servers its clients were given (`listed`):
+/// its StatefulSet scales (not to or from zero; under autoscaling to the
+/// replicas of the `running` StatefulSet) or a pod is `away` (leaving, or
+/// replaced and not listed yet), the clients' hashing is known, and the
+/// list names its pods.
 fn needed_move(
     mc: &Memcached,
     spec: &Defaulted,
     running: Option<&Rollout>,
+    listed: Option<Vec<String>>,
     away: &BTreeSet<String>,
 ) -> Option<Plan> {
-    let algorithm = match spec.client_hashing.as_deref()? {
-        RENDEZVOUS => Algorithm::Rendezvous,
-        KETAMA => Algorithm::Ketama,
-        _ => return None,
-    };
-    if !spec.stateful_set() {
-        return None;
-    }
-    let from = mc.status.as_ref()?.server_list.clone()?;
+    let algorithm = clients_hashing(spec)?;
+    let from = listed?;
     let mut to = server_list::build(mc, true, desired_replicas(spec, running));
     to.retain(|s| !away.contains(s));
     let pods = from.iter().all(|s| server_list::ordinal(mc, s).is_some());
@@ -233,8 +247,8 @@ mod tests {
 
     /// [`plan_of`] while the pods of ordinals `away` are leaving.
     fn plan_away(spec: Value, listed: Value, running: Option<i32>, away: &[usize]) -> Option<Plan> {
-        let mut mc = memcached(spec);
-        mc.status = serde_json::from_value(json!({"serverList": listed})).unwrap();
+        let mc = memcached(spec);
+        let listed = serde_json::from_value(listed).unwrap();
         let rollout = running.map(|replicas| Rollout {
             replicas: Some(replicas),
             ..Default::default()
@@ -244,6 +258,7 @@ mod tests {
             &mc,
             &memcached_api::apply_defaults(mc.spec.clone()),
             rollout.as_ref(),
+            listed,
             &away,
         )
     }

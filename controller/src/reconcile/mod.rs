@@ -169,6 +169,7 @@ async fn converge_children(
     let (servers, list_stable) =
         publish_server_list::converge(&mut applied, spec, &workloads, handover.as_ref(), &away)
             .await?;
+    hand_over_keys::published(ctx, mc, spec, &servers);
 
     // What was found.
     let Applied {

@@ -7,6 +7,7 @@
 //! cannot reach, a pod restarting or a name not resolved, misses its keys).
 
 use e2e_tests::harness::clients::hash_client::serve;
+use e2e_tests::harness::scenarios::pods::rolled_out_with_memory;
 use e2e_tests::harness::{check, condition};
 
 use super::*;
@@ -81,7 +82,7 @@ pub fn run(env: &Env) -> Result<Moves, String> {
                 json!({"spec": {"memcached": {"maxMemoryMB": 128}}}),
             )
         },
-        || rolled_out_with(env, "128"),
+        || rolled_out_with(env, 128),
     )?;
     delete(env, NAME)?;
     Ok(Moves {
@@ -183,18 +184,13 @@ fn drain(env: &Env, node: &str) -> Result<(), String> {
         .map(drop)
 }
 
-/// The StatefulSet's template runs `-m <megabytes>`, every pod runs it, and
+/// Every pod runs the StatefulSet's template with `-m <megabytes>`, and
 /// the Memcached is settled.
-fn rolled_out_with(env: &Env, megabytes: &str) -> Result<(), String> {
+fn rolled_out_with(env: &Env, megabytes: u32) -> Result<(), String> {
     let workload = env.kubectl.get(&["statefulset", NAME, "-n", NAMESPACE])?;
-    let template = workload["spec"]["template"].to_string();
-    let status = &workload["status"];
     check(
-        (template.contains(&format!("\"-m\",\"{megabytes}\""))
-            || template.contains(&format!("-m\\n{megabytes}")))
-            && status["updateRevision"] == status["currentRevision"]
-            && status["updatedReplicas"] == status["replicas"],
-        format!("statefulset status {status}"),
+        rolled_out_with_memory(&workload, megabytes),
+        format!("statefulset status {}", workload["status"]),
     )?;
     settled(env, 3)
 }

@@ -1,113 +1,127 @@
-//! Keys kept through a pod's replacement on the real node: a StatefulSet
-//! whose clients' hashing is known (`spec.clientHashing`) hands a deleted or
-//! evicted pod's keys, during its preStop delay, to the pods clients ask
+//! Keys kept through the moves that replace pods, on the real node: a
+//! StatefulSet whose clients' hashing is known (`spec.clientHashing`) hands
+//! a leaving pod's keys, during its preStop delay, to the pods clients ask
 //! while it is away, and lists its replacement again once it took them back.
 
 use super::*;
-use e2e_tests::harness::clients::hash_client::{Mode, read, ready_pods, store};
+use e2e_tests::harness::clients::hash_client::{Mode, Pod, read, ready_pods, store};
+use e2e_tests::harness::scenarios::pods::rolled_out_with_memory;
+use e2e_tests::harness::scenarios::scenario::patch;
 
 /// Keys stored, as the sharding bench stores them.
 const KEYS: u64 = 20_000;
 /// The Memcached of the scenario.
 const MEMCACHED: &str = "handover";
 
-/// 20,000 keys in 3 pods (rendezvous, as pymemcache hashes). One pod
-/// deleted, then another evicted as `kubectl drain` does (the node cordoned
-/// until the evicted pod is gone, then uncordoned, as after a reboot). A
-/// client that follows `status.serverList` and resolves its names anew
-/// each pass reads every key (storing none), pass after pass, from each
-/// move until the replacement is listed again, and reads them all once
-/// more: at least 99 % (about 67 % without the handover: the replacement
-/// starts empty). Its worst pass is printed: the leaving pod's name stops
-/// resolving as it terminates (cluster DNS answers ready endpoints only),
-/// and until its copy ends and the list drops it, its keys miss. The
-/// leaving pod is unlisted meanwhile, and an Event says what it handed over.
-pub(crate) fn keys_through_a_replaced_pod(env: &mut Env) -> Result<(), String> {
+/// 20,000 keys in 3 pods (rendezvous, as pymemcache hashes), then each move
+/// from a full cache: one pod deleted; another evicted as `kubectl drain`
+/// does (the node cordoned until the evicted pod is gone, then uncordoned,
+/// as after a reboot); `maxMemoryMB` 64 -> 128, which replaces every pod.
+/// A client that follows `status.serverList` and resolves its names anew
+/// each pass reads every key (storing none), pass after pass, from the
+/// move until every pod is listed again, and reads them all once more: at
+/// least 99 % (about 67 % after a replaced pod without the handover, 0 %
+/// after the resize: a new pod starts empty). Its worst pass is printed:
+/// a leaving pod's name stops resolving as it terminates (cluster DNS
+/// answers ready endpoints only), and until its copy ends and the list
+/// drops it, its keys miss. Each leaving pod was unlisted meanwhile, and
+/// `KeysCopiedFromLeavingPods` Events say what each handed over.
+pub(crate) fn keys_through_replaced_pods(env: &mut Env) -> Result<(), String> {
     ensure_namespace(env, NAMESPACE)?;
     let mut spec = node::scheduling();
     spec["workload"] = json!("StatefulSet");
     spec["replicas"] = json!(3);
     spec["clientHashing"] = json!("rendezvous");
+    spec["memcached"] = json!({"maxMemoryMB": 64});
+    spec["resources"] = json!({"limits": {"memory": "256Mi"}});
     spec["highAvailability"] = json!({"gracefulShutdown": {
         "enabled": true, "preStopDelaySeconds": 10, "terminationGracePeriodSeconds": 30,
     }});
     env.kubectl.apply(&memcached(NAMESPACE, MEMCACHED, spec))?;
-    let deleted = through(env, "deleted", 1, |env, pod| {
-        let args = ["delete", "pod", pod, "-n", NAMESPACE, "--wait=false"];
-        env.kubectl.ok(&args).map(drop)
+    let deleted = through(env, "pod 1 deleted", 1, |env| {
+        let pod = format!("{MEMCACHED}-1");
+        let args = ["delete", "pod", &pod, "-n", NAMESPACE, "--wait=false"];
+        let before = replaced_pod(env, &pod)?;
+        env.kubectl.ok(&args)?;
+        Ok(Box::new(move |env: &Env| replaced(env, &before)))
     });
-    let evicted = through(env, "evicted by a drain", 2, |env, pod| {
+    let evicted = through(env, "pod 2 evicted by a drain", 1, |env| {
+        let pod = format!("{MEMCACHED}-2");
+        let before = replaced_pod(env, &pod)?;
         env.kubectl.ok(&["cordon", node::NAME])?;
         let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
             "metadata": {"name": pod, "namespace": NAMESPACE}});
         let path = format!("/api/v1/namespaces/{NAMESPACE}/pods/{pod}/eviction");
-        let outcome = (env.kubectl).run(
-            &["create", "--raw", &path, "-f", "-"],
-            Some(&eviction.to_string()),
-        );
+        let args = ["create", "--raw", &path, "-f", "-"];
+        let outcome = env.kubectl.run(&args, Some(&eviction.to_string()));
         check(
             outcome.success,
-            format!("eviction of {pod}: {}", outcome.stderr.trim()),
-        )
+            format!("eviction: {}", outcome.stderr.trim()),
+        )?;
+        Ok(Box::new(move |env: &Env| {
+            let pods = instance_objects(env, "pods", NAMESPACE, MEMCACHED)?;
+            if !pods
+                .iter()
+                .any(|p| p["metadata"]["uid"] == before.uid.as_str())
+            {
+                env.kubectl.ok(&["uncordon", node::NAME])?;
+            }
+            replaced(env, &before)
+        }))
     });
     let uncordoned = env.kubectl.ok(&["uncordon", node::NAME]);
-    deleted?;
-    evicted?;
-    uncordoned?;
-    env.kubectl
-        .ok(&[
-            "delete",
-            "memcached",
-            MEMCACHED,
-            "-n",
-            NAMESPACE,
-            "--wait=true",
-        ])
-        .map(drop)
+    let resized = through(env, "maxMemoryMB 64 -> 128", 3, |env| {
+        let resize = json!({"spec": {"memcached": {"maxMemoryMB": 128}}});
+        patch(env, NAMESPACE, MEMCACHED, resize)?;
+        Ok(Box::new(|env: &Env| rolled_out_with(env, 128)))
+    });
+    for outcome in [deleted, evicted, uncordoned.map(drop), resized] {
+        outcome?;
+    }
+    let args = [
+        "delete",
+        "memcached",
+        MEMCACHED,
+        "-n",
+        NAMESPACE,
+        "--wait=true",
+    ];
+    env.kubectl.ok(&args).map(drop)
 }
 
-/// From 20,000 keys stored, pod `ordinal` moved by `start`: read throughout
-/// until its replacement is listed again (the node uncordoned once the pod
-/// is gone), then checked as [`keys_through_a_replaced_pod`] says.
+/// Whether a move is over, asked once each pass (it may act: uncordon).
+type Moved = Box<dyn Fn(&Env) -> Result<bool, String>>;
+
+/// From 20,000 keys stored, the move `start` makes (`leaving` pods leave
+/// in turn): read throughout until it is over and every pod is listed
+/// again, then checked as [`keys_through_replaced_pods`] says.
 fn through(
     env: &Env,
     how: &str,
-    ordinal: usize,
-    start: impl FnOnce(&Env, &str) -> Result<(), String>,
+    leaving: u64,
+    start: impl FnOnce(&Env) -> Result<Moved, String>,
 ) -> Result<(), String> {
     wait_ready(env, NAMESPACE, MEMCACHED, 3)?;
     store(
         &Mode::StatefulSet.wait_client(env, NAMESPACE, MEMCACHED, 3)?,
         KEYS,
     )?;
-    let victim = format!("{MEMCACHED}-{ordinal}");
-    let before = (ready_pods(env, NAMESPACE, MEMCACHED)?.into_iter())
-        .find(|p| p.name == victim)
-        .ok_or_else(|| format!("{victim} is not ready"))?;
+    let handed_before = handed_over(env)?;
     let began = Instant::now();
-    start(env, &victim)?;
-    let listed = |servers: &[String]| servers.iter().any(|s| s.starts_with(&format!("{victim}.")));
+    let moved = start(env)?;
     let (mut worst, mut passes, mut unlisted) = (KEYS, 0, false);
-    let relisted = loop {
+    let took = loop {
         let client = Mode::StatefulSet.client_of(env, NAMESPACE, MEMCACHED)?;
         worst = worst.min(read(&client, KEYS)?);
         passes += 1;
-        unlisted |= !listed(&client.servers);
-        let pods = instance_objects(env, "pods", NAMESPACE, MEMCACHED)?;
-        let old_gone = !pods
-            .iter()
-            .any(|p| p["metadata"]["uid"] == before.uid.as_str());
-        if old_gone {
-            env.kubectl.ok(&["uncordon", node::NAME])?;
-        }
-        let replaced = (ready_pods(env, NAMESPACE, MEMCACHED)?.iter())
-            .any(|p| p.name == victim && p.uid != before.uid);
-        if unlisted && replaced && listed(&client.servers) && client.servers.len() == 3 {
+        unlisted |= client.servers.len() < 3;
+        let over = moved(env)?;
+        if unlisted && client.servers.len() == 3 && over {
             break began.elapsed();
         }
         if began.elapsed() > SETTLE * 2 {
             return Err(format!(
-                "{victim} {how}: not listed again {}s later (unlisted meanwhile: {unlisted}): {:?}",
+                "{how}: not over {}s later (a pod unlisted meanwhile: {unlisted}): {:?}",
                 SETTLE.as_secs() * 2,
                 client.servers
             ));
@@ -117,25 +131,51 @@ fn through(
         &Mode::StatefulSet.client_of(env, NAMESPACE, MEMCACHED)?,
         KEYS,
     )?;
-    let selector = "reason=KeysCopiedFromLeavingPods";
-    let events = env
-        .kubectl
-        .get(&["events", "-n", NAMESPACE, "--field-selector", selector])?;
-    let handed: Vec<&str> = (events["items"].as_array().into_iter().flatten())
-        .filter_map(|e| e["message"].as_str())
-        .filter(|n| n.starts_with("3 -> 2 servers"))
-        .collect();
+    let handed = handed_over(env)? - handed_before;
     println!(
-        "     {victim} {how}: listed again {:.1}s later; worst of {passes} passes served {worst} of \
-         {KEYS} keys, {after} read back after; {handed:?}",
-        relisted.as_secs_f64()
+        "     {how}: every pod listed again {:.1}s later; worst of {passes} passes read {worst} of \
+         {KEYS} keys, {after} after; {handed} KeysCopiedFromLeavingPods",
+        took.as_secs_f64()
     );
     check(
         after * 100 >= KEYS * 99,
-        format!("{victim} {how}: {after} of {KEYS} keys read after"),
+        format!("{how}: {after} of {KEYS} keys read after"),
     )?;
     check(
-        !handed.is_empty(),
-        format!("{victim} {how}: no KeysCopiedFromLeavingPods Event"),
+        handed >= leaving,
+        format!("{how}: {handed} KeysCopiedFromLeavingPods, not {leaving}"),
     )
+}
+
+/// The ready pod `name`, about to be replaced.
+fn replaced_pod(env: &Env, name: &str) -> Result<Pod, String> {
+    (ready_pods(env, NAMESPACE, MEMCACHED)?.into_iter())
+        .find(|p| p.name == name)
+        .ok_or_else(|| format!("{name} is not ready"))
+}
+
+/// A pod of `before`'s name but another uid is ready.
+fn replaced(env: &Env, before: &Pod) -> Result<bool, String> {
+    let ready = ready_pods(env, NAMESPACE, MEMCACHED)?;
+    Ok((ready.iter()).any(|p| p.name == before.name && p.uid != before.uid))
+}
+
+/// Every pod runs the template with `-m <megabytes>`, and is ready.
+fn rolled_out_with(env: &Env, megabytes: u32) -> Result<bool, String> {
+    let workload = env
+        .kubectl
+        .get(&["statefulset", MEMCACHED, "-n", NAMESPACE])?;
+    Ok(rolled_out_with_memory(&workload, megabytes) && workload["status"]["readyReplicas"] == 3)
+}
+
+/// How many pods handed their keys over so far: the
+/// `KeysCopiedFromLeavingPods` Events, each counted as often as it occurred
+/// (a series, about the same pod).
+fn handed_over(env: &Env) -> Result<u64, String> {
+    let selector = "reason=KeysCopiedFromLeavingPods";
+    let kind = "events.v1.events.k8s.io";
+    let events = (env.kubectl).get(&[kind, "-n", NAMESPACE, "--field-selector", selector])?;
+    Ok((events["items"].as_array().into_iter().flatten())
+        .map(|e| e["series"]["count"].as_u64().unwrap_or(1))
+        .sum())
 }

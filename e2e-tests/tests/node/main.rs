@@ -175,10 +175,11 @@ const SCENARIOS: &[Scenario] = &[
         graceful_deletion,
     ),
     Scenario::new(
-        "a pod of a StatefulSet whose clients' hashing is known, deleted or evicted by a drain, hands \
-         its keys over in its preStop delay and is unlisted; its replacement takes them back before \
-         it is listed again: a client following status.serverList reads 99 % of 20,000 keys after",
-        keys_through_a_replaced_pod,
+        "a StatefulSet whose clients' hashing is known keeps its keys through a deleted pod, a drain's \
+         eviction and a maxMemoryMB resize: each leaving pod hands them over in its preStop delay and is \
+         unlisted, its replacement takes them back before it is listed again; a client following \
+         status.serverList reads 99 % of 20,000 keys after each",
+        keys_through_replaced_pods,
     ),
     Scenario::new(
         "3 replicas Ready; a config change rolls 3 new pods that run the new -m; scale 3 -> 1 -> 2",

@@ -236,3 +236,15 @@ impl Drop for EndpointWatch {
 pub fn pod_name(pod: &Value) -> &str {
     pod["metadata"]["name"].as_str().unwrap_or_default()
 }
+
+/// The StatefulSet `workload` has rolled out a template that runs
+/// `-m <megabytes>` (in its args, or in the supervisor's with warm
+/// restarts) to every pod.
+pub fn rolled_out_with_memory(workload: &Value, megabytes: u32) -> bool {
+    let template = workload["spec"]["template"].to_string();
+    let status = &workload["status"];
+    (template.contains(&format!("\"-m\",\"{megabytes}\""))
+        || template.contains(&format!("-m\\n{megabytes}")))
+        && status["updateRevision"] == status["currentRevision"]
+        && status["updatedReplicas"] == status["replicas"]
+}
