@@ -49,6 +49,9 @@ pub struct State {
     pub elapsed: Duration,
 }
 
+/// A server list published, and the uid of the Memcached it was for.
+type Published = (Option<String>, Vec<String>);
+
 /// Keys copied, with the address of the server they were copied from.
 type Moved = Arc<Mutex<Vec<(SocketAddr, Vec<Copied>)>>>;
 
@@ -81,9 +84,10 @@ impl Drop for Entry {
 pub struct Handovers {
     entries: Mutex<HashMap<String, Entry>>,
     /// The server list this controller last published for each Memcached
-    /// whose keys are handed over: what its clients use, even before the
-    /// status written with it is read back.
-    published: Mutex<HashMap<String, Vec<String>>>,
+    /// whose keys are handed over (with its uid: not another object's of the
+    /// same name): what its clients use, even before the status written
+    /// with it is read back.
+    published: Mutex<HashMap<String, Published>>,
     /// Memcached objects whose copy ended: reconciled again to go on.
     ended: UnboundedSender<ObjectRef<Stored>>,
 }
@@ -191,20 +195,31 @@ impl Handovers {
         });
     }
 
-    /// Record that `key`'s clients were given `servers` (`None`: forget
-    /// what they were given, its keys are no longer handed over).
-    pub fn publish(&self, key: &str, servers: Option<&[String]>) {
+    /// Record that the clients of `key` (of `uid`) were given `servers`
+    /// (`None`: forget what they were given, its keys are no longer handed
+    /// over).
+    pub fn publish(&self, key: &str, uid: Option<String>, servers: Option<&[String]>) {
         if let Ok(mut published) = self.published.lock() {
             match servers {
-                Some(servers) => published.insert(key.to_string(), servers.to_vec()),
+                Some(servers) => published.insert(key.to_string(), (uid, servers.to_vec())),
                 None => published.remove(key),
             };
         }
     }
 
-    /// The server list last published for `key` by this controller.
-    pub fn published(&self, key: &str) -> Option<Vec<String>> {
-        self.published.lock().ok()?.get(key).cloned()
+    /// The server list last published for `key` (of `uid`) by this controller.
+    pub fn published(&self, key: &str, uid: Option<String>) -> Option<Vec<String>> {
+        let published = self.published.lock().ok()?;
+        let (of, servers) = published.get(key)?;
+        (*of == uid).then(|| servers.clone())
+    }
+
+    /// The plan of `key`'s handover, while its copy goes on.
+    pub fn unfinished(&self, key: &str) -> Option<Plan> {
+        let entries = self.entries.lock().ok()?;
+        let entry = entries.get(key)?;
+        let running = entry.took.lock().is_ok_and(|took| took.is_none());
+        running.then(|| entry.plan.clone())
     }
 
     /// Forget the handovers of the Memcached objects whose key `keep` refuses.
@@ -266,7 +281,9 @@ fn start(
     let destinations: BTreeMap<usize, SocketAddr> = (plan.to.iter().enumerate())
         .filter_map(|(i, server)| Some((i, *addresses.get(server)?)))
         .collect();
-    let shrinks = plan.to.len() < plan.from.len();
+    // Pods only leave: the others keep their keys (a move that adds a pod
+    // copies from every pod).
+    let shrinks = plan.to.iter().all(|server| plan.from.contains(server));
     let from: Vec<(String, SocketAddr)> = (plan.from.iter())
         .filter(|server| !shrinks || !plan.to.contains(server))
         .filter_map(|server| Some((server.clone(), *addresses.get(server)?)))
@@ -325,4 +342,36 @@ fn add(mut sum: Progress, one: &Progress) -> Progress {
     sum.withdrawn += one.withdrawn;
     sum.stopped = sum.stopped.or_else(|| one.stopped.clone());
     sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The list published for a Memcached is its own: another object of
+    /// the same name (deleted and created again) starts from its status.
+    #[test]
+    fn a_published_list_belongs_to_its_memcached() {
+        let (handovers, _ended) = Handovers::new();
+        let list = vec!["c-0.c.ns.svc:11211".to_string()];
+        handovers.publish("ns/c", Some("uid-1".into()), Some(&list));
+        assert_eq!(
+            handovers.published("ns/c", Some("uid-1".into())),
+            Some(list)
+        );
+        assert_eq!(handovers.published("ns/c", Some("uid-2".into())), None);
+        handovers.publish("ns/c", Some("uid-1".into()), None);
+        assert_eq!(
+            handovers.published("ns/c", Some("uid-1".into())),
+            None,
+            "no longer handed over"
+        );
+        handovers.publish("ns/c", Some("uid-1".into()), Some(&[]));
+        handovers.retain(|key| key != "ns/c");
+        assert_eq!(
+            handovers.published("ns/c", Some("uid-1".into())),
+            None,
+            "deleted"
+        );
+    }
 }

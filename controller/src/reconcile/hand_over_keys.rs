@@ -20,8 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::Resource;
 use kube::discovery::ApiResource;
+use kube::{Resource, ResourceExt};
 use memcached_api::types::{KETAMA, RENDEZVOUS};
 use memcached_api::{Defaulted, Memcached};
 
@@ -30,52 +30,68 @@ use crate::handover::board::{DEADLINE, Plan, State};
 use crate::handover::placement::Algorithm;
 use crate::objects::meta;
 use crate::objects::server_list::{self, pod_server};
-use crate::objects::workload::{Rollout, desired_replicas};
+use crate::objects::workload::desired_replicas;
 use crate::reconcile::context::{Context, key};
 use crate::reconcile::events::{Target, inform};
 use crate::reconcile::running::{leaving_endpoints, ready_endpoints, running_workload};
 use crate::stats::setup::client_for;
 
-/// A move held while its keys are copied.
+/// A move held while its keys are copied, or just done.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Held {
-    /// Servers to publish meanwhile: those clients use now.
+    /// Servers to publish: those clients use now, or the move's new list
+    /// once its copy is done.
     pub listed: Vec<String>,
     /// Replicas the StatefulSet runs meanwhile: the leaving pods kept
-    /// (`None` under autoscaling: the HorizontalPodAutoscaler sets them).
+    /// (`None` under autoscaling, the HorizontalPodAutoscaler sets them, or
+    /// once done).
     pub replicas: Option<i32>,
-    /// What the move waits for, for the status.
-    pub message: String,
+    /// What the move waits for, for the status (`None`: done).
+    pub message: Option<String>,
 }
 
-/// The move `mc` holds back while keys are handed over (`None`: no move,
-/// or the copy is done and the new list is to be published).
+/// The pods of a Memcached whose keys are handed over that are leaving
+/// (terminating: deleted, evicted), read once per reconcile.
+#[derive(Default)]
+pub struct Leaving {
+    /// Their servers: away until their replacements are listed again.
+    pub servers: BTreeSet<String>,
+    /// Where those that still serve (in their preStop delay) answer.
+    serving: BTreeMap<String, SocketAddr>,
+}
+
+/// The move `mc` holds back while keys are handed over, or the list to
+/// publish once its copy is done (`None`: no move).
 pub(super) async fn hand_over_keys(
     ctx: &Context,
     mc: &Memcached,
     spec: &Defaulted,
     secrets: &SecretData,
+    leaving: &Leaving,
 ) -> Option<Held> {
     let key = key(mc);
     let running = spec
         .autoscaling_enabled()
         .then(|| running_workload(ctx, mc.meta(), true).1);
-    let leaving = leaving_servers(ctx, mc);
-    let away: BTreeSet<String> = leaving.keys().cloned().collect();
+    let wanted = desired_replicas(spec, running.flatten().as_ref());
     // What this controller published last, else the status (after a restart).
     let status = || mc.status.as_ref().and_then(|s| s.server_list.clone());
-    let listed = ctx.handovers.published(&key).or_else(status);
-    let Some(plan) = needed_move(mc, spec, running.flatten().as_ref(), listed, &away) else {
-        let published = (mc.status.as_ref()).and_then(|s| s.server_list.as_deref());
+    let listed = ctx.handovers.published(&key, mc.uid()).or_else(status);
+    // A copy under way goes on while its pods come and go (a leaving pod
+    // gone before it ends), unless another move is needed.
+    let unfinished =
+        || (ctx.handovers.unfinished(&key)).filter(|p| listed.as_ref() == Some(&p.from));
+    let needed = needed_move(mc, spec, wanted, listed.clone(), &leaving.servers);
+    let Some(plan) = needed.or_else(unfinished) else {
         let client = || client_for(mc, spec, secrets).ok();
         ctx.handovers
-            .settle(&key, published.unwrap_or_default(), client);
+            .settle(&key, listed.as_deref().unwrap_or_default(), client);
         return None;
     };
     let held = |message: String| Held {
         listed: plan.from.clone(),
-        replicas: (!spec.autoscaling_enabled()).then(|| pods_spanned(mc, &plan)),
-        message,
+        replicas: (!spec.autoscaling_enabled()).then(|| pods_spanned(mc, &plan).max(wanted)),
+        message: Some(message),
     };
     let ready: BTreeMap<String, SocketAddr> = (ready_endpoints(&ctx.cache, mc).into_iter())
         .filter_map(|e| Some((pod_server(mc, &e.hostname?), e.address)))
@@ -99,7 +115,7 @@ pub(super) async fn hand_over_keys(
     // move goes on.
     let client = || client_for(mc, spec, secrets).ok();
     let mut addresses = ready;
-    addresses.extend(leaving);
+    addresses.extend(leaving.serving.clone());
     let state = ctx.handovers.step(&key, &plan, client, &addresses)?;
     if !state.done {
         return Some(held(copying(&state)));
@@ -110,7 +126,7 @@ pub(super) async fn hand_over_keys(
         // Events of one reason about one object fold into a series that keeps
         // the first note: each direction has its reason, about the first pod
         // that joins or leaves.
-        let grows = plan.to.len() > plan.from.len();
+        let grows = plan.to.iter().any(|s| !plan.from.contains(s));
         let (reason, (gaining, losing)) = if grows {
             ("KeysCopiedToNewPods", (&plan.to, &plan.from))
         } else {
@@ -127,15 +143,13 @@ pub(super) async fn hand_over_keys(
         };
         inform(ctx, mc, reason, handed_over(&plan, &state), &target).await;
     }
-    None
-}
-
-/// The servers of `mc`'s pods that are leaving (terminating while they
-/// still serve), and where they answer.
-fn leaving_servers(ctx: &Context, mc: &Memcached) -> BTreeMap<String, SocketAddr> {
-    (leaving_endpoints(&ctx.cache, mc).into_iter())
-        .filter_map(|e| Some((pod_server(mc, &e.hostname?), e.address)))
-        .collect()
+    // Done: the new list is published, even if a pod it left out is gone
+    // meanwhile (its replacement is listed once it took its keys back).
+    Some(Held {
+        listed: plan.to,
+        replicas: None,
+        message: None,
+    })
 }
 
 /// Record `servers` as what `mc`'s clients use, when its keys are handed
@@ -143,17 +157,23 @@ fn leaving_servers(ctx: &Context, mc: &Memcached) -> BTreeMap<String, SocketAddr
 /// the status written with them.
 pub(super) fn published(ctx: &Context, mc: &Memcached, spec: &Defaulted, servers: &[String]) {
     let handed_over = clients_hashing(spec).is_some();
-    ctx.handovers
-        .publish(&key(mc), handed_over.then_some(servers));
+    (ctx.handovers).publish(&key(mc), mc.uid(), handed_over.then_some(servers));
 }
 
-/// The servers of `mc`'s pods that are leaving, when its keys are handed
-/// over (a StatefulSet whose clients' hashing is known): the server list
-/// published without a move leaves them out (their keys were handed over).
-pub(super) fn away(ctx: &Context, mc: &Memcached, spec: &Defaulted) -> BTreeSet<String> {
-    match clients_hashing(spec) {
-        Some(_) => leaving_servers(ctx, mc).into_keys().collect(),
-        None => BTreeSet::new(),
+/// `mc`'s leaving pods, when its keys are handed over (a StatefulSet whose
+/// clients' hashing is known; else none).
+pub(super) fn leaving(ctx: &Context, mc: &Memcached, spec: &Defaulted) -> Leaving {
+    if clients_hashing(spec).is_none() {
+        return Leaving::default();
+    }
+    let servers = |serving| {
+        (leaving_endpoints(&ctx.cache, mc, serving).into_iter())
+            .filter_map(|e| Some((pod_server(mc, &e.hostname?), e.address)))
+            .collect::<BTreeMap<_, _>>()
+    };
+    Leaving {
+        servers: servers(false).into_keys().collect(),
+        serving: servers(true),
     }
 }
 
@@ -177,21 +197,26 @@ fn pods_spanned(mc: &Memcached, plan: &Plan) -> i32 {
         .map_or(0, |last| last + 1)
 }
 
-/// The move `mc` needs from the servers its clients were given (`listed`):
-/// its StatefulSet scales (not to or from zero; under autoscaling to the
-/// replicas of the `running` StatefulSet) or a pod is `away` (leaving, or
-/// replaced and not listed yet), the clients' hashing is known, and the
-/// list names its pods.
+/// The move `mc` needs from the servers its clients were given (`listed`)
+/// to its `wanted` pods: its StatefulSet scales (not to or from zero) or a
+/// pod is `away` (leaving, or replaced and not listed yet), the clients'
+/// hashing is known, and the list names its pods. Listed pods that leave
+/// hand their keys over first, alone: a move that also waits for a new pod
+/// to be ready would hold them until they are gone.
 fn needed_move(
     mc: &Memcached,
     spec: &Defaulted,
-    running: Option<&Rollout>,
+    wanted: i32,
     listed: Option<Vec<String>>,
     away: &BTreeSet<String>,
 ) -> Option<Plan> {
     let algorithm = clients_hashing(spec)?;
     let from = listed?;
-    let mut to = server_list::build(mc, true, desired_replicas(spec, running));
+    let mut to = if from.iter().any(|s| away.contains(s)) {
+        from.clone()
+    } else {
+        server_list::build(mc, true, wanted)
+    };
     to.retain(|s| !away.contains(s));
     let pods = from.iter().all(|s| server_list::ordinal(mc, s).is_some());
     let moves = !from.is_empty() && !to.is_empty() && from != to;
@@ -237,6 +262,7 @@ fn handed_over(plan: &Plan, state: &State) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objects::workload::Rollout;
     use serde_json::{Value, json};
 
     /// Memcached `c` in `ns` with `spec`, its clients last given `listed`
@@ -254,13 +280,9 @@ mod tests {
             ..Default::default()
         });
         let away = away.iter().map(|i| server(*i)).collect();
-        needed_move(
-            &mc,
-            &memcached_api::apply_defaults(mc.spec.clone()),
-            rollout.as_ref(),
-            listed,
-            &away,
-        )
+        let spec = memcached_api::apply_defaults(mc.spec.clone());
+        let wanted = desired_replicas(&spec, rollout.as_ref());
+        needed_move(&mc, &spec, wanted, listed, &away)
     }
 
     fn server(ordinal: usize) -> String {
@@ -306,6 +328,10 @@ mod tests {
             None,
             "no pod to take them"
         );
+        // c-1 leaves while a scale-up waits for c-3: its keys go first.
+        let four = json!({"workload": "StatefulSet", "replicas": 4, "clientHashing": "rendezvous"});
+        let first = plan_away(four, pods(3), None, &[1]).expect("c-1 leaves");
+        assert_eq!(first.to, vec![server(0), server(2)]);
         // Scaled to 2 while c-1 is away: c-2 runs until its keys are copied.
         let two = json!({"workload": "StatefulSet", "replicas": 2, "clientHashing": "rendezvous"});
         let plan = plan_away(two.clone(), json!([server(0), server(2)]), None, &[]).unwrap();

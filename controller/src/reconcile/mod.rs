@@ -123,6 +123,8 @@ async fn converge_children(
     // while held), any other rollout paced, then applied, and the other
     // kind deleted once it is replaced.
     let (mut in_place, mut warming, mut handover) = (None, None, None);
+    // Read once: the handover and the published list agree on who leaves.
+    let leaving = hand_over_keys::leaving(ctx, mc, spec);
     let workloads = match desired.workload {
         DesiredWorkload::Deployment(mut d) => {
             if !hold && spec.warm_restart_enabled() {
@@ -135,7 +137,7 @@ async fn converge_children(
             converge_workload(&mut applied, spec, d, hold, stores).await?
         }
         DesiredWorkload::StatefulSet(mut s) => {
-            handover = hand_over_keys(ctx, mc, spec, &secrets.data).await;
+            handover = hand_over_keys(ctx, mc, spec, &secrets.data, &leaving).await;
             let held = handover.as_ref().and_then(|h| h.replicas);
             if let (Some(replicas), Some(s)) = (held, s.spec.as_mut()) {
                 s.replicas = Some(replicas);
@@ -165,10 +167,14 @@ async fn converge_children(
     applied
         .converge_service_monitor(desired.service_monitor.as_ref())
         .await?;
-    let away = hand_over_keys::away(ctx, mc, spec);
-    let (servers, list_stable) =
-        publish_server_list::converge(&mut applied, spec, &workloads, handover.as_ref(), &away)
-            .await?;
+    let (servers, list_stable) = publish_server_list::converge(
+        &mut applied,
+        spec,
+        &workloads,
+        handover.as_ref(),
+        &leaving.servers,
+    )
+    .await?;
     hand_over_keys::published(ctx, mc, spec, &servers);
 
     // What was found.
@@ -200,11 +206,12 @@ async fn converge_children(
     if let Some(progress) = &in_place {
         observed.updated = progress.updated;
     }
-    let rolling = in_place.is_some() || warming.is_some() || handover.is_some();
+    let handing_over = handover.and_then(|h| h.message);
+    let rolling = in_place.is_some() || warming.is_some() || handing_over.is_some();
     let stalled = in_place.as_ref().is_some_and(|p| p.stalled.is_some());
     observed.in_place = in_place;
     observed.warming = warming;
-    observed.handover = handover.map(|h| h.message);
+    observed.handover = handing_over;
     observed.server_list = servers;
     observed.stable_names = list_stable;
     observed.switching = switching;

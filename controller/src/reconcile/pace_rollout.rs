@@ -6,13 +6,16 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::ResourceExt;
 use memcached_api::{Defaulted, Memcached};
 
+use crate::objects::server_list::pod_server;
 use crate::reconcile::context::{Context, Error, Problem, ROLLOUT_UNSCHEDULABLE, key};
 use crate::reconcile::running::{live_workload, pod_stats, ready_endpoints};
 use crate::rollout::{generations, pacing};
 use memcached_api::render::pod_template::hard_anti_affinity;
 
 /// [`pacing::pace`] of `mc`'s StatefulSet `desired`, from the live
-/// StatefulSet and the last stats collected.
+/// StatefulSet and the last stats collected. When its keys are handed over,
+/// a pod counts as ready once it is listed again (its keys taken back): the
+/// next pod leaves only then.
 pub(super) async fn pace(
     ctx: &Context,
     mc: &Memcached,
@@ -20,9 +23,11 @@ pub(super) async fn pace(
 ) -> Result<Option<pacing::Warming>, Error> {
     let name = mc.name_any();
     let live = live_workload(ctx, &ctx.cache.stateful_sets, mc).await?;
+    let listed = ctx.handovers.published(&key(mc), mc.uid());
     let pods = || pacing::Pods {
         ready: (ready_endpoints(&ctx.cache, mc).into_iter())
             .filter_map(|e| Some((e.hostname?, e.address)))
+            .filter(|(pod, _)| (listed.as_ref()).is_none_or(|l| l.contains(&pod_server(mc, pod))))
             .collect(),
         stats: pod_stats(ctx, mc),
     };

@@ -20,9 +20,10 @@ use crate::reconcile::hand_over_keys::Held;
 
 /// Publish where clients connect: the server list of the workload that
 /// serves them (see [`server_list::build`]; while keys are handed over,
-/// the one clients use now: `held`; else without the pods `away`, whose
-/// keys were handed over), also in a ConfigMap when `spec` asks for one;
-/// and whether it names every pod (a StatefulSet's).
+/// `held`'s: the one clients use now, or the move's new list once done;
+/// else without the pods `away`, whose keys were handed over), also in a
+/// ConfigMap when `spec` asks for one; and whether it names every pod (a
+/// StatefulSet's).
 pub(super) async fn converge(
     applied: &mut Applied<'_>,
     spec: &Defaulted,
@@ -43,10 +44,11 @@ pub(super) async fn converge(
     let servers = match held {
         Some(held) if previous.is_none() => held.listed.clone(),
         _ => {
-            let mut servers =
-                server_list::build(mc, list_stable, desired_replicas(spec, list_rollout));
-            servers.retain(|s| !away.contains(s));
-            servers
+            let servers = server_list::build(mc, list_stable, desired_replicas(spec, list_rollout));
+            // Never an empty list: with every pod leaving, none took their keys.
+            let staying: Vec<String> =
+                (servers.iter().filter(|s| !away.contains(*s)).cloned()).collect();
+            if staying.is_empty() { servers } else { staying }
         }
     };
     // No workload of this Memcached: the published list is left as it was.

@@ -163,11 +163,11 @@ pub(super) fn ready_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
     endpoints_where(cache, mc, |c| c.ready.unwrap_or(true))
 }
 
-/// The endpoints of `mc`'s pods that terminate but still serve: a deleted
-/// or evicted pod in its preStop delay.
-pub(super) fn leaving_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
+/// The endpoints of `mc`'s pods that terminate (deleted or evicted),
+/// `serving` or not (in its preStop delay, memcached still answers).
+pub(super) fn leaving_endpoints(cache: &Cache, mc: &Memcached, serving: bool) -> Vec<Ready> {
     endpoints_where(cache, mc, |c| {
-        c.terminating == Some(true) && c.serving == Some(true)
+        c.terminating == Some(true) && (!serving || c.serving == Some(true))
     })
 }
 

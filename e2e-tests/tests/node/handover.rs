@@ -35,7 +35,7 @@ pub(crate) fn keys_through_replaced_pods(env: &mut Env) -> Result<(), String> {
     spec["memcached"] = json!({"maxMemoryMB": 64});
     spec["resources"] = json!({"limits": {"memory": "256Mi"}});
     spec["highAvailability"] = json!({"gracefulShutdown": {
-        "enabled": true, "preStopDelaySeconds": 10, "terminationGracePeriodSeconds": 30,
+        "enabled": true, "preStopDelaySeconds": 15, "terminationGracePeriodSeconds": 40,
     }});
     env.kubectl.apply(&memcached(NAMESPACE, MEMCACHED, spec))?;
     let deleted = through(env, "pod 1 deleted", 1, |env| {
