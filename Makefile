@@ -314,7 +314,7 @@ prometheus-test:
 
 ## test: lint, then every test from one build of the workspace (`cargo test --workspace --features $(FEATURES)`):
 ## unit tests, the policy through wasmtime, the controller against real memcached, the end-to-end suites on a real
-## control plane (each enters its own network namespace; admission through policy-server) and on its real node, then
+## control plane (each enters its own network namespace; admission through policy-server) and on two real nodes, then
 ## the prerequisites check and `make toolchain` against the machines and rustup states users have, the policy on
 ## kwctl, the Helm chart with helm and the alerts with promtool (hack/test.sh). The real node's suite and lint run beside
 ## the others (the suites mostly wait on their clusters); each suite's output is in $(TEST_LOGS), shown when it fails, and a table
@@ -343,8 +343,8 @@ e2e: policy.wasm annotated-policy.wasm $(CLUSTER_PIECES)
 	$(CARGO) build --locked -q --workspace --features $(FEATURES) --bins
 	$(CARGO) test --locked --workspace --features $(FEATURES) --test cluster --test controller --test manifests
 
-## e2e-node: the real node alone (tests/node/, part of `make test`): kubelet, containerd, kube-proxy and CoreDNS
-## beside the control plane; Kubewarden from its own charts judging the suite's Memcacheds, its audit scanner, a
+## e2e-node: the real node alone (tests/node/, part of `make test`): two control planes at once, each with a real
+## node (kubelet, containerd, kube-proxy and CoreDNS) beside its kwok nodes; on the first, Kubewarden from its own charts judging the suite's Memcacheds, its audit scanner, a
 ## PolicyServer requiring the release key; Memcacheds' pods and the chart's controller in real containers pulled
 ## from the local registry.
 e2e-node: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(COSIGN) $(NODE_PIECES)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make test` after its prerequisites, in four lanes at once: the real node's suite, built first and
-# started while the rest compiles (it waits on a kubelet and containerd most of its time, and is the
-# longest); lint (rustfmt, clippy, the Makefile's and the docs' checks, go vet), then the checks of
+# `make test` after its prerequisites, in four lanes at once: the real node's suite (two nodes at
+# once), built first and started while the rest compiles (it waits on kubelets and containerd most of
+# its time); lint (rustfmt, clippy, the Makefile's and the docs' checks, go vet), then the checks of
 # the packaging (metadata, release links, the bats suites, helm and promtool); the controller suite,
 # then the cluster suite (each its own local control plane); and the other test binaries (unit and
 # integration tests, the policy through wasmtime, the other suites on a local control plane), then
@@ -60,8 +60,8 @@ suites() {
 }
 
 node_artifacts="$logs/artifacts-node.tsv" artifacts="$logs/artifacts.tsv"
-# The real node's suite, the longest lane (it waits on a kubelet and containerd most of its time),
-# starts as soon as it is built, while the rest compiles.
+# The real node's suite (it waits on kubelets and containerd most of its time) starts as soon as it
+# is built, while the rest compiles.
 phase compile-node compile "$node_artifacts" --test node
 (suites "$node_artifacts" '\tnode\t' e2e-tests-node) &
 node_lane=$!

@@ -15,35 +15,25 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// kubeletSysctls are the host-wide settings the kubelet writes at start
-// (its container manager's kernel tunables), whatever the host had.
-var kubeletSysctls = []string{
-	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
-	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
-}
-
 // hostState is what the node changes outside its namespaces, to be undone:
 // the bridge and service addresses in the suite's network namespace, the
-// kubelet's cgroup root in every hierarchy, the sysctls it writes.
+// kubelet's cgroup root in every hierarchy, the sysctls it writes (shared
+// with the host's other real nodes: holdSysctls).
 type hostState struct {
 	cgroupRoot string
 	// cgroupDirs are the cgroup root's directories, one per hierarchy.
 	cgroupDirs []string
-	sysctls    map[string]string
 	addresses  [][]string
 }
 
-// prepareHost saves the sysctls, adds the bridge and the service addresses,
-// and creates the kubelet's cgroup root; on error it undoes what it did.
+// prepareHost holds the sysctls (holdSysctls), adds the bridge and the
+// service addresses, and creates the kubelet's cgroup root; on error it
+// undoes what it did.
 func prepareHost(dir string) (*hostState, error) {
-	host := &hostState{cgroupRoot: fmt.Sprintf("/e2e-node-%d", os.Getpid()), sysctls: map[string]string{}}
-	for _, name := range kubeletSysctls {
-		value, err := os.ReadFile(filepath.Join("/proc/sys", name))
-		if err != nil {
-			return nil, err
-		}
-		host.sysctls[name] = strings.TrimSpace(string(value))
+	if err := holdSysctls(); err != nil {
+		return nil, err
 	}
+	host := &hostState{cgroupRoot: fmt.Sprintf("/e2e-node-%d", os.Getpid())}
 	err := host.addNetwork()
 	if err == nil {
 		err = host.createCgroups()
@@ -142,7 +132,8 @@ func cgroupMounts() ([]string, error) {
 }
 
 // restore removes the cgroups (once their processes are gone), the
-// addresses and the bridge, and writes back every sysctl that changed.
+// addresses and the bridge, and lets go of the sysctls (the last node
+// out writes back those that changed).
 func (h *hostState) restore() {
 	for _, dir := range h.cgroupDirs {
 		if err := removeCgroup(dir); err != nil {
@@ -154,17 +145,7 @@ func (h *hostState) restore() {
 			klog.ErrorS(err, "removing the real node's network")
 		}
 	}
-	for name, saved := range h.sysctls {
-		path := filepath.Join("/proc/sys", name)
-		if now, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(now)) == saved {
-			continue
-		}
-		if err := os.WriteFile(path, []byte(saved), 0o644); err != nil {
-			klog.ErrorS(err, "restoring a sysctl", "name", name, "value", saved)
-		} else {
-			klog.InfoS("sysctl restored", "name", name, "value", saved)
-		}
-	}
+	releaseSysctls()
 }
 
 // removeCgroup removes a cgroup and its children, deepest first, retrying

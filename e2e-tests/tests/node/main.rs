@@ -1,18 +1,21 @@
-//! The real node (`make e2e-node`): the environment of the end-to-end suites
-//! (control plane, policy-server, the controller) with a kubelet on
-//! containerd and kube-proxy beside the kwok nodes. One scenario installs
-//! Kubewarden from its own charts there and removes the suite's
+//! The real node (`make e2e-node`): two environments of the end-to-end
+//! suites (control plane, policy-server, the controller), each with a
+//! kubelet on containerd and kube-proxy beside the kwok nodes, run at once
+//! by this program running itself twice (each node in a network namespace
+//! of its own; their lines after `node 1 |`, `node 2 |`). On the first, one
+//! scenario installs Kubewarden from its own charts and removes the suite's
 //! policy-server webhook: from then on its PolicyServer pod judges every
-//! Memcached. A Memcached steered to the node runs its pod in a real
+//! Memcached there. A Memcached steered to a node runs its pod in a real
 //! container pulled from the local registry, Ready through the rendered
 //! tcpSocket probe; `kubectl logs` and `exec` reach it, memcached answers
 //! over the pod IP, and the pod resolves Services through CoreDNS. Teardown
 //! must leave no process, cgroup, mount or changed sysctl.
 //!
-//! Runs inside `e2e-tests/testbed/netns.sh`; every scenario runs even when an earlier
-//! one failed, and the process fails if any did.
+//! Every scenario runs even when an earlier one failed, and the program
+//! fails if any did. `E2E_ONLY` numbers scenarios across both nodes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use e2e_tests::harness::clients::api_requests::request_counts;
@@ -25,8 +28,9 @@ use e2e_tests::harness::environment::node::{self, NodeState};
 use e2e_tests::harness::environment::pki;
 use e2e_tests::harness::environment::signing;
 use e2e_tests::harness::scenarios::objects::auth_secret;
+use e2e_tests::harness::scenarios::parts;
 use e2e_tests::harness::scenarios::pods::pod_name;
-use e2e_tests::harness::scenarios::runner::{Scenario, exit_with, run_each};
+use e2e_tests::harness::scenarios::runner::{Scenario, exit_with, run_part};
 use e2e_tests::harness::scenarios::scenario::{
     SETTLE, check, ensure_namespace, instance_objects, memcached, memcached_as_written,
     ready_endpoints, wait_ready,
@@ -69,7 +73,9 @@ const KUBEWARDEN: &str = "Kubewarden from its own charts on the node: deploy/pol
     active and judges every Memcached from here on through the webhook kubewarden-controller \
     registered; its audit scanner reports the invalid ones created before";
 
-const SCENARIOS: &[Scenario] = &[
+/// The first node's scenarios: Kubewarden from its own charts, then those its PolicyServer judges
+/// (every Memcached of this node from then on) and the longest of the others.
+const FIRST_NODE: &[Scenario] = &[
     Scenario::new(
         "the real node is Ready on containerd 2.x beside the kwok nodes",
         node_ready,
@@ -81,6 +87,65 @@ const SCENARIOS: &[Scenario] = &[
         signature_required,
     )
     .needs(&[KUBEWARDEN]),
+    Scenario::new(
+        "warm restart: a rotated password whose Secret files reach the pod after its new hash: \
+         memcached waits for them, then serves the new password; every key kept, 0 restarts",
+        rotation_with_late_files,
+    ),
+    Scenario::new(
+        "warm restart: NAPI ids (-N) in each spelling memcached accepts, then removed in place: \
+         the stats probe never crashes a pod still running them, 0 container restarts, every key kept",
+        napi_ids_removed,
+    ),
+    Scenario::new(
+        "a registry mirror rewriting memcached images at admission (a MutatingAdmissionPolicy): \
+         a config change and an image change complete warm, the rewritten image kept, each pod \
+         patched once per change",
+        mirrored_images,
+    ),
+    Scenario::new(
+        "warm restarts by default: a Memcached created through the PolicyServer without a word of \
+         them gets them and keeps every key through a config change; one stored before the default \
+         keeps its pod and stays without, applied again",
+        warm_by_default,
+    )
+    .needs(&[KUBEWARDEN]),
+    Scenario::new(
+        "a certificate renewed under the same CA (cert-manager's renewal, the same Secret): each \
+         pod's memcached loads it in place, warm restarts on and off; 0 restarts, the same \
+         processes, every key served, the renewed certificate presented",
+        certificate_renewed,
+    ),
+    Scenario::new(
+        "helm install of the published chart alone, policy included, on Kubewarden from its \
+         charts: the chart's policy turns active and judges: a seed example refused with each of \
+         its messages, the minimal one stored defaulted and Ready on the node; uninstalled, the \
+         policy goes too",
+        chart_with_policy,
+    )
+    .needs(&[KUBEWARDEN]),
+    Scenario::new(
+        "monitoring as users run it: kube-prometheus-stack's Prometheus scrapes every target the \
+         chart and the Memcacheds create (the controller over TLS with its token), each alert \
+         fires on real data and resolves, an authenticated cache's too; every dashboard query \
+         returns series",
+        monitored_by_prometheus,
+    ),
+    Scenario::new("the node stack's memory", node_memory),
+    Scenario::new(
+        "an image upgrade from an older memcached (memcached:1.6.18) to today's memcached:1.6, warm \
+         restarts on: each pod restarted in place on the new release, every key kept",
+        image_upgraded_to_todays_memcached,
+    ),
+];
+
+/// The second node's scenarios, beside the first's (its Memcacheds judged by the suite's
+/// policy-server).
+const SECOND_NODE: &[Scenario] = &[
+    Scenario::new(
+        "the real node is Ready on containerd 2.x beside the kwok nodes",
+        node_ready,
+    ),
     Scenario::new(
         "a Memcached's pod runs in a real container on the real node, Ready through its tcpSocket probe",
         pod_in_container,
@@ -116,25 +181,9 @@ const SCENARIOS: &[Scenario] = &[
         warm_rotation,
     ),
     Scenario::new(
-        "warm restart: a rotated password whose Secret files reach the pod after its new hash: \
-         memcached waits for them, then serves the new password; every key kept, 0 restarts",
-        rotation_with_late_files,
-    ),
-    Scenario::new(
-        "warm restart: NAPI ids (-N) in each spelling memcached accepts, then removed in place: \
-         the stats probe never crashes a pod still running them, 0 container restarts, every key kept",
-        napi_ids_removed,
-    ),
-    Scenario::new(
         "warm restart after a controller upgrade that renders another supervisor: a config \
          change still reaches every pod in place, 0 pods replaced, every key kept",
         warm_change_after_upgrade,
-    ),
-    Scenario::new(
-        "a registry mirror rewriting memcached images at admission (a MutatingAdmissionPolicy): \
-         a config change and an image change complete warm, the rewritten image kept, each pod \
-         patched once per change",
-        mirrored_images,
     ),
     Scenario::new(
         "small caches start: maxMemoryMB 16 gets warm restarts off and kubectl apply says why, 39 \
@@ -142,25 +191,12 @@ const SCENARIOS: &[Scenario] = &[
         small_caches_start,
     ),
     Scenario::new(
-        "warm restarts by default: a Memcached created through the PolicyServer without a word of \
-         them gets them and keeps every key through a config change; one stored before the default \
-         keeps its pod and stays without, applied again",
-        warm_by_default,
-    )
-    .needs(&[KUBEWARDEN]),
-    Scenario::new(
         "the exporter sidecar serves memcached's numbers on the pod IP",
         exporter_scraped,
     ),
     Scenario::new(
         "TLS and authentication from the Secret files the kubelet mounts; a rotated password rolls the pod",
         tls_and_auth,
-    ),
-    Scenario::new(
-        "a certificate renewed under the same CA (cert-manager's renewal, the same Secret): each \
-         pod's memcached loads it in place, warm restarts on and off; 0 restarts, the same \
-         processes, every key served, the renewed certificate presented",
-        certificate_renewed,
     ),
     Scenario::new(
         "StatefulSet: each server of status.serverList resolves to its pod through CoreDNS; a deleted pod returns under its name",
@@ -226,33 +262,55 @@ const SCENARIOS: &[Scenario] = &[
          says it never leads); uninstalled, they leave nothing",
         chart_watching_namespaces,
     ),
-    Scenario::new(
-        "helm install of the published chart alone, policy included, on Kubewarden from its \
-         charts: the chart's policy turns active and judges: a seed example refused with each of \
-         its messages, the minimal one stored defaulted and Ready on the node; uninstalled, the \
-         policy goes too",
-        chart_with_policy,
-    )
-    .needs(&[KUBEWARDEN]),
-    Scenario::new(
-        "monitoring as users run it: kube-prometheus-stack's Prometheus scrapes every target the \
-         chart and the Memcacheds create (the controller over TLS with its token), each alert \
-         fires on real data and resolves, an authenticated cache's too; every dashboard query \
-         returns series",
-        monitored_by_prometheus,
-    ),
     Scenario::new("the node stack's memory", node_memory),
-    Scenario::new(
-        "an image upgrade from an older memcached (memcached:1.6.18) to today's memcached:1.6, warm \
-         restarts on: each pod restarted in place on the new release, every key kept",
-        image_upgraded_to_todays_memcached,
-    ),
 ];
 
 fn main() {
-    e2e_tests::harness::enter_network_namespace();
-    let workdir = std::env::temp_dir().join("memcached-node");
+    let scenarios = [FIRST_NODE, SECOND_NODE].concat();
+    let nodes = [0..FIRST_NODE.len(), FIRST_NODE.len()..scenarios.len()];
+    match parts::this_part(nodes.len()) {
+        None => run_nodes(&scenarios, &nodes),
+        Some(Ok(node)) => run_node(&scenarios, nodes[node].clone(), node + 1),
+        Some(Err(e)) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Both nodes at once, each this program again; then whether the host's
+/// sysctls, which the kubelets write, are as before.
+fn run_nodes(scenarios: &[Scenario], nodes: &[Range<usize>]) -> ! {
     let sysctls = node::sysctls();
+    let started = Instant::now();
+    let passed =
+        parts::run_parts(scenarios, nodes, |n| format!("node {}", n + 1)).unwrap_or_else(|e| {
+            println!("FAIL {e}");
+            false
+        });
+    let name = format!(
+        "{}. the host's sysctls, which each kubelet writes, are as before once both nodes stopped",
+        scenarios.len() + 2
+    );
+    let restored = sysctls_restored(&sysctls);
+    match &restored {
+        Ok(()) => println!("ok   {name}"),
+        Err(e) => println!("FAIL {name}\n     {e}"),
+    }
+    let passed = passed && restored.is_ok();
+    println!(
+        "the real nodes {} in {:.0}s",
+        if passed { "passed" } else { "FAILED" },
+        started.elapsed().as_secs_f64()
+    );
+    std::process::exit(if passed { 0 } else { 1 });
+}
+
+/// The scenarios at `part` of `scenarios` on real node `number`, with a
+/// control plane of its own in a network namespace of its own.
+fn run_node(scenarios: &[Scenario], part: Range<usize>, number: usize) {
+    e2e_tests::harness::enter_network_namespace();
+    let workdir = std::env::temp_dir().join(format!("memcached-node-{number}"));
     let started = Instant::now();
     let env = match Env::start_with(&workdir, true) {
         Ok(Some(env)) => env,
@@ -270,16 +328,16 @@ fn main() {
     );
     let state = NodeState::read(&env.cluster.workdir);
     let mut env = env;
-    let mut tally = run_each(&mut env, SCENARIOS);
+    let mut tally = run_part(&mut env, scenarios, part);
     let stopping = Instant::now();
     drop(env);
     // Always, after the others: what the environment leaves behind.
     tally.ran += 1;
     let name = format!(
-        "{}. teardown leaves no process, cgroup, mount or changed sysctl",
-        SCENARIOS.len() + 1
+        "{}. teardown leaves no process, cgroup or mount",
+        scenarios.len() + 1
     );
-    match state.and_then(|state| teardown_clean(&state, &sysctls)) {
+    match state.and_then(|state| teardown_clean(&state)) {
         Ok(()) => println!(
             "ok   {name} (stopped in {:.1}s)",
             stopping.elapsed().as_secs_f64()

@@ -399,17 +399,17 @@ pub(crate) fn node_memory(env: &mut Env) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) fn teardown_clean(
-    state: &NodeState,
-    sysctls: &BTreeMap<&'static str, String>,
-) -> Result<(), String> {
-    let mut left = state.leftovers();
-    let now = node::sysctls();
-    left.extend(
-        sysctls
-            .iter()
-            .filter(|(name, value)| now.get(*name) != Some(value))
-            .map(|(name, value)| format!("sysctl {name} {value} -> {:?}", now.get(name))),
-    );
+pub(crate) fn teardown_clean(state: &NodeState) -> Result<(), String> {
+    let left = state.leftovers();
     check(left.is_empty(), left.join("\n     "))
+}
+
+/// The host's sysctls now are `before`.
+pub(crate) fn sysctls_restored(before: &BTreeMap<&'static str, String>) -> Result<(), String> {
+    let now = node::sysctls();
+    let changed: Vec<String> = (before.iter())
+        .filter(|(name, value)| now.get(*name) != Some(value))
+        .map(|(name, value)| format!("sysctl {name} {value} -> {:?}", now.get(name)))
+        .collect();
+    check(changed.is_empty(), changed.join("\n     "))
 }

@@ -4,6 +4,7 @@
 //! they need), by number, by name, or by whole words of the name.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use crate::harness::Env;
@@ -79,6 +80,13 @@ pub fn exit_with(tally: &Tally, started: Instant) -> ! {
 
 /// [`run_scenarios`] without the exit: the tally.
 pub fn run_each(env: &mut Env, scenarios: &[Scenario]) -> Tally {
+    run_part(env, scenarios, 0..scenarios.len())
+}
+
+/// [`run_each`] for the scenarios at `part` of `scenarios`, numbered by
+/// their place in the whole suite: a suite whose parts run in processes of
+/// their own, at once. A scenario needing one outside its part fails.
+pub fn run_part(env: &mut Env, scenarios: &[Scenario], part: Range<usize>) -> Tally {
     let only = std::env::var("E2E_ONLY").unwrap_or_default();
     let chosen = match select(scenarios, &only) {
         Ok(chosen) => chosen,
@@ -92,7 +100,7 @@ pub fn run_each(env: &mut Env, scenarios: &[Scenario]) -> Tally {
         }
     };
     let mut tally = Tally {
-        skipped: chosen.iter().filter(|c| !**c).count(),
+        skipped: chosen[part.clone()].iter().filter(|c| !**c).count(),
         ..Tally::default()
     };
     if tally.skipped > 0 {
@@ -100,12 +108,20 @@ pub fn run_each(env: &mut Env, scenarios: &[Scenario]) -> Tally {
     }
     let mut failed_names = Vec::new();
     let mut stuck = BTreeSet::new();
-    for (number, scenario) in (1..).zip(scenarios) {
-        if !chosen[number - 1] {
+    for at in part.clone() {
+        let (number, scenario) = (at + 1, &scenarios[at]);
+        if !chosen[at] {
             continue;
         }
         tally.ran += 1;
         let name = format!("{number}. {}", scenario.name);
+        let in_part = |need: &str| scenarios[part.clone()].iter().any(|s| s.name == need);
+        if let Some(need) = scenario.needs.iter().find(|need| !in_part(need)) {
+            tally.failed += 1;
+            failed_names.push(scenario.name);
+            println!("FAIL {name}\n     not run: it needs \"{need}\", which runs in another part");
+            continue;
+        }
         if let Some(need) = (scenario.needs.iter()).find(|n| failed_names.contains(*n)) {
             tally.failed += 1;
             failed_names.push(scenario.name);
