@@ -211,7 +211,10 @@ pub struct MemcachedSpec {
     /// (or removed by the autoscaler) hands its keys over during its preStop
     /// delay (`highAvailability.gracefulShutdown`) and its replacement takes
     /// them back before it is listed again; most recently used first, for
-    /// at most 60 s; default none (keys are not copied).
+    /// at most 60 s; default none (keys are not copied). The headless
+    /// Service then publishes pods that are not ready
+    /// (`publishNotReadyAddresses`): a leaving pod's name resolves until the
+    /// list drops it, while its keys move.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("enum" = CLIENT_HASHINGS)))]
     pub client_hashing: Option<String>,
@@ -621,6 +624,12 @@ impl MemcachedSpec {
     /// True when `spec.workload` is `StatefulSet`.
     pub fn stateful_set(&self) -> bool {
         self.workload.as_deref() == Some(STATEFUL_SET)
+    }
+
+    /// True when keys are handed over as pods come and go: a StatefulSet
+    /// whose clients' hashing (`spec.clientHashing`) is known.
+    pub fn hands_over_keys(&self) -> bool {
+        self.stateful_set() && self.client_hashing.is_some()
     }
 
     /// True when `spec.autoscaling.enabled` is true.

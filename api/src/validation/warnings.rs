@@ -61,7 +61,7 @@ fn handover_without_pre_stop_delay(spec: &Defaulted) -> Option<String> {
     let delay = spec
         .graceful_shutdown_seconds()
         .map_or(0, |(delay, _)| delay);
-    (spec.stateful_set() && spec.client_hashing.is_some() && delay == 0).then(|| {
+    (spec.hands_over_keys() && delay == 0).then(|| {
         "spec.clientHashing without spec.highAvailability.gracefulShutdown.preStopDelaySeconds: a pod \
          deleted or evicted (a drain, an autoscaler's scale-down) stops at once, and its keys are lost \
          instead of handed over while it is away: a delay gives the copy time"

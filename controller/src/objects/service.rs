@@ -9,7 +9,12 @@ use memcached_api::render::labels::selector_labels;
 
 use crate::objects::meta;
 
-/// The headless Service for `mc`.
+/// The headless Service for `mc`. When keys are handed over
+/// ([`MemcachedSpec::hands_over_keys`]) it publishes pods that are not ready:
+/// clients take their servers from `status.serverList`, which lists a pod
+/// only once it is ready and holds its keys, and a leaving pod, terminating
+/// and so never ready, serves its keys under its name until the list drops
+/// it (cluster DNS answers only the ready endpoints of other Services).
 pub fn build(mc: &Memcached, spec: &MemcachedSpec) -> Service {
     let port = |name: &str, number| ServicePort {
         name: Some(name.into()),
@@ -30,8 +35,50 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec) -> Service {
             cluster_ip: Some("None".into()),
             ports: Some(ports),
             selector: Some(selector_labels(meta::name(mc))),
+            publish_not_ready_addresses: spec.hands_over_keys().then_some(true),
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn not_ready_pods_are_published_only_while_keys_are_handed_over() {
+        let cases = [
+            (
+                "a StatefulSet handing keys over",
+                json!({"workload": "StatefulSet", "clientHashing": "rendezvous"}),
+                Some(true),
+            ),
+            (
+                "a StatefulSet without hashing",
+                json!({"workload": "StatefulSet"}),
+                None,
+            ),
+            (
+                "a Deployment with hashing",
+                json!({"clientHashing": "ketama"}),
+                None,
+            ),
+        ];
+        for (case, spec, published) in cases {
+            let mc: Memcached = serde_json::from_value(json!({
+                "apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+                "metadata": {"name": "c", "namespace": "ns", "uid": "u-1"},
+                "spec": spec,
+            }))
+            .unwrap();
+            let service = build(&mc, &mc.spec);
+            assert_eq!(
+                service.spec.unwrap().publish_not_ready_addresses,
+                published,
+                "{case}"
+            );
+        }
     }
 }

@@ -180,12 +180,14 @@ pub(super) fn leaving(ctx: &Context, mc: &Memcached, spec: &Defaulted) -> Leavin
 /// How `spec`'s clients place keys, when its keys are handed over: a
 /// StatefulSet whose clients' hashing is known.
 fn clients_hashing(spec: &Defaulted) -> Option<Algorithm> {
-    let algorithm = match spec.client_hashing.as_deref()? {
-        RENDEZVOUS => Algorithm::Rendezvous,
-        KETAMA => Algorithm::Ketama,
-        _ => return None,
-    };
-    spec.stateful_set().then_some(algorithm)
+    if !spec.hands_over_keys() {
+        return None;
+    }
+    match spec.client_hashing.as_deref()? {
+        RENDEZVOUS => Some(Algorithm::Rendezvous),
+        KETAMA => Some(Algorithm::Ketama),
+        _ => None,
+    }
 }
 
 /// The pods a StatefulSet runs while `plan` moves: up to the highest

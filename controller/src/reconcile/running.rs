@@ -158,9 +158,13 @@ pub(super) struct Ready {
     pub(super) address: SocketAddr,
 }
 
-/// The ready endpoints of `mc`'s pods behind its headless Service.
+/// The ready endpoints of `mc`'s pods behind its headless Service: their
+/// pod ready (`serving`) and not terminating. Not the `ready` condition: a
+/// Service that publishes pods not ready (handing keys over) has it on all.
 pub(super) fn ready_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
-    endpoints_where(cache, mc, |c| c.ready.unwrap_or(true))
+    endpoints_where(cache, mc, |c| {
+        c.serving.or(c.ready).unwrap_or(true) && c.terminating != Some(true)
+    })
 }
 
 /// The endpoints of `mc`'s pods that terminate (deleted or evicted),

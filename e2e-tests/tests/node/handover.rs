@@ -18,18 +18,21 @@ const MEMCACHED: &str = "handover";
 /// does (the node cordoned until the evicted pod is gone, then uncordoned,
 /// as after a reboot); `maxMemoryMB` 64 -> 128, which replaces every pod.
 /// A client that follows `status.serverList` and resolves its names anew
-/// each pass reads every key (storing none), pass after pass, from the
-/// move until every pod is listed again, and reads them all once more: at
-/// least 95 % after a replaced pod (about 67 % without the handover), 90 %
-/// after the resize (0 % without: a new pod starts empty). Not all: the
-/// LRU crawler does not list an item memcached moves during its walk, and
-/// the resize copies each key out and back (measured: 19,832 of 20,000
-/// after a deleted pod in one run, 19,667 after the resize in the full
-/// suite; 20,000 in the others). Its worst pass is printed:
-/// a leaving pod's name stops resolving as it terminates (cluster DNS
-/// answers ready endpoints only), and until its copy ends and the list
-/// drops it, its keys miss. Each leaving pod was unlisted meanwhile, and
-/// `KeysCopiedFromLeavingPods` Events say what each handed over.
+/// each pass, as cluster DNS answers them, reads every key (storing none),
+/// pass after pass, from the move until every pod is listed again, and
+/// reads them all once more: at least 95 % after a replaced pod (about 67 %
+/// without the handover), 90 % after the resize (0 % without: a new pod
+/// starts empty). Not all: the LRU crawler does not list an item memcached
+/// moves during its walk, and the resize copies each key out and back
+/// (measured: 19,832 of 20,000 after a deleted pod in one run, 19,667 after
+/// the resize in the full suite; 20,000 in the others). At a replaced pod
+/// no pass reads less than 90 %: the headless Service publishes pods not
+/// ready, so the leaving pod's name resolves until the list drops it
+/// (measured: 19,671 and 20,000; 13,332 and 13,450 while its name stopped
+/// resolving as it terminated). The resize's worst pass is only printed
+/// (13,347: a third of the keys missed at one moment, not explained yet).
+/// Each leaving pod was unlisted meanwhile, and `KeysCopiedFromLeavingPods`
+/// Events say what each handed over.
 pub(crate) fn keys_through_replaced_pods(env: &mut Env) -> Result<(), String> {
     ensure_namespace(env, NAMESPACE)?;
     let mut spec = node::scheduling();
@@ -42,14 +45,14 @@ pub(crate) fn keys_through_replaced_pods(env: &mut Env) -> Result<(), String> {
         "enabled": true, "preStopDelaySeconds": 15, "terminationGracePeriodSeconds": 40,
     }});
     env.kubectl.apply(&memcached(NAMESPACE, MEMCACHED, spec))?;
-    let deleted = through(env, "pod 1 deleted", (1, 95), |env| {
+    let deleted = through(env, "pod 1 deleted", (1, 95, Some(90)), |env| {
         let pod = format!("{MEMCACHED}-1");
         let args = ["delete", "pod", &pod, "-n", NAMESPACE, "--wait=false"];
         let before = replaced_pod(env, &pod)?;
         env.kubectl.ok(&args)?;
         Ok(Box::new(move |env: &Env| replaced(env, &before)))
     });
-    let evicted = through(env, "pod 2 evicted by a drain", (1, 95), |env| {
+    let evicted = through(env, "pod 2 evicted by a drain", (1, 95, Some(90)), |env| {
         let pod = format!("{MEMCACHED}-2");
         let before = replaced_pod(env, &pod)?;
         env.kubectl.ok(&["cordon", node::NAME])?;
@@ -74,7 +77,7 @@ pub(crate) fn keys_through_replaced_pods(env: &mut Env) -> Result<(), String> {
         }))
     });
     let uncordoned = env.kubectl.ok(&["uncordon", node::NAME]);
-    let resized = through(env, "maxMemoryMB 64 -> 128", (3, 90), |env| {
+    let resized = through(env, "maxMemoryMB 64 -> 128", (3, 90, None), |env| {
         let resize = json!({"spec": {"memcached": {"maxMemoryMB": 128}}});
         patch(env, NAMESPACE, MEMCACHED, resize)?;
         Ok(Box::new(|env: &Env| rolled_out_with(env, 128)))
@@ -99,11 +102,12 @@ type Moved = Box<dyn Fn(&Env) -> Result<bool, String>>;
 /// From 20,000 keys stored, the move `start` makes (`leaving` pods leave
 /// in turn): read throughout until it is over and every pod is listed
 /// again, then checked as [`keys_through_replaced_pods`] says (at least
-/// `percent` % of the keys read after).
+/// `percent` % of the keys read after, at least `worst_percent` % in each
+/// pass when given).
 fn through(
     env: &Env,
     how: &str,
-    (leaving, percent): (u64, u64),
+    (leaving, percent, worst_percent): (u64, u64, Option<u64>),
     start: impl FnOnce(&Env) -> Result<Moved, String>,
 ) -> Result<(), String> {
     wait_ready(env, NAMESPACE, MEMCACHED, 3)?;
@@ -145,6 +149,10 @@ fn through(
     check(
         after * 100 >= KEYS * percent,
         format!("{how}: {after} of {KEYS} keys read after"),
+    )?;
+    check(
+        worst_percent.is_none_or(|percent| worst * 100 >= KEYS * percent),
+        format!("{how}: a pass read only {worst} of {KEYS} keys"),
     )?;
     check(
         handed >= leaving,

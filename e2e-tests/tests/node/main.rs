@@ -214,7 +214,8 @@ const SECOND_NODE: &[Scenario] = &[
         "a StatefulSet whose clients' hashing is known keeps its keys through a deleted pod, a drain's \
          eviction and a maxMemoryMB resize: each leaving pod hands them over in its preStop delay and is \
          unlisted, its replacement takes them back before it is listed again; a client following \
-         status.serverList reads 95 % of 20,000 keys after a replaced pod, 90 % after the resize",
+         status.serverList reads 95 % of 20,000 keys after a replaced pod (90 % throughout), 90 % \
+         after the resize",
         keys_through_replaced_pods,
     ),
     Scenario::new(

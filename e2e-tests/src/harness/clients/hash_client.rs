@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::harness::scenarios::scenario::{SETTLE, instance_objects, ready_endpoints};
+use crate::harness::scenarios::scenario::{SETTLE, instance_objects, resolved_endpoints};
 use crate::harness::{Env, condition_status, wait_for};
 use crate::workspace_root;
 
@@ -32,11 +32,11 @@ impl ClientConfig {
 
     /// Configured with Memcached `name`'s `status.serverList` (StatefulSet:
     /// `<pod>.<service>.<namespace>.svc:11211`), the names resolved as
-    /// cluster DNS answers them: each ready endpoint's hostname and address
-    /// in the headless Service's EndpointSlices.
+    /// cluster DNS answers them ([`resolved_endpoints`]): each endpoint's
+    /// hostname and address in the headless Service's EndpointSlices.
     pub fn of_server_list(env: &Env, namespace: &str, name: &str) -> Result<Self, String> {
         let mc = env.kubectl.get(&["memcached", name, "-n", namespace])?;
-        let hosts = ready_endpoints(env, namespace, name)?
+        let hosts = resolved_endpoints(env, namespace, name)?
             .iter()
             .filter_map(|e| {
                 Some((

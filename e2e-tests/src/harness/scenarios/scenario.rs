@@ -106,6 +106,20 @@ pub fn instance_objects(
 
 /// The ready endpoints in the Service's EndpointSlices.
 pub fn ready_endpoints(env: &Env, namespace: &str, service: &str) -> Result<Vec<Value>, String> {
+    Ok(ready_in(&endpoint_slices(env, namespace, service)?))
+}
+
+/// The endpoints in the Service's EndpointSlices that cluster DNS answers:
+/// those with the `ready` condition (CoreDNS's kubernetes plugin skips the
+/// others), which a Service publishing pods not ready sets on all.
+pub fn resolved_endpoints(env: &Env, namespace: &str, service: &str) -> Result<Vec<Value>, String> {
+    Ok(endpoints_in(&endpoint_slices(env, namespace, service)?)
+        .filter(|e| e["conditions"]["ready"] != json!(false))
+        .collect())
+}
+
+/// The Service's EndpointSlices.
+fn endpoint_slices(env: &Env, namespace: &str, service: &str) -> Result<Vec<Value>, String> {
     let slices = env.kubectl.get(&[
         "endpointslices",
         "-n",
@@ -113,16 +127,24 @@ pub fn ready_endpoints(env: &Env, namespace: &str, service: &str) -> Result<Vec<
         "-l",
         &format!("kubernetes.io/service-name={service}"),
     ])?;
-    Ok(ready_in(slices["items"].as_array().into_iter().flatten()))
+    Ok(slices["items"].as_array().cloned().unwrap_or_default())
 }
 
-/// The ready endpoints of these EndpointSlices.
+/// The ready endpoints of these EndpointSlices: their pod ready
+/// (`serving`) and not terminating (a Service that publishes pods not ready
+/// has `ready` on all).
 pub fn ready_in<'a>(slices: impl IntoIterator<Item = &'a Value>) -> Vec<Value> {
-    slices
-        .into_iter()
-        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
-        .filter(|e| e["conditions"]["ready"] == json!(true))
-        .collect()
+    let ready = |e: &Value| {
+        let conditions = &e["conditions"];
+        let serving = conditions.get("serving").unwrap_or(&conditions["ready"]);
+        *serving == json!(true) && conditions["terminating"] != json!(true)
+    };
+    endpoints_in(slices).filter(ready).collect()
+}
+
+/// Every endpoint of these EndpointSlices.
+fn endpoints_in<'a>(slices: impl IntoIterator<Item = &'a Value>) -> impl Iterator<Item = Value> {
+    (slices.into_iter()).flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
 }
 
 /// Create `namespace` unless it exists.
