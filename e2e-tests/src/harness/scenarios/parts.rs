@@ -3,9 +3,11 @@
 //! that has a scenario `E2E_ONLY` selects, with [`PART`] naming the part,
 //! and prints each part's lines as they come, after the part's name.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::ops::Range;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use crate::harness::scenarios::runner::{Scenario, select};
 
@@ -22,11 +24,15 @@ pub fn this_part(parts: usize) -> Option<Result<usize, String>> {
     })
 }
 
+/// How long a part's output may go on after the part exited (a process it
+/// started and left behind still holding its pipes).
+const OUTPUT_AFTER_EXIT: Duration = Duration::from_secs(10);
+
 /// Run each part of `parts` (ranges of `scenarios`, named by `name(n)`)
 /// with a scenario `E2E_ONLY` selects as this program again, all at once;
 /// each line they print is printed after its part's name. Each part enters
-/// a network namespace of its own. True when every part exited with
-/// success.
+/// a network namespace of its own. True when every part started and
+/// exited with success.
 pub fn run_parts(
     scenarios: &[Scenario],
     parts: &[Range<usize>],
@@ -35,58 +41,76 @@ pub fn run_parts(
     let only = std::env::var("E2E_ONLY").unwrap_or_default();
     let chosen = select(scenarios, &only)?;
     let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+    let mut passed = true;
     let mut running = Vec::new();
     for (n, part) in parts.iter().enumerate() {
         if !chosen[part.clone()].contains(&true) {
             continue;
         }
-        let mut child = Command::new(&exe)
+        let label = name(n);
+        let started = Command::new(&exe)
             .env(PART, (n + 1).to_string())
             .env_remove("E2E_IN_NETNS")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", name(n)))?;
-        let label = name(n);
-        let relays = [
-            relay(
-                child.stdout.take().map(BufReader::new),
-                label.clone(),
-                false,
-            ),
-            relay(child.stderr.take().map(BufReader::new), label.clone(), true),
-        ];
+            .spawn();
+        let mut child = match started {
+            Ok(child) => child,
+            Err(e) => {
+                println!("FAIL starting {label}: {e}");
+                passed = false;
+                continue;
+            }
+        };
+        let (done, relays) = mpsc::channel();
+        relay(child.stdout.take(), label.clone(), false, done.clone());
+        relay(child.stderr.take(), label.clone(), true, done);
         running.push((label, child, relays));
     }
-    let mut passed = true;
     for (label, mut child, relays) in running {
-        let status = child
-            .wait()
-            .map_err(|e| format!("waiting for {label}: {e}"))?;
-        for relay in relays {
-            let _ = relay.join();
+        match child.wait() {
+            Ok(status) => passed &= status.success(),
+            Err(e) => {
+                println!("FAIL waiting for {label}: {e}");
+                passed = false;
+            }
         }
-        passed &= status.success();
+        // Both relays end once every holder of the pipes is gone.
+        let deadline = Instant::now() + OUTPUT_AFTER_EXIT;
+        for _ in 0..2 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if relays.recv_timeout(left).is_err() {
+                println!("     {label}'s output still open {OUTPUT_AFTER_EXIT:?} after it exited");
+                break;
+            }
+        }
     }
     Ok(passed)
 }
 
-/// A thread printing each line `from` gives after `label`.
-fn relay<R: BufRead + Send + 'static>(
+/// A thread printing each line `from` gives after `label` (invalid UTF-8
+/// replaced), then saying so on `done`.
+fn relay<R: Read + Send + 'static>(
     from: Option<R>,
     label: String,
     errors: bool,
-) -> std::thread::JoinHandle<()> {
+    done: mpsc::Sender<()>,
+) {
     std::thread::spawn(move || {
-        for line in from
-            .into_iter()
-            .flat_map(|from| from.lines().map_while(Result::ok))
-        {
-            if errors {
-                eprintln!("{label} | {line}");
-            } else {
-                println!("{label} | {line}");
+        if let Some(from) = from {
+            let mut from = BufReader::new(from);
+            let mut line = Vec::new();
+            while from.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end_matches('\n');
+                if errors {
+                    eprintln!("{label} | {text}");
+                } else {
+                    println!("{label} | {text}");
+                }
+                line.clear();
             }
         }
-    })
+        let _ = done.send(());
+    });
 }
