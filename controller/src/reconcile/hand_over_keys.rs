@@ -166,15 +166,17 @@ pub(super) fn leaving(ctx: &Context, mc: &Memcached, spec: &Defaulted) -> Leavin
     if clients_hashing(spec).is_none() {
         return Leaving::default();
     }
-    let servers = |serving| {
-        (leaving_endpoints(&ctx.cache, mc, serving).into_iter())
-            .filter_map(|e| Some((pod_server(mc, &e.hostname?), e.address)))
-            .collect::<BTreeMap<_, _>>()
-    };
-    Leaving {
-        servers: servers(false).into_keys().collect(),
-        serving: servers(true),
+    let mut leaving = Leaving::default();
+    for endpoint in leaving_endpoints(&ctx.cache, mc) {
+        let Some(server) = endpoint.hostname.map(|host| pod_server(mc, &host)) else {
+            continue;
+        };
+        if endpoint.serving {
+            leaving.serving.insert(server.clone(), endpoint.address);
+        }
+        leaving.servers.insert(server);
     }
+    leaving
 }
 
 /// How `spec`'s clients place keys, when its keys are handed over: a

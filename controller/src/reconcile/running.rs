@@ -156,6 +156,9 @@ pub(super) struct Ready {
     pub(super) hostname: Option<String>,
     /// Where its memcached answers.
     pub(super) address: SocketAddr,
+    /// Its pod is ready (the `serving` condition): a terminating one still
+    /// answers, in its preStop delay.
+    pub(super) serving: bool,
 }
 
 /// The ready endpoints of `mc`'s pods behind its headless Service: their
@@ -168,11 +171,9 @@ pub(super) fn ready_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
 }
 
 /// The endpoints of `mc`'s pods that terminate (deleted or evicted),
-/// `serving` or not (in its preStop delay, memcached still answers).
-pub(super) fn leaving_endpoints(cache: &Cache, mc: &Memcached, serving: bool) -> Vec<Ready> {
-    endpoints_where(cache, mc, |c| {
-        c.terminating == Some(true) && (!serving || c.serving == Some(true))
-    })
+/// serving or not.
+pub(super) fn leaving_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
+    endpoints_where(cache, mc, |c| c.terminating == Some(true))
 }
 
 /// The endpoints of `mc`'s pods whose conditions `pass` (absent conditions
@@ -183,21 +184,17 @@ fn endpoints_where(
     pass: impl Fn(&EndpointConditions) -> bool,
 ) -> Vec<Ready> {
     (pod_endpoints(cache, mc).into_iter())
-        .filter(|e| {
-            pass(
-                e.conditions
-                    .as_ref()
-                    .unwrap_or(&EndpointConditions::default()),
-            )
+        .filter_map(|e| {
+            let conditions = e.conditions.unwrap_or_default();
+            pass(&conditions).then_some((e.hostname, e.addresses, conditions.serving))
         })
-        .flat_map(|e| {
-            let hostname = e.hostname;
-            (e.addresses
-                .into_iter()
-                .filter_map(|a| memcached_address(&a)))
-            .map(move |address| Ready {
-                hostname: hostname.clone(),
-                address,
+        .flat_map(|(hostname, addresses, serving)| {
+            (addresses.into_iter().filter_map(|a| memcached_address(&a))).map(move |address| {
+                Ready {
+                    hostname: hostname.clone(),
+                    address,
+                    serving: serving == Some(true),
+                }
             })
         })
         .collect()
