@@ -16,9 +16,8 @@ use tokio::time::{Instant, sleep};
 
 use crate::cluster::stored::Stored;
 use crate::handover::copy::{Budget, Progress, copy_out};
-use crate::handover::meta::Copied;
 use crate::handover::placement::{Algorithm, Ring};
-use crate::handover::retire::{GRACE, retire};
+use crate::handover::retire::{GRACE, Unretired, due_before, retire};
 use crate::stats::client::StatsClient;
 
 /// How long one handover may copy before the move goes on without the rest.
@@ -53,7 +52,7 @@ pub struct State {
 type Published = (Option<String>, Vec<String>);
 
 /// Keys copied, with the address of the server they were copied from.
-type Moved = Arc<Mutex<Vec<(SocketAddr, Vec<Copied>)>>>;
+type Moved = Arc<Mutex<Unretired>>;
 
 struct Entry {
     plan: Plan,
@@ -61,9 +60,10 @@ struct Entry {
     /// Each source's progress, by server.
     sources: Arc<Mutex<BTreeMap<String, Progress>>>,
     took: Arc<Mutex<Option<Duration>>>,
-    /// The keys a growing list's copy wrote, by the address of their source:
+    /// The keys a growing list's copy wrote, and those an earlier move
+    /// wrote that this one does not move, by the address of their source:
     /// retired there a [`GRACE`] after the list is published, or before the
-    /// next move (emptied by whichever comes first).
+    /// next move that moves them (emptied by whichever comes first).
     moved: Moved,
     /// Its end was reported.
     reported: bool,
@@ -119,8 +119,9 @@ impl Handovers {
         let mut entries = self.entries.lock().ok()?;
         if entries.get(key).is_none_or(|e| e.plan != *plan) {
             let client = client()?;
-            // The keys the move before moved, not retired yet: retired
-            // first if its list is the one clients use now.
+            // The keys the move before moved, not retired yet, if its list
+            // is the one clients use now: those this move moves again
+            // retired first, the others kept.
             let unretired = (entries.remove(key))
                 .filter(|before| before.plan.to == plan.from)
                 .map(|before| take(&before.moved))
@@ -242,14 +243,14 @@ fn object_of(key: &str) -> ObjectRef<Stored> {
 }
 
 /// The keys in `moved`, taken.
-fn take(moved: &Moved) -> Vec<(SocketAddr, Vec<Copied>)> {
+fn take(moved: &Moved) -> Unretired {
     (moved.lock())
         .map(|mut moved| std::mem::take(&mut *moved))
         .unwrap_or_default()
 }
 
 /// Retire the keys in `moved` where they were copied from ([`retire`]).
-async fn retire_moved(client: &StatsClient, moved: Vec<(SocketAddr, Vec<Copied>)>) {
+async fn retire_moved(client: &StatsClient, moved: Unretired) {
     for (source, copied) in moved {
         let of = copied.len();
         match retire(client, source, &copied).await {
@@ -262,13 +263,14 @@ async fn retire_moved(client: &StatsClient, moved: Vec<(SocketAddr, Vec<Copied>)
 /// Start copying `plan`'s keys from every source at once: every server of a
 /// growing list (each hands some keys to the new ones), the leaving ones of
 /// a shrinking list (rendezvous and ketama keep the others' keys where
-/// they are), after retiring the keys in `unretired`; `object` sent to
+/// they are), after retiring the keys in `unretired` it moves again
+/// ([`due_before`]); `object` sent to
 /// `ended` once done.
 fn start(
     plan: &Plan,
     client: StatsClient,
     addresses: &BTreeMap<String, SocketAddr>,
-    unretired: Vec<(SocketAddr, Vec<Copied>)>,
+    unretired: Unretired,
     (ended, object): (UnboundedSender<ObjectRef<Stored>>, ObjectRef<Stored>),
 ) -> Entry {
     let started = Instant::now();
@@ -292,10 +294,11 @@ fn start(
         deadline: started + DEADLINE,
         max_keys: MAX_KEYS / from.len().max(1),
     };
-    let moved: Moved = Arc::default();
-    let (board, done, kept) = (sources.clone(), took.clone(), moved.clone());
+    let (due, kept) = due_before((&rings.0, &rings.1), unretired);
+    let moved: Moved = Arc::new(Mutex::new(kept));
+    let (board, done, written) = (sources.clone(), took.clone(), moved.clone());
     let task = tokio::spawn(async move {
-        retire_moved(&client, unretired).await;
+        retire_moved(&client, due).await;
         let copies = from.iter().map(|(server, addr)| {
             let (rings, destinations, client, board) =
                 ((&rings.0, &rings.1), &destinations, &client, &board);
@@ -313,8 +316,8 @@ fn start(
         });
         let copied = join_all(copies).await;
         // A leaving server's keys go with it.
-        if let (false, Ok(mut moved)) = (shrinks, kept.lock()) {
-            *moved = copied;
+        if let (false, Ok(mut moved)) = (shrinks, written.lock()) {
+            moved.extend(copied);
         }
         if let Ok(mut took) = done.lock() {
             *took = Some(started.elapsed());
