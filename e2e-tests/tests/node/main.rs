@@ -212,10 +212,10 @@ const SECOND_NODE: &[Scenario] = &[
     ),
     Scenario::new(
         "a StatefulSet whose clients' hashing is known keeps its keys through a deleted pod, a drain's \
-         eviction and a maxMemoryMB resize: each leaving pod hands them over in its preStop delay and is \
-         unlisted, its replacement takes them back before it is listed again; a client following \
-         status.serverList reads 95 % of 20,000 keys after a replaced pod (90 % throughout), 90 % \
-         after the resize",
+         eviction, a maxMemoryMB resize and the autoscaler's 3 -> 4 -> 3: each leaving pod hands them \
+         over in its preStop delay and is unlisted, a replacement or new pod takes its keys before it is \
+         listed; a client following status.serverList reads 90 % of 20,000 keys in every pass, 95 % \
+         after a replaced pod or a scale, 90 % after the resize",
         keys_through_replaced_pods,
     ),
     Scenario::new(
