@@ -46,6 +46,9 @@ pub struct State {
     pub done: bool,
     /// Since it started, or how long it took.
     pub elapsed: Duration,
+    /// Since it ended (zero while it runs): how long the move held its
+    /// list and its leaving pods past the copy.
+    pub since_done: Duration,
 }
 
 /// A server list published, and the uid of the Memcached it was for.
@@ -138,10 +141,12 @@ impl Handovers {
             .values()
             .fold(Progress::default(), add);
         let took = *entry.took.lock().ok()?;
+        let since_start = entry.started.elapsed();
         Some(State {
             progress,
             done: took.is_some(),
-            elapsed: took.unwrap_or_else(|| entry.started.elapsed()),
+            elapsed: took.unwrap_or(since_start),
+            since_done: took.map_or(Duration::ZERO, |t| since_start.saturating_sub(t)),
         })
     }
 

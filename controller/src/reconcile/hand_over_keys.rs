@@ -243,11 +243,12 @@ fn copying(state: &State) -> String {
     )
 }
 
-/// What a finished handover did, for its Event.
+/// What a finished handover did, and how long after its copy the new list
+/// was published (the leaving pods released with it), for its Event.
 fn handed_over(plan: &Plan, state: &State) -> String {
     let p = &state.progress;
     let mut note = format!(
-        "{} -> {} servers: {} of {} keys that move copied ({} taken back: changed meanwhile), {} already there or gone, {} failed, in {:.1} s",
+        "{} -> {} servers: {} of {} keys that move copied ({} taken back: changed meanwhile), {} already there or gone, {} failed, in {:.1} s; the new list published {:.2} s later",
         plan.from.len(),
         plan.to.len(),
         p.copied,
@@ -255,7 +256,8 @@ fn handed_over(plan: &Plan, state: &State) -> String {
         p.withdrawn,
         p.skipped,
         p.failed,
-        state.elapsed.as_secs_f64()
+        state.elapsed.as_secs_f64(),
+        state.since_done.as_secs_f64()
     );
     if let Some(why) = &p.stopped {
         note.push_str(&format!("; stopped early: {why}"));

@@ -24,6 +24,8 @@ pub struct Moves {
     resized: u64,
     /// The controller's time for the copy of 3 -> 4 (its Event).
     copy_seconds: f64,
+    /// How long 4 -> 3 held its leaving pod past its copy (its Event).
+    held_seconds: f64,
 }
 
 impl Moves {
@@ -32,13 +34,15 @@ impl Moves {
         let served = |hits: u64| format!("{:.1}%", 100.0 * hits as f64 / KEYS as f64);
         format!(
             "moves: scale 3->4 served {}, scale 4->3 served {}, deleted pod served {}, \
-             drained node served {}, maxMemoryMB 64->128 served {}, copy took {:.1} s for {KEYS} keys",
+             drained node served {}, maxMemoryMB 64->128 served {}, copy took {:.1} s for {KEYS} keys, \
+             leaving pod held {:.2} s past its copy",
             served(self.scale_up),
             served(self.scale_down),
             served(self.deleted),
             served(self.drained),
             served(self.resized),
             self.copy_seconds,
+            self.held_seconds,
         )
     }
 }
@@ -55,8 +59,9 @@ pub fn run(env: &Env) -> Result<Moves, String> {
     });
     env.kubectl.apply(&memcached(NAMESPACE, NAME, spec))?;
     let scale_up = scale(env, 3, 4)?;
-    let copy_seconds = copy_seconds(env)?;
+    let copy_seconds = event_seconds(env, "KeysCopiedToNewPods", " failed, in ")?;
     let scale_down = scale(env, 4, 3)?;
+    let held_seconds = event_seconds(env, "KeysCopiedFromLeavingPods", " published ")?;
     let victim = pod_one(env)?;
     let deleted = worst_pass(
         env,
@@ -92,6 +97,7 @@ pub fn run(env: &Env) -> Result<Moves, String> {
         drained,
         resized,
         copy_seconds,
+        held_seconds,
     })
 }
 
@@ -195,17 +201,15 @@ fn rolled_out_with(env: &Env, megabytes: u32) -> Result<(), String> {
     settled(env, 3)
 }
 
-/// The seconds the `KeysCopiedToNewPods` Event gives the copy (`... in 1.2 s`).
-fn copy_seconds(env: &Env) -> Result<f64, String> {
-    let events = env.kubectl.get(&[
-        "events",
-        "-n",
-        NAMESPACE,
-        "--field-selector",
-        "reason=KeysCopiedToNewPods",
-    ])?;
+/// The seconds the first `reason` Event gives between `before` and ` s`
+/// (its note: `... failed, in 1.2 s; the new list published 0.01 s later`).
+fn event_seconds(env: &Env, reason: &str, before: &str) -> Result<f64, String> {
+    let selector = format!("reason={reason}");
+    let events = env
+        .kubectl
+        .get(&["events", "-n", NAMESPACE, "--field-selector", &selector])?;
     (events["items"].as_array().into_iter().flatten())
         .filter_map(|e| e["message"].as_str())
-        .find_map(|m| m.rsplit_once(" in ")?.1.strip_suffix(" s")?.parse().ok())
-        .ok_or_else(|| format!("no KeysCopiedToNewPods Event with a time: {events}"))
+        .find_map(|m| m.split_once(before)?.1.split_once(" s")?.0.parse().ok())
+        .ok_or_else(|| format!("no {reason} Event with a time after {before:?}: {events}"))
 }
