@@ -68,6 +68,8 @@ struct Entry {
     /// retired there a [`GRACE`] after the list is published, or before the
     /// next move that moves them (emptied by whichever comes first).
     moved: Moved,
+    /// How many of `moved`'s first lists are those an earlier move wrote.
+    carried: usize,
     /// Its end was reported.
     reported: bool,
     /// The copy, stopped when the entry goes (a plan replaced or forgotten:
@@ -122,13 +124,20 @@ impl Handovers {
         let mut entries = self.entries.lock().ok()?;
         if entries.get(key).is_none_or(|e| e.plan != *plan) {
             let client = client()?;
-            // The keys the move before moved, not retired yet, if its list
-            // is the one clients use now: those this move moves again
-            // retired first, the others kept.
-            let unretired = (entries.remove(key))
-                .filter(|before| before.plan.to == plan.from)
-                .map(|before| take(&before.moved))
-                .unwrap_or_default();
+            // The keys the move before moved, not retired yet. If its list
+            // is the one clients use now, those this move moves again are
+            // retired first and the others kept; else only those it carried
+            // from an earlier move, all retired first (its own copies were
+            // never published: clients still read the keys where they were).
+            let unretired = match entries.remove(key) {
+                Some(before) if before.plan.to == plan.from => (take(&before.moved), Vec::new()),
+                Some(before) => {
+                    let mut carried = take(&before.moved);
+                    carried.truncate(before.carried);
+                    (Vec::new(), carried)
+                }
+                None => Default::default(),
+            };
             let ended = (self.ended.clone(), object_of(key));
             let entry = start(plan, client, addresses, unretired, ended);
             entries.insert(key.to_string(), entry);
@@ -161,10 +170,11 @@ impl Handovers {
     }
 
     /// After `key`'s server list is published as `published` (no move
-    /// needed): a handover that grew the list to it retires the keys it
-    /// moved where they were a [`GRACE`] later ([`retire`], with the stats
-    /// `client` made now), unless the next move does first, and is forgotten
-    /// once they are; any other is forgotten now.
+    /// needed): a handover that grew the list to it, or carried keys from an
+    /// earlier move, retires them where they were a [`GRACE`] later
+    /// ([`retire`], with the stats `client` made now), unless the next move
+    /// does first, and is forgotten once they are; any other is forgotten
+    /// now, the keys it carried retired at once.
     pub fn settle(
         &self,
         key: &str,
@@ -182,9 +192,24 @@ impl Handovers {
         if entry.published && unretired {
             return;
         }
-        let client = (!entry.published && done && entry.plan.to == published && unretired)
-            .then(client)
-            .flatten();
+        let publishes = !entry.published && done && entry.plan.to == published && unretired;
+        // Forgotten before its list was published: the keys it carried from
+        // an earlier move are retired now (its own copies never were read).
+        let carried = if publishes || entry.published {
+            Vec::new()
+        } else {
+            let mut carried = take(&entry.moved);
+            carried.truncate(entry.carried);
+            carried
+        };
+        let client = (publishes || !carried.is_empty()).then(client).flatten();
+        if !publishes {
+            entries.remove(key);
+            if let Some(client) = client {
+                tokio::spawn(async move { retire_moved(&client, carried).await });
+            }
+            return;
+        }
         let Some(client) = client else {
             entries.remove(key);
             return;
@@ -268,14 +293,14 @@ async fn retire_moved(client: &StatsClient, moved: Unretired) {
 /// Start copying `plan`'s keys from every source at once: every server of a
 /// growing list (each hands some keys to the new ones), the leaving ones of
 /// a shrinking list (rendezvous and ketama keep the others' keys where
-/// they are), after retiring the keys in `unretired` it moves again
-/// ([`due_before`]); `object` sent to
-/// `ended` once done.
+/// they are), after retiring the keys of `unretired.0` it moves again
+/// ([`due_before`]) and those of `unretired.1`; `object` sent to `ended`
+/// once done.
 fn start(
     plan: &Plan,
     client: StatsClient,
     addresses: &BTreeMap<String, SocketAddr>,
-    unretired: Unretired,
+    unretired: (Unretired, Unretired),
     (ended, object): (UnboundedSender<ObjectRef<Stored>>, ObjectRef<Stored>),
 ) -> Entry {
     let started = Instant::now();
@@ -299,7 +324,9 @@ fn start(
         deadline: started + DEADLINE,
         max_keys: MAX_KEYS / from.len().max(1),
     };
-    let (due, kept) = due_before((&rings.0, &rings.1), unretired);
+    let (mut due, kept) = due_before((&rings.0, &rings.1), unretired.0);
+    due.extend(unretired.1);
+    let carried = kept.len();
     let moved: Moved = Arc::new(Mutex::new(kept));
     let (board, done, written) = (sources.clone(), took.clone(), moved.clone());
     let task = tokio::spawn(async move {
@@ -335,6 +362,7 @@ fn start(
         sources,
         took,
         moved,
+        carried,
         reported: false,
         task: task.abort_handle(),
         published: false,
