@@ -16,6 +16,7 @@ use tokio::time::{Instant, sleep};
 
 use crate::cluster::stored::Stored;
 use crate::handover::copy::{Budget, Progress, copy_out};
+use crate::handover::meta::Copied;
 use crate::handover::placement::{Algorithm, Ring};
 use crate::handover::retire::{GRACE, Unretired, due_before, retire};
 use crate::stats::client::StatsClient;
@@ -46,8 +47,8 @@ pub struct State {
     pub done: bool,
     /// Since it started, or how long it took.
     pub elapsed: Duration,
-    /// Since it ended (zero while it runs): how long the move held its
-    /// list and its leaving pods past the copy.
+    /// Since it ended (zero while it runs): read by the reconcile that
+    /// publishes the new list, how long after the copy that began.
     pub since_done: Duration,
 }
 
@@ -126,14 +127,16 @@ impl Handovers {
             let client = client()?;
             // The keys the move before moved, not retired yet. If its list
             // is the one clients use now, those this move moves again are
-            // retired first and the others kept; else only those it carried
-            // from an earlier move, all retired first (its own copies were
-            // never published: clients still read the keys where they were).
+            // retired first and the others kept; else all are retired first,
+            // but for its own copies of a list never published (clients still
+            // read those keys where they were).
             let unretired = match entries.remove(key) {
                 Some(before) if before.plan.to == plan.from => (take(&before.moved), Vec::new()),
                 Some(before) => {
                     let mut carried = take(&before.moved);
-                    carried.truncate(before.carried);
+                    if !before.published {
+                        carried.truncate(before.carried);
+                    }
                     (Vec::new(), carried)
                 }
                 None => Default::default(),
@@ -279,15 +282,21 @@ fn take(moved: &Moved) -> Unretired {
         .unwrap_or_default()
 }
 
-/// Retire the keys in `moved` where they were copied from ([`retire`]).
+/// Retire the keys in `moved` where they were copied from ([`retire`]),
+/// from every source at once (one that is gone costs its connect timeout).
 async fn retire_moved(client: &StatsClient, moved: Unretired) {
+    let mut by_source: BTreeMap<SocketAddr, Vec<Copied>> = BTreeMap::new();
     for (source, copied) in moved {
+        by_source.entry(source).or_default().extend(copied);
+    }
+    join_all(by_source.into_iter().map(|(source, copied)| async move {
         let of = copied.len();
         match retire(client, source, &copied).await {
             Ok(n) => tracing::info!(%source, retired = n, of, "moved keys retired"),
             Err(e) => tracing::info!(%source, error = %e, of, "moved keys not retired"),
         }
-    }
+    }))
+    .await;
 }
 
 /// Start copying `plan`'s keys from every source at once: every server of a
@@ -329,8 +338,13 @@ fn start(
     let carried = kept.len();
     let moved: Moved = Arc::new(Mutex::new(kept));
     let (board, done, written) = (sources.clone(), took.clone(), moved.clone());
+    // Not stopped with the entry: a move replaced meanwhile loses no key to retire.
+    let retiring = tokio::spawn({
+        let client = client.clone();
+        async move { retire_moved(&client, due).await }
+    });
     let task = tokio::spawn(async move {
-        retire_moved(&client, due).await;
+        let _ = retiring.await;
         let copies = from.iter().map(|(server, addr)| {
             let (rings, destinations, client, board) =
                 ((&rings.0, &rings.1), &destinations, &client, &board);

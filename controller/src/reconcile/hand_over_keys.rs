@@ -243,12 +243,13 @@ fn copying(state: &State) -> String {
     )
 }
 
-/// What a finished handover did, and how long after its copy the new list
-/// was published (the leaving pods released with it), for its Event.
+/// What a finished handover did, and how long after its copy the reconcile
+/// that publishes the new list (and releases the leaving pods) began, for
+/// its Event.
 fn handed_over(plan: &Plan, state: &State) -> String {
     let p = &state.progress;
     let mut note = format!(
-        "{} -> {} servers: {} of {} keys that move copied ({} taken back: changed meanwhile), {} already there or gone, {} failed, in {:.1} s; the new list published {:.2} s later",
+        "{} -> {} servers: {} of {} keys that move copied ({} taken back: changed meanwhile), {} already there or gone, {} failed, in {:.1} s; the reconcile publishing the new list began {:.2} s later",
         plan.from.len(),
         plan.to.len(),
         p.copied,

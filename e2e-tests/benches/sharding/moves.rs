@@ -24,7 +24,8 @@ pub struct Moves {
     resized: u64,
     /// The controller's time for the copy of 3 -> 4 (its Event).
     copy_seconds: f64,
-    /// How long 4 -> 3 held its leaving pod past its copy (its Event).
+    /// How long after the copy of 4 -> 3 the reconcile releasing its
+    /// leaving pod began (its Event).
     held_seconds: f64,
 }
 
@@ -35,7 +36,7 @@ impl Moves {
         format!(
             "moves: scale 3->4 served {}, scale 4->3 served {}, deleted pod served {}, \
              drained node served {}, maxMemoryMB 64->128 served {}, copy took {:.1} s for {KEYS} keys, \
-             leaving pod held {:.2} s past its copy",
+             release of the leaving pod began {:.2} s after its copy",
             served(self.scale_up),
             served(self.scale_down),
             served(self.deleted),
@@ -61,7 +62,7 @@ pub fn run(env: &Env) -> Result<Moves, String> {
     let scale_up = scale(env, 3, 4)?;
     let copy_seconds = event_seconds(env, "KeysCopiedToNewPods", " failed, in ")?;
     let scale_down = scale(env, 4, 3)?;
-    let held_seconds = event_seconds(env, "KeysCopiedFromLeavingPods", " published ")?;
+    let held_seconds = event_seconds(env, "KeysCopiedFromLeavingPods", " began ")?;
     let victim = pod_one(env)?;
     let deleted = worst_pass(
         env,
@@ -202,7 +203,8 @@ fn rolled_out_with(env: &Env, megabytes: u32) -> Result<(), String> {
 }
 
 /// The seconds the first `reason` Event gives between `before` and ` s`
-/// (its note: `... failed, in 1.2 s; the new list published 0.01 s later`).
+/// (its note: `... failed, in 1.2 s; the reconcile publishing the new list
+/// began 0.01 s later`).
 fn event_seconds(env: &Env, reason: &str, before: &str) -> Result<f64, String> {
     let selector = format!("reason={reason}");
     let events = env

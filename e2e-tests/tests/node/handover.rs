@@ -22,15 +22,15 @@ const MEMCACHED: &str = "handover";
 /// `status.serverList` and resolves its names anew each pass, as cluster
 /// DNS answers them, reads every key (storing none), pass after pass, from
 /// the move until it is over and its list changed, and reads them all once
-/// more: at least 95 % after a replaced pod or a scale (about 67 % without
-/// the handover), 90 % after the resize (0 % without: a new pod starts
+/// more: at least 95 % after a replaced pod or a scale (about 67 % and 75 %
+/// without the handover), 90 % after the resize (0 % without: a new pod starts
 /// empty), and at least 90 % in every pass. Not all: the LRU crawler does
 /// not list an item memcached moves during its walk, and the resize copies
 /// each key out and back (measured: 19,832 of 20,000 after a deleted pod in
 /// one run, 19,667 after the resize in the full suite; 20,000 in the
 /// others). The leaving pod's name resolves until the list drops it: the
-/// headless Service publishes pods not ready. The resize's passes read 98 %
-/// too since a replaced pod's keys, copied back to it, stay where clients
+/// headless Service publishes pods not ready. The resize's passes read 97 %
+/// and more since a replaced pod's keys, copied back to it, stay where clients
 /// of the list before read them while the next pod leaves (measured under
 /// load: 13,332 of 20,000 in one pass before). Each leaving pod was
 /// unlisted meanwhile, and `KeysCopiedFromLeavingPods` and
