@@ -69,7 +69,7 @@ DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iprou
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
 	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip openssl:openssl readelf:binutils
 
-.PHONY: all help prereqs toolchain deps demo bins test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-kwctl bench-guest bench-rollout bench-kubewarden push push-chart image push-image lint fmt fixtures crd clean
+.PHONY: all help prereqs toolchain deps demo bins test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-big-cache bench-kwctl bench-guest bench-rollout bench-kubewarden push push-chart image push-image lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -408,6 +408,14 @@ bench-e2e: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECE
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench sharding
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench controller
 	$(MAKE) --no-print-directory bench-rollout bench-kubewarden
+
+## bench-big-cache: a cache of 1 GiB (values of 1 KiB to 100 KiB) scaled 3 -> 4, its keys handed over: the new
+## pod's time to Ready and to status.serverList, the controller's copy (its Event), the keys and bytes served after
+## (release controller; benches/big_cache.rs).
+bench-big-cache: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES)
+	$(CARGO) build --locked --release -p memcached-controller
+	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench big_cache
+	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench big_cache
 
 ## crd: regenerate deploy/crd.yaml from the API types, and the Memcached reference (docs/reference) from it; and the
 ## docs' lines that state the memcached option table's defaults and bounds (policy-wasm/README.md, README.md;

@@ -3,7 +3,7 @@
 
 oslo.cache's `dogpile.cache.pymemcache` backend hands `[cache] memcache_servers`
 to pymemcache's HashClient, which places each key on one server by rendezvous
-hashing over the configured `host:port` strings. `make bench-e2e` (benches/sharding.rs)
+hashing over the configured `host:port` strings. `make bench-e2e` (benches/sharding/)
 runs this script to measure how many keys survive scaling, pod restarts and
 rollouts with the client configured from the operator's server list.
 
@@ -13,6 +13,11 @@ Usage:
   sharding.py check --servers H:P,... [--hosts NAME=IP,...] [--keys N] [--generation G]
   sharding.py serve --servers H:P,... [--hosts NAME=IP,...] [--keys N]
   sharding.py kept --servers H:P,... [--hosts NAME=IP,...] [--keys N] [--wait SECONDS]
+
+Each command also takes `--value-sizes MIN-MAX`: values of MIN to MAX bytes
+instead of short ones, each key's size and bytes fixed by the key (sizes
+log-uniform over the range: many small items, few large), and the report
+gains `bytes` (the keys' values, in all) and, when reading, `hit_bytes`.
 
 `store` empties every server (`flush_all`), then writes keys `key-0` ...
 `key-<N-1>`: a full cache holding each key exactly where the client puts it,
@@ -42,6 +47,7 @@ keeps its keys.
 """
 
 import argparse
+import hashlib
 import ipaddress
 import json
 import socket
@@ -99,9 +105,22 @@ def keys(count):
     return [f"key-{i}" for i in range(count)]
 
 
-def value(key, generation=0):
+def value(key, generation=0, sizes=None):
     suffix = f"@{generation}" if generation else ""
-    return f"value-of-{key}{suffix}".encode()
+    text = f"value-of-{key}{suffix}".encode()
+    if sizes is None:
+        return text
+    low, high = sizes
+    fraction = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
+    size = round(low * (high / low) ** fraction)
+    return (text * (size // len(text) + 1))[:size]
+
+
+def parse_sizes(text):
+    low, sep, high = text.partition("-")
+    if not sep or not low.isdigit() or not high.isdigit() or not 0 < int(low) <= int(high):
+        raise argparse.ArgumentTypeError(f"--value-sizes {text!r} is not MIN-MAX bytes")
+    return int(low), int(high)
 
 
 def reachable(server, resolver):
@@ -120,7 +139,7 @@ def reachable(server, resolver):
         return None
 
 
-def kept(client, names, resolver, wait):
+def kept(client, names, resolver, wait, sizes=None):
     """The keys of `names` their server holds, asking a server that does not
     answer again until it does, for at most `wait` seconds."""
     by_server = {}
@@ -141,7 +160,7 @@ def kept(client, names, resolver, wait):
                 for start in range(0, len(owned), BATCH):
                     batch = owned[start : start + BATCH]
                     found = direct.get_many(batch)
-                    held += sum(1 for key in batch if found.get(key) == value(key))
+                    held += sum(1 for key in batch if found.get(key) == value(key, 0, sizes))
                 hits += held
                 break
             except Exception:
@@ -153,7 +172,7 @@ def kept(client, names, resolver, wait):
     return hits
 
 
-def run(command, servers, hosts, count, wait=20, generation=0):
+def run(command, servers, hosts, count, wait=20, generation=0, sizes=None):
     resolver = Resolver(hosts)
     clients = {server: reachable(server, resolver) for server in servers}
     client = HashClient(
@@ -174,27 +193,32 @@ def run(command, servers, hosts, count, wait=20, generation=0):
         "unreachable": [s for s, c in clients.items() if c is None],
     }
     if command == "kept":
-        report["hits"] = kept(client, names, resolver, wait)
+        report["hits"] = kept(client, names, resolver, wait, sizes)
     elif command in ("store", "update"):
         for direct in clients.values():
             if direct is not None and command == "store":
                 direct.flush_all(noreply=False)
         failed = 0
         for start in range(0, count, BATCH):
-            batch = {key: value(key, generation) for key in names[start : start + BATCH]}
+            batch = {key: value(key, generation, sizes) for key in names[start : start + BATCH]}
             failed += len(client.set_many(batch, noreply=False))
         report["stored"] = count - failed
     else:
-        hits = 0
+        hits = hit_bytes = 0
         for start in range(0, count, BATCH):
             batch = names[start : start + BATCH]
             found = client.get_many(batch)
-            hit = [key for key in batch if found.get(key) == value(key, generation)]
+            hit = [key for key in batch if found.get(key) == value(key, generation, sizes)]
             hits += len(hit)
+            hit_bytes += sum(len(found[key]) for key in hit)
             if command == "serve" and len(hit) < len(batch):
                 missed = set(batch) - set(hit)
-                client.set_many({key: value(key) for key in missed}, noreply=False)
+                client.set_many({key: value(key, 0, sizes) for key in missed}, noreply=False)
         report["hits"] = hits
+        if sizes is not None:
+            report["hit_bytes"] = hit_bytes
+    if sizes is not None:
+        report["bytes"] = sum(len(value(key, generation, sizes)) for key in names)
     client.close()
     for direct in filter(None, clients.values()):
         direct.close()
@@ -209,8 +233,9 @@ def main(argv):
     parser.add_argument("--keys", type=int, default=20000)
     parser.add_argument("--wait", type=float, default=20, help="kept: seconds to wait for a server")
     parser.add_argument("--generation", type=int, default=0, help="which values: store, update, check")
+    parser.add_argument("--value-sizes", type=parse_sizes, help="MIN-MAX: values of MIN to MAX bytes")
     args = parser.parse_args(argv)
-    report = run(args.command, args.servers, args.hosts, args.keys, args.wait, args.generation)
+    report = run(args.command, args.servers, args.hosts, args.keys, args.wait, args.generation, args.value_sizes)
     print(json.dumps(report, sort_keys=True))
 
 

@@ -8,6 +8,7 @@
 
 use e2e_tests::harness::clients::hash_client::serve;
 use e2e_tests::harness::scenarios::pods::rolled_out_with_memory;
+use e2e_tests::harness::scenarios::scenario::event_notes;
 use e2e_tests::harness::{check, condition};
 
 use super::*;
@@ -206,12 +207,8 @@ fn rolled_out_with(env: &Env, megabytes: u32) -> Result<(), String> {
 /// (its note: `... failed, in 1.2 s; the reconcile publishing the new list
 /// began 0.01 s later`).
 fn event_seconds(env: &Env, reason: &str, before: &str) -> Result<f64, String> {
-    let selector = format!("reason={reason}");
-    let events = env
-        .kubectl
-        .get(&["events", "-n", NAMESPACE, "--field-selector", &selector])?;
-    (events["items"].as_array().into_iter().flatten())
-        .filter_map(|e| e["message"].as_str())
+    let notes = event_notes(env, NAMESPACE, reason)?;
+    (notes.iter())
         .find_map(|m| m.split_once(before)?.1.split_once(" s")?.0.parse().ok())
-        .ok_or_else(|| format!("no {reason} Event with a time after {before:?}: {events}"))
+        .ok_or_else(|| format!("no {reason} Event with a time after {before:?}: {notes:?}"))
 }

@@ -157,6 +157,17 @@ pub fn ensure_namespace(env: &Env, namespace: &str) -> Result<(), String> {
         .map(drop)
 }
 
+/// The notes (`message`) of the Events of `reason` in `namespace`.
+pub fn event_notes(env: &Env, namespace: &str, reason: &str) -> Result<Vec<String>, String> {
+    let selector = format!("reason={reason}");
+    let events = env
+        .kubectl
+        .get(&["events", "-n", namespace, "--field-selector", &selector])?;
+    Ok((events["items"].as_array().into_iter().flatten())
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect())
+}
+
 /// Annotate a Memcached so it is reconciled again (nothing else changes).
 pub fn touch(env: &Env, namespace: &str, name: &str) -> Result<(), String> {
     let now = std::time::SystemTime::now()
