@@ -6,6 +6,7 @@ use super::*;
 use e2e_tests::harness::clients::hash_client::{
     ClientConfig, Mode, count, current, sharding_with, store, update,
 };
+use e2e_tests::harness::scenarios::scenario::event_notes;
 
 /// Keys stored, as the sharding bench stores them.
 const KEYS: u64 = 20_000;
@@ -88,13 +89,7 @@ pub(crate) fn keys_through_scaling(env: &mut Env) -> Result<(), String> {
         ("KeysCopiedToNewPods", "3 -> 4 servers"),
         ("KeysCopiedFromLeavingPods", "4 -> 3 servers"),
     ] {
-        let selector = format!("reason={reason}");
-        let events = env
-            .kubectl
-            .get(&["events", "-n", ns, "--field-selector", &selector])?;
-        let notes: Vec<&str> = (events["items"].as_array().into_iter().flatten())
-            .filter_map(|e| e["message"].as_str())
-            .collect();
+        let notes = event_notes(env, ns, reason)?;
         let Some(said) = notes.iter().find(|n| n.starts_with(note)) else {
             return Err(format!("{reason} events: {notes:?}"));
         };
