@@ -209,9 +209,18 @@ pub struct Prometheus {
 
 impl Prometheus {
     /// `GET /api/v1/<path>`: its `data`, or the error Prometheus gave.
+    /// A connection that fails is tried again, twice: on a busy machine a
+    /// pod's accept can miss the 2 s connect timeout of one poll.
     fn api(&self, path: &str) -> Result<Value, String> {
-        let body = http::get(self.address, &format!("/api/v1/{path}"))
-            .map_err(|e| format!("Prometheus /api/v1/{path}: {e}"))?;
+        let mut tries = 1;
+        let body = loop {
+            match http::get(self.address, &format!("/api/v1/{path}")) {
+                Ok(body) => break body,
+                Err(e) if tries == 3 => return Err(format!("Prometheus /api/v1/{path}: {e}")),
+                Err(_) => tries += 1,
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        };
         let answer: Value =
             serde_json::from_str(&body).map_err(|e| format!("/api/v1/{path}: {e}: {body}"))?;
         if answer["status"] == "success" {
