@@ -104,6 +104,7 @@ async fn hand_over(
         let budget = Budget {
             deadline: tokio::time::Instant::now() + Duration::from_secs(30),
             max_keys,
+            sources: 1,
         };
         let source = (server.addr, name.as_str());
         done.push(
@@ -186,7 +187,7 @@ on_each_release! {
             ..Default::default()
         };
         let destinations: BTreeMap<usize, SocketAddr> = servers.iter().take(3).map(|s| s.addr).enumerate().collect();
-        let budget = Budget { deadline: tokio::time::Instant::now() + Duration::from_secs(30), max_keys: 100_000 };
+        let budget = Budget { deadline: tokio::time::Instant::now() + Duration::from_secs(30), max_keys: 100_000, sources: 1 };
         let (done, _) = copy_out(&client, (servers[3].addr, "cache-3.cache.ns.svc:11211"), (&four, &three), &destinations, budget, |_| {}).await;
         assert!(done.finished(), "{done:?}");
         assert_eq!((done.moving, done.copied, done.skipped, done.failed), (on_leaving.len() as u64, on_leaving.len() as u64 - 1, 1, 0));
@@ -220,6 +221,34 @@ on_each_release! {
         for key in &recent {
             assert_eq!(destination.get(key).map(|(v, _, _)| v).as_deref(), Some("recent"), "{key}");
         }
+    }
+
+    /// A server that cannot hold every key that moves to it (8 MiB for
+    /// about 23 MiB) is sent no more than its memory, and keeps the most
+    /// recently used: memcached evicts the items written earliest.
+    #[tokio::test]
+    async fn a_server_too_small_keeps_the_most_recently_used() {
+        let servers = vec![start(&[]), start(&["-m".into(), "8".into()])];
+        let two = Ring::new(Algorithm::Rendezvous, &names(2));
+        let mut source = Client::new(servers[0].addr, None);
+        let mut moving = (0..).map(|k| format!("key-{k}")).filter(|k| two.owner(k.as_bytes()) == Some(1));
+        let value = |tag: &str| format!("{tag}{}", "-".repeat(8000 - tag.len()));
+        for key in moving.by_ref().take(2700) {
+            source.set(&key, &value("older"), 0, 0);
+        }
+        // memcached's clock ticks each second: the next keys are newer by it.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        let recent: Vec<String> = moving.take(300).collect();
+        for key in &recent {
+            source.set(key, &value("recent"), 0, 0);
+        }
+        let done = hand_over(&StatsClient::default(), &servers, (&Ring::new(Algorithm::Rendezvous, &names(1)), &two), 100_000).await;
+        let p = &done[0];
+        assert_eq!(p.moving, 3000, "{p:?}");
+        assert!(p.unfit > 1500 && p.copied + p.unfit == 3000 && p.finished(), "{p:?}");
+        let mut destination = Client::new(servers[1].addr, None);
+        let kept = recent.iter().filter(|key| destination.get(key).is_some_and(|(v, _, _)| v == value("recent"))).count();
+        assert_eq!(kept, recent.len(), "the most recently used kept: {p:?}");
     }
 }
 
@@ -271,7 +300,7 @@ on_each_release! {
         }
         let client = StatsClient::default();
         let destinations = BTreeMap::from([(1, servers[1].addr)]);
-        let budget = || Budget { deadline: tokio::time::Instant::now() + Duration::from_secs(30), max_keys: 1000 };
+        let budget = || Budget { deadline: tokio::time::Instant::now() + Duration::from_secs(30), max_keys: 1000, sources: 1 };
         let (done, copies) = copy_out(&client, (servers[0].addr, names(2)[0].as_str()), (&one, &two), &destinations, budget(), |_| {}).await;
         assert_eq!((done.copied, copies.len()), (moving.len() as u64, moving.len()), "{done:?}");
         // A client still on the old list writes one after the copy.

@@ -332,6 +332,7 @@ fn start(
     let budget = Budget {
         deadline: started + DEADLINE,
         max_keys: MAX_KEYS / from.len().max(1),
+        sources: from.len(),
     };
     let (mut due, kept) = due_before((&rings.0, &rings.1), unretired.0);
     due.extend(unretired.1);
@@ -389,6 +390,7 @@ fn add(mut sum: Progress, one: &Progress) -> Progress {
     sum.copied += one.copied;
     sum.skipped += one.skipped;
     sum.failed += one.failed;
+    sum.unfit += one.unfit;
     sum.withdrawn += one.withdrawn;
     sum.stopped = sum.stopped.or_else(|| one.stopped.clone());
     sum

@@ -5,8 +5,9 @@
 //! client wrote there (to a server that joins, which no client uses yet,
 //! set over an earlier copy); then the copies of keys changed or deleted on
 //! the source meanwhile are taken back ([`crate::handover::withdraw`]).
-//! Bounded by a [`Budget`]: a deadline, a number of keys, and the bytes of
-//! one batch.
+//! Bounded by a [`Budget`]: a deadline, a number of keys, the memory of
+//! each server written to ([`crate::handover::fit`]), and the bytes of one
+//! batch.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::{Instant, timeout_at};
 
+use crate::handover::fit::fit;
 use crate::handover::listing::{Listed, list};
 use crate::handover::meta::{BATCH_KEYS, Copied, flag, meta_key, refused};
 use crate::handover::owners::Owners;
@@ -31,6 +33,8 @@ pub struct Budget {
     pub deadline: Instant,
     /// The most recently used keys kept from the listing, at most.
     pub max_keys: usize,
+    /// Sources copying to the same servers at once, this one among them.
+    pub sources: usize,
 }
 
 /// What one copy did.
@@ -47,6 +51,9 @@ pub struct Progress {
     pub skipped: u64,
     /// Not written: a server refused the key or did not answer.
     pub failed: u64,
+    /// Not written: more than the memory of the server it goes to holds
+    /// (the least recently used left out).
+    pub unfit: u64,
     /// Copies taken back: the key changed or left the source while the
     /// copy ran (counted in `copied` too).
     pub withdrawn: u64,
@@ -57,7 +64,8 @@ pub struct Progress {
 impl Progress {
     /// Every moving key was tried.
     pub fn finished(&self) -> bool {
-        self.stopped.is_none() && self.copied + self.skipped + self.failed >= self.moving
+        self.stopped.is_none()
+            && self.copied + self.skipped + self.failed + self.unfit >= self.moving
     }
 }
 
@@ -71,8 +79,8 @@ const WITHDRAW_RESERVE: Duration = Duration::from_secs(10);
 /// Copy the keys clients ask the server at `source` (named `source_name`)
 /// for now, under the ring `rings.0`, that the ring they will use,
 /// `rings.1`, places on another of its servers, to that server's address in
-/// `destinations` (by index in `rings.1`), most recently used first, within
-/// `budget`; then take back the copies of keys changed on the source
+/// `destinations` (by index in `rings.1`): the most recently used, as many
+/// as each holds, within `budget`; then take back the copies of keys changed on the source
 /// meanwhile, whether the copy ended or not. `report` sees the progress
 /// after each batch. What it did, and the keys it copied.
 pub async fn copy_out(
@@ -99,13 +107,23 @@ pub async fn copy_out(
         }
     };
     progress.moving = listed.len() as u64;
-    report(&progress);
     let mut owners = Owners::new(client, destinations);
     let (now, next) = rings;
     owners.fresh = (next.servers().iter().enumerate())
         .filter(|(_, server)| !now.servers().contains(server))
         .map(|(i, _)| i)
         .collect();
+    let (listed, unfit) = match timeout_at(copy_until, fit(&mut owners, listed, budget.sources))
+        .await
+    {
+        Ok(fitted) => fitted,
+        Err(_) => {
+            progress.stopped = Some("the deadline passed while reading the servers' memory".into());
+            return (progress, Vec::new());
+        }
+    };
+    progress.unfit = unfit;
+    report(&progress);
     let mut copied = Vec::new();
     let copy = async {
         let mut from = client.session(source).await?;

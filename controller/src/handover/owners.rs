@@ -42,8 +42,42 @@ impl<'a> Owners<'a> {
         }
     }
 
+    /// Server `owner`'s memory, from its `stats`.
+    pub async fn memory(&mut self, owner: usize) -> Result<Memory, StatsError> {
+        let session = self.session(owner).await?;
+        session.write(b"stats\r\n").await?;
+        session.flush().await?;
+        let (mut limit, mut used) = (None, None);
+        loop {
+            let line = session.line().await?;
+            let mut fields = line.split_ascii_whitespace();
+            match (fields.next(), fields.next(), fields.next()) {
+                (Some("END"), None, None) => break,
+                (Some("STAT"), Some("limit_maxbytes"), Some(n)) => limit = n.parse().ok(),
+                (Some("STAT"), Some("bytes"), Some(n)) => used = n.parse().ok(),
+                (Some("STAT"), Some(_), Some(_)) => {}
+                _ => return Err(StatsError::Protocol(format!("stats answered {line:?}"))),
+            }
+        }
+        match (limit, used) {
+            (Some(limit), Some(used)) => Ok(Memory { limit, used }),
+            _ => Err(StatsError::Protocol(
+                "stats without limit_maxbytes or bytes".into(),
+            )),
+        }
+    }
+
     /// Close the session with `owner` (after a failure: the next opens anew).
     pub fn close(&mut self, owner: usize) {
         self.sessions.remove(&owner);
     }
+}
+
+/// A server's memory, as its `stats` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memory {
+    /// `limit_maxbytes`: what it may hold.
+    pub limit: u64,
+    /// `bytes`: what its items take.
+    pub used: u64,
 }

@@ -18,7 +18,8 @@ use crate::metrics::process::ProcessCollector;
 /// What became of a key a handover listed (the label of `handover_keys_total`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KeyResult {
-    /// `copied`, `skipped` (the destination held it, or it left the source) or `failed`.
+    /// `copied`, `skipped` (the destination held it, it left the source, or the
+    /// destination's memory holds no more) or `failed`.
     pub result: &'static str,
 }
 

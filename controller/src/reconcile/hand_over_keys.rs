@@ -122,7 +122,8 @@ pub(super) async fn hand_over_keys(
     }
     if ctx.handovers.first_report(&key) {
         let p = &state.progress;
-        ctx.metrics.handed_over(p.copied, p.skipped, p.failed);
+        ctx.metrics
+            .handed_over(p.copied, p.skipped + p.unfit, p.failed);
         // Events of one reason about one object fold into a series that keeps
         // the first note: each direction has its reason, about the first pod
         // that joins or leaves.
@@ -236,7 +237,7 @@ fn copying(state: &State) -> String {
     let p = &state.progress;
     format!(
         "handing over keys: {} of {} tried ({} s of at most {} s)",
-        p.copied + p.skipped + p.failed,
+        p.copied + p.skipped + p.failed + p.unfit,
         p.moving,
         state.elapsed.as_secs(),
         DEADLINE.as_secs()
@@ -249,13 +250,14 @@ fn copying(state: &State) -> String {
 fn handed_over(plan: &Plan, state: &State) -> String {
     let p = &state.progress;
     let mut note = format!(
-        "{} -> {} servers: {} of {} keys that move copied ({} taken back: changed meanwhile), {} already there or gone, {} failed, in {:.1} s; the reconcile publishing the new list began {:.2} s later",
+        "{} -> {} servers: {} of {} keys that move copied ({} taken back: changed meanwhile), {} already there or gone, {} more than the servers hold, {} failed, in {:.1} s; the reconcile publishing the new list began {:.2} s later",
         plan.from.len(),
         plan.to.len(),
         p.copied,
         p.moving,
         p.withdrawn,
         p.skipped,
+        p.unfit,
         p.failed,
         state.elapsed.as_secs_f64(),
         state.since_done.as_secs_f64()
