@@ -211,7 +211,8 @@ pub struct MemcachedSpec {
     /// (or removed by the autoscaler) hands its keys over during its preStop
     /// delay (`highAvailability.gracefulShutdown`) and its replacement takes
     /// them back before it is listed again; most recently used first, for
-    /// at most 60 s; default none (keys are not copied). The headless
+    /// at most 60 s; default none (keys are not copied). With a Deployment
+    /// keys are not copied (admission warns). The headless
     /// Service then publishes pods that are not ready
     /// (`publishNotReadyAddresses`): a leaving pod's name resolves until the
     /// list drops it, while its keys move.
