@@ -250,6 +250,40 @@ on_each_release! {
         let kept = recent.iter().filter(|key| destination.get(key).is_some_and(|(v, _, _)| v == value("recent"))).count();
         assert_eq!(kept, recent.len(), "the most recently used kept: {p:?}");
     }
+
+    /// A full server keeps the most recently used of what it held and of the
+    /// keys sent to it: a copy never pushes out a key used after it.
+    #[tokio::test]
+    async fn a_full_server_keeps_the_most_recently_used_of_its_own_and_the_copies() {
+        let servers = vec![start(&[]), start(&["-m".into(), "8".into()])];
+        let two = Ring::new(Algorithm::Rendezvous, &names(2));
+        let (mut source, mut destination) = (Client::new(servers[0].addr, None), Client::new(servers[1].addr, None));
+        let mut moving = (0..).map(|k| format!("key-{k}")).filter(|k| two.owner(k.as_bytes()) == Some(1));
+        let value = |tag: &str| format!("{tag}{}", "-".repeat(8000 - tag.len()));
+        let stage = |client: &mut Client, tag: &str, keys: Vec<String>| {
+            for key in &keys {
+                client.set(key, &value(tag), 0, 0);
+            }
+            keys
+        };
+        // memcached's clock ticks each second: each stage is newer by it.
+        let pause = || tokio::time::sleep(Duration::from_millis(2100));
+        stage(&mut source, "src-old", moving.by_ref().take(600).collect());
+        stage(&mut destination, "own-old", (0..500).map(|k| format!("own-old-{k}")).collect());
+        pause().await;
+        let middle = stage(&mut source, "src-mid", moving.by_ref().take(300).collect());
+        pause().await;
+        let own_new = stage(&mut destination, "own-new", (0..300).map(|k| format!("own-new-{k}")).collect());
+        pause().await;
+        let newest = stage(&mut source, "src-new", moving.take(200).collect());
+        let done = hand_over(&StatsClient::default(), &servers, (&Ring::new(Algorithm::Rendezvous, &names(1)), &two), 100_000).await;
+        let p = &done[0];
+        assert_eq!((p.moving, p.unfit, p.copied), (1100, 600, 500), "the older copies left out: {p:?}");
+        for (keys, tag) in [(&own_new, "own-new"), (&middle, "src-mid"), (&newest, "src-new")] {
+            let kept = keys.iter().filter(|key| destination.get(key).is_some_and(|(v, _, _)| v == value(tag))).count();
+            assert_eq!(kept, keys.len(), "{tag} kept: {p:?}");
+        }
+    }
 }
 
 on_each_release! {

@@ -11,6 +11,7 @@ use tokio::time::sleep;
 
 use crate::handover::placement::Ring;
 use crate::stats::client::StatsClient;
+use crate::stats::session::Session;
 use crate::stats::wire::StatsError;
 
 /// How long to wait for a crawler another client runs (`BUSY`).
@@ -40,28 +41,10 @@ pub async fn list(
     max_keys: usize,
 ) -> Result<Vec<Listed>, StatsError> {
     let mut session = client.session(source).await?;
-    let first = loop {
-        session.write(b"lru_crawler metadump all\r\n").await?;
-        session.flush().await?;
-        let first = session.line().await?;
-        if !first.starts_with("BUSY") {
-            break first;
-        }
-        sleep(CRAWLER_RETRY).await;
-    };
     let index = |ring: &Ring| ring.servers().iter().position(|s| s == source_name);
     let (owns, stays) = (index(now), index(next));
     let mut kept = BinaryHeap::new();
-    // A recent memcached (1.6.45, not 1.6.18) says OK before the listing.
-    let mut line = if first == "OK" {
-        session.line().await?
-    } else {
-        first
-    };
-    while line != "END" {
-        let (key, last_access, size) = parse_metadump(&line).ok_or_else(|| {
-            StatsError::Protocol(format!("not a line of lru_crawler metadump: {line:?}"))
-        })?;
+    metadump(&mut session, |key, last_access, size| {
         let owner = (now.owner(&key) == owns)
             .then(|| next.owner(&key))
             .flatten();
@@ -77,11 +60,43 @@ pub async fn list(
                 kept.pop();
             }
         }
-        line = session.line().await?;
-    }
+    })
+    .await?;
     let mut listed: Vec<Listed> = kept.into_iter().map(|Reverse(l)| l).collect();
     listed.sort_by(|a, b| b.cmp(a));
     Ok(listed)
+}
+
+/// Each item of the memcached of `session` as its LRU crawler lists it
+/// (`lru_crawler metadump all`, waiting for a crawl another client runs) to
+/// `each`: its key, last access (memcached's clock) and size.
+pub async fn metadump(
+    session: &mut Session,
+    mut each: impl FnMut(Vec<u8>, u64, u64),
+) -> Result<(), StatsError> {
+    let first = loop {
+        session.write(b"lru_crawler metadump all\r\n").await?;
+        session.flush().await?;
+        let first = session.line().await?;
+        if !first.starts_with("BUSY") {
+            break first;
+        }
+        sleep(CRAWLER_RETRY).await;
+    };
+    // A recent memcached (1.6.45, not 1.6.18) says OK before the listing.
+    let mut line = if first == "OK" {
+        session.line().await?
+    } else {
+        first
+    };
+    while line != "END" {
+        let (key, last_access, size) = parse_metadump(&line).ok_or_else(|| {
+            StatsError::Protocol(format!("not a line of lru_crawler metadump: {line:?}"))
+        })?;
+        each(key, last_access, size);
+        line = session.line().await?;
+    }
+    Ok(())
 }
 
 /// The key, last access and size of one `lru_crawler metadump` line

@@ -4,6 +4,7 @@ use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
+use crate::handover::listing::metadump;
 use crate::stats::client::StatsClient;
 use crate::stats::session::Session;
 use crate::stats::wire::StatsError;
@@ -65,6 +66,17 @@ impl<'a> Owners<'a> {
                 "stats without limit_maxbytes or bytes".into(),
             )),
         }
+    }
+
+    /// The bytes server `owner`'s items take, by their last access (its LRU
+    /// crawler's listing).
+    pub async fn recency(&mut self, owner: usize) -> Result<BTreeMap<u64, u64>, StatsError> {
+        let mut held = BTreeMap::new();
+        metadump(self.session(owner).await?, |_, last_access, size| {
+            *held.entry(last_access).or_default() += size;
+        })
+        .await?;
+        Ok(held)
     }
 
     /// Close the session with `owner` (after a failure: the next opens anew).
