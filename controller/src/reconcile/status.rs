@@ -410,7 +410,7 @@ mod tests {
         );
         assert_eq!(
             cond(&s, "Progressing").message,
-            "1 of 3 replicas updated, 3 ready; waiting for c-2 to warm (10 items, half the median pod's 1000 wanted)"
+            "1 of 3 replicas updated, 3 ready; waiting for c-2 to warm (10 items, half the median pod's 1000 or half its memory wanted)"
         );
     }
 

@@ -18,9 +18,10 @@
 //! Warm, by what clients feel: a pod that has served [`MIN_GETS`] gets
 //! since it started is warm once its hit ratio is at least [`RATIO_SHARE`]
 //! of the ratio of the Ready pods not yet replaced; one without that much
-//! traffic once it holds at least half the items of their median pod (or
-//! they hold fewer than [`MIN_ITEMS`]: nothing to warm). Or, at the latest,
-//! [`WARM_TIMEOUT`] after this controller first saw it (a StatefulSet's pod
+//! traffic once it holds at least half the items of their median pod, or
+//! items filling half its memory (a shrinking resize: it may never hold
+//! half theirs), or they hold fewer than [`MIN_ITEMS`] (nothing to warm).
+//! Or, at the latest, [`WARM_TIMEOUT`] after this controller first saw it (a StatefulSet's pod
 //! Ready; a Deployment's in any state, and none that cannot run is waited
 //! for). No stats read yet, after a restart, counts as not warm until then;
 //! so does a Ready pod not yet replaced whose stats cannot be read (its
@@ -307,7 +308,8 @@ impl Warming {
                  {RATIO_SHARE} of the pods not yet replaced, wanted)"
             ),
             (Some(Gate::Items(now, wanted)), _) => format!(
-                "waiting for {pod} to warm ({now} items, half the median pod's {} wanted)",
+                "waiting for {pod} to warm ({now} items, half the median pod's {} or half its \
+                 memory wanted)",
                 2 * wanted
             ),
             (None, None) => format!(
@@ -345,11 +347,19 @@ impl Warming {
         match self.gate() {
             Some(Gate::HitRatio(now, wanted)) => now >= wanted,
             Some(Gate::Items(now, wanted)) => {
-                self.peers.is_some_and(|p| p.items < MIN_ITEMS) || now >= wanted
+                self.peers.is_some_and(|p| p.items < MIN_ITEMS)
+                    || now >= wanted
+                    || self.now.as_ref().is_some_and(half_full)
             }
             None => false,
         }
     }
+}
+
+/// Its items take half its memory or more: a pod given less memory than its
+/// peers (a shrinking resize) may never hold half their items.
+fn half_full(pod: &PodStats) -> bool {
+    pod.limit > 0 && pod.bytes * 2 >= pod.limit
 }
 
 /// The partition after this reconcile: `live` as it is, the highest
@@ -434,6 +444,20 @@ mod tests {
         );
         assert!(!warming(None, peers(1000)).warm(), "not ready or not read");
         assert!(warming(Some(0), peers(10)).warm(), "nothing to warm");
+        let smaller = |bytes| Warming {
+            now: Some(PodStats {
+                items: 12,
+                bytes,
+                limit: 1000,
+                ..Default::default()
+            }),
+            ..warming(None, peers(1000))
+        };
+        assert!(
+            smaller(500).warm(),
+            "half its memory: a smaller pod than its peers"
+        );
+        assert!(!smaller(499).warm());
         assert!(
             !warming(None, peers(0)).warm(),
             "no stats yet: wait for them"

@@ -41,6 +41,10 @@ pub struct ServerStats {
     pub curr_items: u64,
     /// `evictions`
     pub evictions: u64,
+    /// `bytes`: what its items take.
+    pub bytes: u64,
+    /// `limit_maxbytes`: what they may take.
+    pub limit_maxbytes: u64,
     /// `max_connections`
     pub max_connections: i64,
     /// `pid`: another process after a restart (its `uptime` goes on across
@@ -64,6 +68,10 @@ pub struct PodStats {
     pub misses: u64,
     /// `evictions` since it started.
     pub evictions: u64,
+    /// `bytes`: what its items take.
+    pub bytes: u64,
+    /// `limit_maxbytes`: what they may take.
+    pub limit: u64,
     /// Clients' connections (`curr_connections` less the reading one).
     pub connections: i64,
     /// `max_connections`
@@ -268,6 +276,8 @@ impl StatsClient {
                         hits: stats.get_hits,
                         misses: stats.get_misses,
                         evictions: stats.evictions,
+                        bytes: stats.bytes,
+                        limit: stats.limit_maxbytes,
                         connections,
                         max_connections: stats.max_connections,
                         pid: stats.pid,
@@ -477,6 +487,8 @@ fn parse_stat(stats: &mut ServerStats, key: &str, value: &str) -> Result<(), Sta
         "curr_items" => stats.curr_items = number(key, value)?,
         "pid" => stats.pid = number(key, value)?,
         "evictions" => stats.evictions = number(key, value)?,
+        "bytes" => stats.bytes = number(key, value)?,
+        "limit_maxbytes" => stats.limit_maxbytes = number(key, value)?,
         "max_connections" => stats.max_connections = number(key, value)?,
         _ => {}
     }

@@ -436,7 +436,9 @@ pub(crate) fn rotation_stays_paced(env: &mut Env) -> Result<(), String> {
             format!("Rollout column {}", mc["status"]["rollout"]),
         )?;
         check(
-            message.contains(&format!("half the median pod's {KEYS} wanted")),
+            message.contains(&format!(
+                "half the median pod's {KEYS} or half its memory wanted"
+            )),
             format!("the pods not yet replaced were not read with their own password: {message}"),
         )?;
         Ok(message)
