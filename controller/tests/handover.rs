@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use memcached_controller::handover::copy::{Budget, Progress, copy_out};
+use memcached_controller::handover::known::SharedKnown;
 use memcached_controller::handover::meta::Copied;
 use memcached_controller::handover::owners::Owners;
 use memcached_controller::handover::placement::{Algorithm, Ring};
@@ -97,6 +98,18 @@ async fn hand_over(
     rings: (&Ring, &Ring),
     max_keys: usize,
 ) -> Vec<Progress> {
+    hand_over_with(client, servers, rings, max_keys, &SharedKnown::default()).await
+}
+
+/// [`hand_over`], the sources in turn, with the recency of the keys the
+/// copies wrote kept in `known`.
+async fn hand_over_with(
+    client: &StatsClient,
+    servers: &[Memcached],
+    rings: (&Ring, &Ring),
+    max_keys: usize,
+    known: &SharedKnown,
+) -> Vec<Progress> {
     let destinations: BTreeMap<usize, SocketAddr> =
         servers.iter().map(|s| s.addr).enumerate().collect();
     let mut done = Vec::new();
@@ -108,9 +121,16 @@ async fn hand_over(
         };
         let source = (server.addr, name.as_str());
         done.push(
-            copy_out(client, source, rings, &destinations, budget, |_| {})
-                .await
-                .0,
+            copy_out(
+                client,
+                source,
+                rings,
+                &destinations,
+                (budget, known),
+                |_| {},
+            )
+            .await
+            .0,
         );
     }
     done
@@ -188,7 +208,7 @@ on_each_release! {
         };
         let destinations: BTreeMap<usize, SocketAddr> = servers.iter().take(3).map(|s| s.addr).enumerate().collect();
         let budget = Budget { deadline: tokio::time::Instant::now() + Duration::from_secs(30), max_keys: 100_000, sources: 1 };
-        let (done, _) = copy_out(&client, (servers[3].addr, "cache-3.cache.ns.svc:11211"), (&four, &three), &destinations, budget, |_| {}).await;
+        let (done, _) = copy_out(&client, (servers[3].addr, "cache-3.cache.ns.svc:11211"), (&four, &three), &destinations, (budget, &SharedKnown::default()), |_| {}).await;
         assert!(done.finished(), "{done:?}");
         assert_eq!((done.moving, done.copied, done.skipped, done.failed), (on_leaving.len() as u64, on_leaving.len() as u64 - 1, 1, 0));
         for key in &on_leaving {
@@ -284,6 +304,39 @@ on_each_release! {
             assert_eq!(kept, keys.len(), "{tag} kept: {p:?}");
         }
     }
+
+    /// A copy counts by its key's recency where it came from, not by when it
+    /// was written: a server holding copies of older keys takes newer ones
+    /// sent after them (they push those copies out).
+    #[tokio::test]
+    async fn a_copy_counts_by_the_recency_its_key_had() {
+        let servers = vec![start(&[]), start(&[]), start(&["-m".into(), "8".into()])];
+        let (two, three) = (Ring::new(Algorithm::Rendezvous, &names(2)), Ring::new(Algorithm::Rendezvous, &names(3)));
+        let to_third = |from: usize| {
+            let (two, three) = (two.clone(), three.clone());
+            (0..).map(|k| format!("key-{k}")).filter(move |k| two.owner(k.as_bytes()) == Some(from) && three.owner(k.as_bytes()) == Some(2))
+        };
+        let value = |tag: &str| format!("{tag}{}", "-".repeat(8000 - tag.len()));
+        let mut first = Client::new(servers[0].addr, None);
+        for key in to_third(0).take(600) {
+            first.set(&key, &value("old"), 0, 0);
+        }
+        // memcached's clock ticks each second: the next keys are newer by it,
+        // and older than the copies of the first ones written after them.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        let mut second = Client::new(servers[1].addr, None);
+        let middle: Vec<String> = to_third(1).take(400).collect();
+        for key in &middle {
+            second.set(key, &value("mid"), 0, 0);
+        }
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        let done = hand_over_with(&StatsClient::default(), &servers, (&two, &three), 100_000, &SharedKnown::default()).await;
+        assert_eq!((done[0].copied, done[0].unfit), (600, 0), "{done:?}");
+        assert_eq!((done[1].copied, done[1].unfit), (400, 0), "the newer keys all sent: {done:?}");
+        let mut third = Client::new(servers[2].addr, None);
+        let kept = middle.iter().filter(|key| third.get(key).is_some_and(|(v, _, _)| v == value("mid"))).count();
+        assert_eq!(kept, middle.len(), "{done:?}");
+    }
 }
 
 on_each_release! {
@@ -298,7 +351,7 @@ on_each_release! {
             source.set(key, "old", 0, 0);
             let source_cas = cas(&source.ask(&format!("mg {key} c\r\n")));
             let copy_cas = cas(&destination.ask(&format!("ms {key} 3 ME c\r\nold\r\n")));
-            copied.push(Copied { key: key.as_bytes().to_vec(), owner: 1, source_cas, copy_cas });
+            copied.push(Copied { key: key.as_bytes().to_vec(), owner: 1, source_cas, copy_cas, last_access: 0 });
         }
         source.set("changed", "new", 0, 0);
         assert_eq!(source.ask("md deleted\r\n"), "HD");
@@ -335,7 +388,7 @@ on_each_release! {
         let client = StatsClient::default();
         let destinations = BTreeMap::from([(1, servers[1].addr)]);
         let budget = || Budget { deadline: tokio::time::Instant::now() + Duration::from_secs(30), max_keys: 1000, sources: 1 };
-        let (done, copies) = copy_out(&client, (servers[0].addr, names(2)[0].as_str()), (&one, &two), &destinations, budget(), |_| {}).await;
+        let (done, copies) = copy_out(&client, (servers[0].addr, names(2)[0].as_str()), (&one, &two), &destinations, (budget(), &SharedKnown::default()), |_| {}).await;
         assert_eq!((done.copied, copies.len()), (moving.len() as u64, moving.len()), "{done:?}");
         // A client still on the old list writes one after the copy.
         let (lagging, retired) = moving.split_first().unwrap();
@@ -350,7 +403,7 @@ on_each_release! {
             new.set(key, "after", 0, 0);
         }
         let destinations = BTreeMap::from([(0, servers[0].addr)]);
-        let (back, _) = copy_out(&client, (servers[1].addr, names(2)[1].as_str()), (&two, &one), &destinations, budget(), |_| {}).await;
+        let (back, _) = copy_out(&client, (servers[1].addr, names(2)[1].as_str()), (&two, &one), &destinations, (budget(), &SharedKnown::default()), |_| {}).await;
         assert_eq!((back.moving, back.copied, back.skipped, back.failed), (moving.len() as u64, retired.len() as u64, 1, 0), "{back:?}");
         for key in retired {
             assert_eq!(old.get(key), Some(("after".into(), 0, -1)), "{key}");

@@ -16,6 +16,7 @@ use tokio::time::{Instant, sleep};
 
 use crate::cluster::stored::Stored;
 use crate::handover::copy::{Budget, Progress, copy_out};
+use crate::handover::known::SharedKnown;
 use crate::handover::meta::Copied;
 use crate::handover::placement::{Algorithm, Ring};
 use crate::handover::retire::{GRACE, Unretired, due_before, retire};
@@ -96,6 +97,8 @@ pub struct Handovers {
     published: Mutex<HashMap<String, Published>>,
     /// Memcached objects whose copy ended: reconciled again to go on.
     ended: UnboundedSender<ObjectRef<Stored>>,
+    /// The keys each Memcached's handovers copied, with their recency.
+    known: Mutex<HashMap<String, SharedKnown>>,
 }
 
 impl Handovers {
@@ -107,6 +110,7 @@ impl Handovers {
             entries: Mutex::default(),
             published: Mutex::default(),
             ended,
+            known: Mutex::default(),
         };
         (handovers, receiver)
     }
@@ -142,7 +146,8 @@ impl Handovers {
                 None => Default::default(),
             };
             let ended = (self.ended.clone(), object_of(key));
-            let entry = start(plan, client, addresses, unretired, ended);
+            let known = self.known_of(key, addresses);
+            let entry = start(plan, client, addresses, (unretired, known), ended);
             entries.insert(key.to_string(), entry);
         }
         let entry = entries.get(key)?;
@@ -160,6 +165,20 @@ impl Handovers {
             elapsed: took.unwrap_or(since_start),
             since_done: took.map_or(Duration::ZERO, |t| since_start.saturating_sub(t)),
         })
+    }
+
+    /// The copies `key`'s handovers wrote, those on servers no longer at
+    /// `addresses` (and old ones) forgotten.
+    fn known_of(&self, key: &str, addresses: &BTreeMap<String, SocketAddr>) -> SharedKnown {
+        let known = self
+            .known
+            .lock()
+            .map(|mut k| k.entry(key.to_string()).or_default().clone())
+            .unwrap_or_default();
+        if let Ok(mut copies) = known.lock() {
+            copies.prune(|server| addresses.values().any(|a| a == server));
+        }
+        known
     }
 
     /// Whether the end of `key`'s handover is still to be reported (once).
@@ -264,6 +283,9 @@ impl Handovers {
         if let Ok(mut published) = self.published.lock() {
             published.retain(|key, _| keep(key));
         }
+        if let Ok(mut known) = self.known.lock() {
+            known.retain(|key, _| keep(key));
+        }
     }
 }
 
@@ -303,13 +325,14 @@ async fn retire_moved(client: &StatsClient, moved: Unretired) {
 /// growing list (each hands some keys to the new ones), the leaving ones of
 /// a shrinking list (rendezvous and ketama keep the others' keys where
 /// they are), after retiring the keys of `unretired.0` it moves again
-/// ([`due_before`]) and those of `unretired.1`; `object` sent to `ended`
-/// once done.
+/// ([`due_before`]) and those of `unretired.1`, with the recency of the
+/// keys earlier copies wrote (`known`, which takes this one's); `object`
+/// sent to `ended` once done.
 fn start(
     plan: &Plan,
     client: StatsClient,
     addresses: &BTreeMap<String, SocketAddr>,
-    unretired: (Unretired, Unretired),
+    (unretired, known): ((Unretired, Unretired), SharedKnown),
     (ended, object): (UnboundedSender<ObjectRef<Stored>>, ObjectRef<Stored>),
 ) -> Entry {
     let started = Instant::now();
@@ -347,8 +370,8 @@ fn start(
     let task = tokio::spawn(async move {
         let _ = retiring.await;
         let copies = from.iter().map(|(server, addr)| {
-            let (rings, destinations, client, board) =
-                ((&rings.0, &rings.1), &destinations, &client, &board);
+            let (rings, destinations, client, board, known) =
+                ((&rings.0, &rings.1), &destinations, &client, &board, &known);
             async move {
                 let report = |p: &Progress| {
                     if let Ok(mut sources) = board.lock() {
@@ -357,7 +380,7 @@ fn start(
                 };
                 let source = (*addr, server.as_str());
                 let (_, copied) =
-                    copy_out(client, source, rings, destinations, budget, report).await;
+                    copy_out(client, source, rings, destinations, (budget, known), report).await;
                 (*addr, copied)
             }
         });

@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::{Instant, timeout_at};
 
 use crate::handover::fit::fit;
+use crate::handover::known::SharedKnown;
 use crate::handover::listing::{Listed, list};
 use crate::handover::meta::{BATCH_KEYS, Copied, flag, meta_key, refused};
 use crate::handover::owners::Owners;
@@ -81,19 +82,32 @@ const WITHDRAW_RESERVE: Duration = Duration::from_secs(10);
 /// `rings.1`, places on another of its servers, to that server's address in
 /// `destinations` (by index in `rings.1`): the most recently used, as many
 /// as each holds, within `budget`; then take back the copies of keys changed on the source
-/// meanwhile, whether the copy ended or not. `report` sees the progress
-/// after each batch. What it did, and the keys it copied.
+/// meanwhile, whether the copy ended or not. `known` gives the recency of
+/// keys earlier copies wrote ([`crate::handover::known`]) and takes this
+/// one's. `report` sees the progress after each batch. What it did, and the
+/// keys it copied.
 pub async fn copy_out(
     client: &StatsClient,
     (source, source_name): (SocketAddr, &str),
     rings: (&Ring, &Ring),
     destinations: &BTreeMap<usize, SocketAddr>,
-    budget: Budget,
+    (budget, known): (Budget, &SharedKnown),
     mut report: impl FnMut(&Progress),
 ) -> (Progress, Vec<Copied>) {
     let mut progress = Progress::default();
     let copy_until = budget.deadline - WITHDRAW_RESERVE.min(budget.deadline - Instant::now());
-    let listing = list(client, (source, source_name), rings, budget.max_keys);
+    let servers: Vec<SocketAddr> = std::iter::once(source)
+        .chain(destinations.values().copied())
+        .collect();
+    let before = known.lock().map(|k| k.of(&servers)).unwrap_or_default();
+    let copies_here = before.on(source);
+    let listing = list(
+        client,
+        (source, source_name),
+        rings,
+        budget.max_keys,
+        &copies_here,
+    );
     let listed = match timeout_at(copy_until, listing).await {
         Ok(Ok(listed)) => listed,
         Ok(Err(e)) => {
@@ -113,9 +127,8 @@ pub async fn copy_out(
         .filter(|(_, server)| !now.servers().contains(server))
         .map(|(i, _)| i)
         .collect();
-    let (listed, unfit) = match timeout_at(copy_until, fit(&mut owners, listed, budget.sources))
-        .await
-    {
+    let fitting = fit(&mut owners, listed, budget.sources, &before);
+    let (listed, unfit) = match timeout_at(copy_until, fitting).await {
         Ok(fitted) => fitted,
         Err(_) => {
             progress.stopped = Some("the deadline passed while reading the servers' memory".into());
@@ -136,6 +149,13 @@ pub async fn copy_out(
         Ok(Err(e)) => Some(format!("reading {source}: {e}")),
         Err(_) => Some("the deadline passed".into()),
     };
+    if let Ok(mut known) = known.lock() {
+        for copy in &copied {
+            if let Some(server) = destinations.get(&copy.owner) {
+                known.record(*server, copy.key.clone(), copy.last_access);
+            }
+        }
+    }
     let withdraw = withdraw_stale(client, source, &mut owners, &copied);
     match timeout_at(budget.deadline, withdraw).await {
         Ok(Ok(withdrawn)) => progress.withdrawn = withdrawn,
@@ -313,6 +333,7 @@ async fn write_values(
                 source_cas: value.cas,
                 copy_cas: (flag(&answer, 'c'))
                     .ok_or_else(|| StatsError::Protocol(format!("ms answered {answer:?}")))?,
+                last_access: item.last_access,
             }),
             Some("NS") => present += 1,
             _ if refused(&answer) => {}

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::handover::known::Known;
 use crate::handover::listing::Listed;
 use crate::handover::owners::{Memory, Owners};
 
@@ -17,8 +18,8 @@ const CHUNK_ROUNDING: (u64, u64) = (5, 4);
 /// recently used first) were left out. A server that holds what it has and
 /// what `sources` copying at once (this one among them) send it keeps them
 /// all, most recently used first. One that may overflow keeps the most
-/// recently used of its items and the keys sent, as many as its memory
-/// holds ([`Room`]); they are written least recently used first, so that
+/// recently used of its items (a copy by its source's last access,
+/// `known`) and the keys sent, as many as its memory holds ([`Room`]); they are written least recently used first, so that
 /// what memcached evicts is the least recently used of them. A server
 /// whose memory cannot be read is sent every key (the write will say why
 /// it fails).
@@ -26,6 +27,7 @@ pub async fn fit(
     owners: &mut Owners<'_>,
     listed: Vec<Listed>,
     sources: usize,
+    known: &Known,
 ) -> (Vec<Listed>, u64) {
     let sources = sources.max(1) as u64;
     let mut sent: BTreeMap<usize, u64> = BTreeMap::new();
@@ -39,7 +41,11 @@ pub async fn fit(
         };
         if (memory.used + bytes) * CHUNK_ROUNDING.0 > memory.limit * CHUNK_ROUNDING.1 {
             // Unread, what it holds counts as more recent than every key sent.
-            let held = (owners.recency(owner).await)
+            let copies = owners
+                .address(owner)
+                .map(|a| known.on(a))
+                .unwrap_or_default();
+            let held = (owners.recency(owner, &copies).await)
                 .unwrap_or_else(|_| BTreeMap::from([(u64::MAX, memory.used)]));
             rooms.insert(owner, Room::new(memory, held, sources));
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::time::sleep;
 
+use crate::handover::known::{self, Copies};
 use crate::handover::placement::Ring;
 use crate::stats::client::StatsClient;
 use crate::stats::session::Session;
@@ -32,13 +33,14 @@ pub struct Listed {
 
 /// The keys of `source` (named `source_name`) that the ring clients use now
 /// places on it and the ring they will use on another server (not a copy
-/// an earlier move left there), most recently used first, at most
-/// `max_keys` of them.
+/// an earlier move left there), most recently used first (a copy, in
+/// `copies`, by its source's last access), at most `max_keys` of them.
 pub async fn list(
     client: &StatsClient,
     (source, source_name): (SocketAddr, &str),
     (now, next): (&Ring, &Ring),
     max_keys: usize,
+    copies: &Copies,
 ) -> Result<Vec<Listed>, StatsError> {
     let mut session = client.session(source).await?;
     let index = |ring: &Ring| ring.servers().iter().position(|s| s == source_name);
@@ -50,7 +52,7 @@ pub async fn list(
             .flatten();
         if let Some(owner) = owner.filter(|o| Some(*o) != stays) {
             let listed = Listed {
-                last_access,
+                last_access: known::last_access(copies, &key, last_access),
                 key,
                 size,
                 owner,

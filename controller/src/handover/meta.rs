@@ -22,6 +22,8 @@ pub struct Copied {
     pub source_cas: u64,
     /// The CAS of the copy.
     pub copy_cas: u64,
+    /// Its last access on the source ([`crate::handover::known`]).
+    pub last_access: u64,
 }
 
 /// memcached's longest key, as a command carries it.

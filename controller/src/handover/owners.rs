@@ -4,6 +4,7 @@ use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
+use crate::handover::known::{self, Copies};
 use crate::handover::listing::metadump;
 use crate::stats::client::StatsClient;
 use crate::stats::session::Session;
@@ -69,14 +70,24 @@ impl<'a> Owners<'a> {
     }
 
     /// The bytes server `owner`'s items take, by their last access (its LRU
-    /// crawler's listing).
-    pub async fn recency(&mut self, owner: usize) -> Result<BTreeMap<u64, u64>, StatsError> {
+    /// crawler's listing; a copy in `copies`, its source's).
+    pub async fn recency(
+        &mut self,
+        owner: usize,
+        copies: &Copies,
+    ) -> Result<BTreeMap<u64, u64>, StatsError> {
         let mut held = BTreeMap::new();
-        metadump(self.session(owner).await?, |_, last_access, size| {
+        metadump(self.session(owner).await?, |key, last_access, size| {
+            let last_access = known::last_access(copies, &key, last_access);
             *held.entry(last_access).or_default() += size;
         })
         .await?;
         Ok(held)
+    }
+
+    /// The address of server `owner`.
+    pub fn address(&self, owner: usize) -> Option<SocketAddr> {
+        self.addresses.get(&owner).copied()
     }
 
     /// Close the session with `owner` (after a failure: the next opens anew).

@@ -108,6 +108,7 @@ mod tests {
                         owner,
                         source_cas,
                         copy_cas,
+                        last_access: 0,
                     })
                 })
                 .collect();

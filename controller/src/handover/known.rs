@@ -1,0 +1,120 @@
+//! What memcached cannot keep of a copy: the last access of its key where
+//! it was copied from. memcached gives a copy the time it was written, later
+//! than any key a client wrote before it, so to the next move a copy would
+//! be among the most recently used of its server (a pod refilled in a
+//! rollout would refuse the keys the next pod hands it). The keys the
+//! handovers of a Memcached copied keep, by the server they went to, their
+//! source's last access until a client writes them there.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How long a copy's recency is kept: a rollout's moves follow each other
+/// within minutes.
+const KEPT_FOR: u64 = 15 * 60;
+/// How far a copy's time in memcached may be from when it was written (its
+/// clock ticks each second).
+const CLOCK_SLACK: u64 = 2;
+
+/// One copy: its key's last access where it came from, and when it was
+/// written (Unix seconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Copy {
+    last_access: u64,
+    written: u64,
+}
+
+/// The copies on one server, by key.
+pub type Copies = HashMap<Vec<u8>, Copy>;
+
+/// The copies the handovers of one Memcached wrote, by server.
+#[derive(Debug, Default)]
+pub struct Known(HashMap<SocketAddr, Copies>);
+
+/// [`Known`], shared by a Memcached's handovers.
+pub type SharedKnown = Arc<Mutex<Known>>;
+
+impl Known {
+    /// `key` written to `server` now, its last access where it came from
+    /// `last_access`.
+    pub fn record(&mut self, server: SocketAddr, key: Vec<u8>, last_access: u64) {
+        let written = now();
+        self.0.entry(server).or_default().insert(
+            key,
+            Copy {
+                last_access,
+                written,
+            },
+        );
+    }
+
+    /// The copies on `server`.
+    pub fn on(&self, server: SocketAddr) -> Copies {
+        self.0.get(&server).cloned().unwrap_or_default()
+    }
+
+    /// Those of `servers` only.
+    pub fn of(&self, servers: &[SocketAddr]) -> Known {
+        let on = |server: &&SocketAddr| self.0.contains_key(*server);
+        Known(
+            servers
+                .iter()
+                .filter(on)
+                .map(|s| (*s, self.on(*s)))
+                .collect(),
+        )
+    }
+
+    /// Forget the servers that are not `live`, and copies written more
+    /// than [`KEPT_FOR`] ago.
+    pub fn prune(&mut self, live: impl Fn(&SocketAddr) -> bool) {
+        let since = now().saturating_sub(KEPT_FOR);
+        self.0.retain(|server, _| live(server));
+        for copies in self.0.values_mut() {
+            copies.retain(|_, copy| copy.written >= since);
+        }
+        self.0.retain(|_, copies| !copies.is_empty());
+    }
+}
+
+/// The last access of `key` on a server whose LRU crawler lists it at
+/// `listed`: its source's, for a copy in `copies` not written since (within
+/// memcached's clock); else `listed`.
+pub fn last_access(copies: &Copies, key: &[u8], listed: u64) -> u64 {
+    match copies.get(key) {
+        Some(copy) if listed <= copy.written + CLOCK_SLACK => copy.last_access,
+        _ => listed,
+    }
+}
+
+/// Now, in Unix seconds.
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_keeps_its_sources_last_access_until_written_again() {
+        let server: SocketAddr = "10.0.0.1:11211".parse().unwrap();
+        let mut known = Known::default();
+        known.record(server, b"k".to_vec(), 1_000);
+        let copies = known.on(server);
+        let written = now();
+        assert_eq!(last_access(&copies, b"k", written), 1_000, "as copied");
+        assert_eq!(
+            last_access(&copies, b"k", written + 60),
+            written + 60,
+            "written since"
+        );
+        assert_eq!(last_access(&copies, b"other", 7), 7, "not a copy");
+        known.prune(|s| *s != server);
+        assert!(known.on(server).is_empty(), "a server gone is forgotten");
+    }
+}
