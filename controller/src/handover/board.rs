@@ -196,13 +196,21 @@ impl Handovers {
     /// earlier move, retires them where they were a [`GRACE`] later
     /// ([`retire`], with the stats `client` made now), unless the next move
     /// does first, and is forgotten once they are; any other is forgotten
-    /// now, the keys it carried retired at once.
+    /// now, the keys it carried retired at once. The recency of its old
+    /// copies is forgotten ([`crate::handover::known`]).
     pub fn settle(
         &self,
         key: &str,
         published: &[String],
         client: impl FnOnce() -> Option<StatsClient>,
     ) {
+        if let Ok(mut known) = self.known.lock() {
+            let forgotten =
+                (known.get(key)).is_some_and(|k| k.lock().is_ok_and(|mut k| k.prune(|_| true)));
+            if forgotten {
+                known.remove(key);
+            }
+        }
         let Ok(mut entries) = self.entries.lock() else {
             return;
         };

@@ -68,14 +68,15 @@ impl Known {
     }
 
     /// Forget the servers that are not `live`, and copies written more
-    /// than [`KEPT_FOR`] ago.
-    pub fn prune(&mut self, live: impl Fn(&SocketAddr) -> bool) {
+    /// than [`KEPT_FOR`] ago; whether none is left.
+    pub fn prune(&mut self, live: impl Fn(&SocketAddr) -> bool) -> bool {
         let since = now().saturating_sub(KEPT_FOR);
         self.0.retain(|server, _| live(server));
         for copies in self.0.values_mut() {
             copies.retain(|_, copy| copy.written >= since);
         }
         self.0.retain(|_, copies| !copies.is_empty());
+        self.0.is_empty()
     }
 }
 
