@@ -96,42 +96,42 @@ pub async fn copy_out(
 ) -> (Progress, Vec<Copied>) {
     let mut progress = Progress::default();
     let copy_until = budget.deadline - WITHDRAW_RESERVE.min(budget.deadline - Instant::now());
-    let servers: Vec<SocketAddr> = std::iter::once(source)
-        .chain(destinations.values().copied())
-        .collect();
-    let before = known.lock().map(|k| k.of(&servers)).unwrap_or_default();
-    let copies_here = before.on(source);
+    let on_source = (known.lock()).map_or_else(|_| Default::default(), |k| k.on(source));
     let listing = list(
         client,
         (source, source_name),
         rings,
         budget.max_keys,
-        &copies_here,
+        &on_source,
     );
     let listed = match timeout_at(copy_until, listing).await {
         Ok(Ok(listed)) => listed,
         Ok(Err(e)) => {
             progress.stopped = Some(format!("listing the keys of {source}: {e}"));
+            report(&progress);
             return (progress, Vec::new());
         }
         Err(_) => {
             let why = format!("the deadline passed while listing the keys of {source}");
             progress.stopped = Some(why);
+            report(&progress);
             return (progress, Vec::new());
         }
     };
     progress.moving = listed.len() as u64;
+    report(&progress);
     let mut owners = Owners::new(client, destinations);
     let (now, next) = rings;
     owners.fresh = (next.servers().iter().enumerate())
         .filter(|(_, server)| !now.servers().contains(server))
         .map(|(i, _)| i)
         .collect();
-    let fitting = fit(&mut owners, listed, budget.sources, &before);
+    let fitting = fit(&mut owners, listed, budget.sources, known);
     let (listed, unfit) = match timeout_at(copy_until, fitting).await {
         Ok(fitted) => fitted,
         Err(_) => {
             progress.stopped = Some("the deadline passed while reading the servers' memory".into());
+            report(&progress);
             return (progress, Vec::new());
         }
     };
@@ -149,11 +149,16 @@ pub async fn copy_out(
         Ok(Err(e)) => Some(format!("reading {source}: {e}")),
         Err(_) => Some("the deadline passed".into()),
     };
+    let mut by_server: BTreeMap<SocketAddr, Vec<(Vec<u8>, u64)>> = BTreeMap::new();
+    for copy in &copied {
+        if let Some(server) = destinations.get(&copy.owner) {
+            let at = by_server.entry(*server).or_default();
+            at.push((copy.key.clone(), copy.last_access));
+        }
+    }
     if let Ok(mut known) = known.lock() {
-        for copy in &copied {
-            if let Some(server) = destinations.get(&copy.owner) {
-                known.record(*server, copy.key.clone(), copy.last_access);
-            }
+        for (server, copies) in by_server {
+            known.record(server, copies);
         }
     }
     let withdraw = withdraw_stale(client, source, &mut owners, &copied);

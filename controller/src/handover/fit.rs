@@ -4,30 +4,37 @@
 //! the most recently used copies would be the first to go, and every copy
 //! counts as newer than what the server held.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
-use crate::handover::known::Known;
+use tokio::time::timeout;
+
+use crate::handover::known::SharedKnown;
 use crate::handover::listing::Listed;
 use crate::handover::owners::{Memory, Owners};
 
-/// What memcached charges an item above its size, at most: its slab
-/// chunk, at most one growth factor (1.25 by default) larger.
+/// What memcached charges an item above its size, about: its slab chunk,
+/// up to one growth factor (1.25 by default) larger.
 const CHUNK_ROUNDING: (u64, u64) = (5, 4);
+/// How long reading one server's memory may take: one slow server does not
+/// hold the copy to the others.
+const MEMORY_READ: Duration = Duration::from_secs(10);
 
 /// The keys to write, in their order, and how many of `listed` (most
 /// recently used first) were left out. A server that holds what it has and
-/// what `sources` copying at once (this one among them) send it keeps them
-/// all, most recently used first. One that may overflow keeps the most
-/// recently used of its items (a copy by its source's last access,
-/// `known`) and the keys sent, as many as its memory holds ([`Room`]); they are written least recently used first, so that
-/// what memcached evicts is the least recently used of them. A server
-/// whose memory cannot be read is sent every key (the write will say why
-/// it fails).
+/// what `sources` copying at once (this one among them) send it is sent
+/// them all, most recently used first. One that may overflow keeps the
+/// most recently used of its items (a copy by its source's last access,
+/// [`crate::handover::known`]) and of the keys sent, as many as its memory
+/// holds ([`Room`]); those are written after the others, least recently
+/// used first, so that what memcached evicts is the least recently used of
+/// them. A server whose memory cannot be read in [`MEMORY_READ`] is sent
+/// every key, or only what it has free when what it holds cannot be read.
 pub async fn fit(
     owners: &mut Owners<'_>,
     listed: Vec<Listed>,
     sources: usize,
-    known: &Known,
+    known: &SharedKnown,
 ) -> (Vec<Listed>, u64) {
     let sources = sources.max(1) as u64;
     let mut sent: BTreeMap<usize, u64> = BTreeMap::new();
@@ -36,28 +43,35 @@ pub async fn fit(
     }
     let mut rooms = BTreeMap::new();
     for (owner, bytes) in sent {
-        let Ok(memory) = owners.memory(owner).await else {
+        // A read that fails or takes too long may leave an answer in the
+        // session: closed, the copy opens another.
+        let Ok(Ok(memory)) = timeout(MEMORY_READ, owners.memory(owner)).await else {
+            owners.close(owner);
             continue;
         };
         if (memory.used + bytes) * CHUNK_ROUNDING.0 > memory.limit * CHUNK_ROUNDING.1 {
-            // Unread, what it holds counts as more recent than every key sent.
-            let copies = owners
-                .address(owner)
-                .map(|a| known.on(a))
+            let copies = (owners.address(owner))
+                .and_then(|a| Some(known.lock().ok()?.on(a)))
                 .unwrap_or_default();
-            let held = (owners.recency(owner, &copies).await)
-                .unwrap_or_else(|_| BTreeMap::from([(u64::MAX, memory.used)]));
+            let held = match timeout(MEMORY_READ, owners.recency(owner, &copies)).await {
+                Ok(Ok(held)) => held,
+                // Unread, what it holds counts as more recent than every key sent.
+                _ => {
+                    owners.close(owner);
+                    BTreeMap::from([(u64::MAX, memory.used)])
+                }
+            };
             rooms.insert(owner, Room::new(memory, held, sources));
         }
     }
     let before = listed.len() as u64;
-    let mut kept: Vec<Listed> = (listed.into_iter())
+    let overflowing: BTreeSet<usize> = rooms.keys().copied().collect();
+    let (mut kept, mut crowded): (Vec<Listed>, Vec<Listed>) = (listed.into_iter())
         .filter(|item| (rooms.get_mut(&item.owner)).is_none_or(|room| room.takes(item)))
-        .collect();
-    let left_out = before - kept.len() as u64;
-    if !rooms.is_empty() {
-        kept.reverse();
-    }
+        .partition(|item| !overflowing.contains(&item.owner));
+    let left_out = before - (kept.len() + crowded.len()) as u64;
+    crowded.reverse();
+    kept.append(&mut crowded);
     (kept, left_out)
 }
 
@@ -94,7 +108,7 @@ impl Room {
             self.held.pop();
         }
         let bytes = item.size * self.sources;
-        let fits = bytes <= self.left;
+        let fits = self.left > 0 && bytes <= self.left;
         // An older key never takes the place a newer one did not fit in.
         self.left = if fits { self.left - bytes } else { 0 };
         fits

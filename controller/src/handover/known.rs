@@ -14,6 +14,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// How long a copy's recency is kept: a rollout's moves follow each other
 /// within minutes.
 const KEPT_FOR: u64 = 15 * 60;
+/// Copies kept at most per Memcached (about 100 bytes each): twice the keys
+/// one handover lists; the oldest go first.
+const MAX_COPIES: usize = 400_000;
 /// How far a copy's time in memcached may be from when it was written (its
 /// clock ticks each second).
 const CLOCK_SLACK: u64 = 2;
@@ -29,42 +32,42 @@ pub struct Copy {
 /// The copies on one server, by key.
 pub type Copies = HashMap<Vec<u8>, Copy>;
 
-/// The copies the handovers of one Memcached wrote, by server.
+/// The copies the handovers of one Memcached wrote, by server (shared with
+/// the copies reading them, written anew when they change).
 #[derive(Debug, Default)]
-pub struct Known(HashMap<SocketAddr, Copies>);
+pub struct Known(HashMap<SocketAddr, Arc<Copies>>);
 
 /// [`Known`], shared by a Memcached's handovers.
 pub type SharedKnown = Arc<Mutex<Known>>;
 
 impl Known {
-    /// `key` written to `server` now, its last access where it came from
-    /// `last_access`.
-    pub fn record(&mut self, server: SocketAddr, key: Vec<u8>, last_access: u64) {
+    /// `copies` (each key and its last access where it came from) written
+    /// to `server` now.
+    pub fn record(&mut self, server: SocketAddr, copies: Vec<(Vec<u8>, u64)>) {
         let written = now();
-        self.0.entry(server).or_default().insert(
-            key,
-            Copy {
-                last_access,
-                written,
-            },
-        );
+        let on = Arc::make_mut(self.0.entry(server).or_default());
+        for (key, last_access) in copies {
+            on.insert(
+                key,
+                Copy {
+                    last_access,
+                    written,
+                },
+            );
+        }
+        let total: usize = self.0.values().map(|c| c.len()).sum();
+        if total > MAX_COPIES {
+            let mut times: Vec<u64> = (self.0.values().flat_map(|c| c.values()))
+                .map(|c| c.written)
+                .collect();
+            let (_, newest_dropped, _) = times.select_nth_unstable(total - MAX_COPIES);
+            self.forget(|copy| copy.written > *newest_dropped);
+        }
     }
 
     /// The copies on `server`.
-    pub fn on(&self, server: SocketAddr) -> Copies {
+    pub fn on(&self, server: SocketAddr) -> Arc<Copies> {
         self.0.get(&server).cloned().unwrap_or_default()
-    }
-
-    /// Those of `servers` only.
-    pub fn of(&self, servers: &[SocketAddr]) -> Known {
-        let on = |server: &&SocketAddr| self.0.contains_key(*server);
-        Known(
-            servers
-                .iter()
-                .filter(on)
-                .map(|s| (*s, self.on(*s)))
-                .collect(),
-        )
     }
 
     /// Forget the servers that are not `live`, and copies written more
@@ -72,11 +75,18 @@ impl Known {
     pub fn prune(&mut self, live: impl Fn(&SocketAddr) -> bool) -> bool {
         let since = now().saturating_sub(KEPT_FOR);
         self.0.retain(|server, _| live(server));
+        self.forget(|copy| copy.written >= since);
+        self.0.is_empty()
+    }
+
+    /// Keep only the copies `keep` says.
+    fn forget(&mut self, keep: impl Fn(&Copy) -> bool) {
         for copies in self.0.values_mut() {
-            copies.retain(|_, copy| copy.written >= since);
+            if copies.values().any(|c| !keep(c)) {
+                Arc::make_mut(copies).retain(|_, copy| keep(copy));
+            }
         }
         self.0.retain(|_, copies| !copies.is_empty());
-        self.0.is_empty()
     }
 }
 
@@ -105,7 +115,7 @@ mod tests {
     fn a_copy_keeps_its_sources_last_access_until_written_again() {
         let server: SocketAddr = "10.0.0.1:11211".parse().unwrap();
         let mut known = Known::default();
-        known.record(server, b"k".to_vec(), 1_000);
+        known.record(server, vec![(b"k".to_vec(), 1_000)]);
         let copies = known.on(server);
         let written = now();
         assert_eq!(last_access(&copies, b"k", written), 1_000, "as copied");

@@ -21,7 +21,7 @@ const CRAWLER_RETRY: Duration = Duration::from_millis(200);
 /// One item of the listing that moves.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Listed {
-    /// Last access (memcached's clock): most recent first.
+    /// Last access (Unix seconds, as the crawler lists it): most recent first.
     pub last_access: u64,
     /// The key, decoded.
     pub key: Vec<u8>,
@@ -71,7 +71,7 @@ pub async fn list(
 
 /// Each item of the memcached of `session` as its LRU crawler lists it
 /// (`lru_crawler metadump all`, waiting for a crawl another client runs) to
-/// `each`: its key, last access (memcached's clock) and size.
+/// `each`: its key, last access (Unix seconds) and size.
 pub async fn metadump(
     session: &mut Session,
     mut each: impl FnMut(Vec<u8>, u64, u64),
