@@ -38,7 +38,7 @@ use memcached_api::field::invalid_message;
 use memcached_api::validation::{self, ObjectName, Options};
 use memcached_controller::cluster::cache::{NOT_SERVED, WATCH_EXPIRED};
 use memcached_controller::cluster::leadership::{LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD};
-use memcached_controller::serve::readiness::UNANSWERED;
+use memcached_controller::serve::readiness::{HEARTBEAT, UNANSWERED};
 use serde_json::{Value, json};
 
 mod access;
