@@ -1,9 +1,10 @@
 //! The keys of one memcached that move: its items as the LRU crawler lists
-//! them (`lru_crawler metadump all`), those clients ask it for now that the
-//! new [`Ring`] places on another server, most recently used first.
+//! them (`lru_crawler metadump all`, walked twice: [`WALKS`]), those clients
+//! ask it for now that the new [`Ring`] places on another server, most
+//! recently used first.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -15,6 +16,10 @@ use crate::stats::client::StatsClient;
 use crate::stats::session::Session;
 use crate::stats::wire::StatsError;
 
+/// Walks of the LRU crawler per listing: one does not list an item
+/// memcached moves between its LRUs meanwhile (a client reading it), which
+/// the next walk finds.
+const WALKS: usize = 2;
 /// How long to wait for a crawler another client runs (`BUSY`).
 const CRAWLER_RETRY: Duration = Duration::from_millis(200);
 
@@ -46,11 +51,19 @@ pub async fn list(
     let index = |ring: &Ring| ring.servers().iter().position(|s| s == source_name);
     let (owns, stays) = (index(now), index(next));
     let mut kept = BinaryHeap::new();
-    metadump(&mut session, |key, last_access, size| {
-        let owner = (now.owner(&key) == owns)
-            .then(|| next.owner(&key))
-            .flatten();
-        if let Some(owner) = owner.filter(|o| Some(*o) != stays) {
+    // The keys in `kept`: a key both walks list is kept once.
+    let mut keys = HashSet::new();
+    for _ in 0..WALKS {
+        metadump(&mut session, |key, last_access, size| {
+            let owner = (now.owner(&key) == owns)
+                .then(|| next.owner(&key))
+                .flatten();
+            let Some(owner) = owner.filter(|o| Some(*o) != stays) else {
+                return;
+            };
+            if !keys.insert(key.clone()) {
+                return;
+            }
             let listed = Listed {
                 last_access: known::last_access(copies, &key, last_access),
                 key,
@@ -58,12 +71,14 @@ pub async fn list(
                 owner,
             };
             kept.push(Reverse(listed));
-            if kept.len() > max_keys {
-                kept.pop();
+            if kept.len() > max_keys
+                && let Some(Reverse(oldest)) = kept.pop()
+            {
+                keys.remove(&oldest.key);
             }
-        }
-    })
-    .await?;
+        })
+        .await?;
+    }
     let mut listed: Vec<Listed> = kept.into_iter().map(|Reverse(l)| l).collect();
     listed.sort_by(|a, b| b.cmp(a));
     Ok(listed)
