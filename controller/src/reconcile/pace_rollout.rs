@@ -14,8 +14,8 @@ use memcached_api::render::pod_template::hard_anti_affinity;
 
 /// [`pacing::pace`] of `mc`'s StatefulSet `desired`, from the live
 /// StatefulSet and the last stats collected. When its keys are handed over,
-/// a pod counts as ready once it is listed again (its keys taken back): the
-/// next pod leaves only then.
+/// a pod counts as ready, and warm, once it is listed again (its keys taken
+/// back): the next pod leaves only then.
 pub(super) async fn pace(
     ctx: &Context,
     mc: &Memcached,
@@ -30,6 +30,7 @@ pub(super) async fn pace(
             .filter(|(pod, _)| (listed.as_ref()).is_none_or(|l| l.contains(&pod_server(mc, pod))))
             .collect(),
         stats: pod_stats(ctx, mc),
+        handed_over: listed.is_some(),
     };
     Ok(pacing::pace(
         &ctx.waits,

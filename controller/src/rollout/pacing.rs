@@ -135,6 +135,10 @@ pub struct Pods {
     pub ready: BTreeMap<String, SocketAddr>,
     /// The last stats, by address.
     pub stats: BTreeMap<SocketAddr, PodStats>,
+    /// Its keys are handed over (`spec.clientHashing`): a pod is ready once
+    /// it took its keys back and is listed again, so warm then (its peers'
+    /// items count copies not retired yet).
+    pub handed_over: bool,
 }
 
 /// Set the partition of `desired` (the StatefulSet of Memcached `key`
@@ -186,7 +190,7 @@ pub fn pace(
             peers: Peers::of(peers, &pods.stats),
         };
         let ready = pods.ready.contains_key(&warming.pod);
-        let warm = warming.warm_or_waited(waits, key, ready);
+        let warm = (ready && pods.handed_over) || warming.warm_or_waited(waits, key, ready);
         waiting = (!warm).then_some(warming);
         warm
     });
@@ -527,12 +531,13 @@ mod tests {
             updated_replicas: Some(1),
             ..Default::default()
         });
-        let partition = |items: &[(u8, u64)]| {
+        let partition_of = |items: &[(u8, u64)], handed_over| {
             let mut desired = StatefulSet::default();
             desired.spec.get_or_insert_default().replicas = Some(3);
             let pods = || Pods {
                 ready: (0..3).map(|o| (format!("c-{o}"), address(o))).collect(),
                 stats: holding(items),
+                handed_over,
             };
             let waiting = pace(
                 &Waits::default(),
@@ -545,6 +550,7 @@ mod tests {
             let strategy = desired.spec.unwrap().update_strategy.unwrap();
             (strategy.rolling_update.and_then(|r| r.partition), waiting)
         };
+        let partition = |items: &[(u8, u64)]| partition_of(items, false);
         // c-2 replaced and empty; c-0 and c-1 full: held.
         let (held, waiting) = partition(&[(0, 1000), (1, 1000), (2, 0)]);
         assert_eq!(held, Some(2));
@@ -561,6 +567,10 @@ mod tests {
         );
         // Warm: the next ordinal.
         let (next, waiting) = partition(&[(0, 1000), (1, 1000), (2, 600)]);
+        assert_eq!((next, waiting), (Some(1), None));
+        // Keys handed over: ready (listed again, its keys taken back) is warm,
+        // whatever its peers hold (their copies not retired yet count too).
+        let (next, waiting) = partition_of(&[(0, 2000), (1, 2000), (2, 600)], true);
         assert_eq!((next, waiting), (Some(1), None));
     }
 
