@@ -43,10 +43,7 @@ pub async fn fit(
     }
     let mut rooms = BTreeMap::new();
     for (owner, bytes) in sent {
-        // A read that fails or takes too long may leave an answer in the
-        // session: closed, the copy opens another.
         let Ok(Ok(memory)) = timeout(MEMORY_READ, owners.memory(owner)).await else {
-            owners.close(owner);
             continue;
         };
         if (memory.used + bytes) * CHUNK_ROUNDING.0 > memory.limit * CHUNK_ROUNDING.1 {
@@ -55,7 +52,8 @@ pub async fn fit(
                 .unwrap_or_default();
             let held = match timeout(MEMORY_READ, owners.recency(owner, &copies)).await {
                 Ok(Ok(held)) => held,
-                // Unread, what it holds counts as more recent than every key sent.
+                // Unread, what it holds counts as more recent than every key
+                // sent; the session closed, an answer may be left in it.
                 _ => {
                     owners.close(owner);
                     BTreeMap::from([(u64::MAX, memory.used)])

@@ -44,28 +44,18 @@ impl<'a> Owners<'a> {
         }
     }
 
-    /// Server `owner`'s memory, from its `stats`.
+    /// Server `owner`'s memory, from its `stats` ([`StatsClient::fetch`]).
     pub async fn memory(&mut self, owner: usize) -> Result<Memory, StatsError> {
-        let session = self.session(owner).await?;
-        session.write(b"stats\r\n").await?;
-        session.flush().await?;
-        let (mut limit, mut used) = (None, None);
-        loop {
-            let line = session.line().await?;
-            let mut fields = line.split_ascii_whitespace();
-            match (fields.next(), fields.next(), fields.next()) {
-                (Some("END"), None, None) => break,
-                (Some("STAT"), Some("limit_maxbytes"), Some(n)) => limit = n.parse().ok(),
-                (Some("STAT"), Some("bytes"), Some(n)) => used = n.parse().ok(),
-                (Some("STAT"), Some(_), Some(_)) => {}
-                _ => return Err(StatsError::Protocol(format!("stats answered {line:?}"))),
-            }
-        }
-        match (limit, used) {
-            (Some(limit), Some(used)) => Ok(Memory { limit, used }),
-            _ => Err(StatsError::Protocol(
-                "stats without limit_maxbytes or bytes".into(),
-            )),
+        let addr = self.address(owner).ok_or_else(|| {
+            StatsError::Connect("no address for the server clients will ask".into())
+        })?;
+        let stats = self.client.fetch(addr).await?;
+        match stats.limit_maxbytes {
+            0 => Err(StatsError::Protocol("stats without limit_maxbytes".into())),
+            limit => Ok(Memory {
+                limit,
+                used: stats.bytes,
+            }),
         }
     }
 
