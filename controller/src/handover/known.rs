@@ -35,7 +35,12 @@ pub type Copies = HashMap<Vec<u8>, Copy>;
 /// The copies the handovers of one Memcached wrote, by server (shared with
 /// the copies reading them, written anew when they change).
 #[derive(Debug, Default)]
-pub struct Known(HashMap<SocketAddr, Arc<Copies>>);
+pub struct Known {
+    on: HashMap<SocketAddr, Arc<Copies>>,
+    /// When the oldest copy was written: nothing to forget before
+    /// [`KEPT_FOR`] after it, so pruning is cheap on each reconcile.
+    oldest: u64,
+}
 
 /// [`Known`], shared by a Memcached's handovers.
 pub type SharedKnown = Arc<Mutex<Known>>;
@@ -45,7 +50,10 @@ impl Known {
     /// to `server` now.
     pub fn record(&mut self, server: SocketAddr, copies: Vec<(Vec<u8>, u64)>) {
         let written = now();
-        let on = Arc::make_mut(self.0.entry(server).or_default());
+        if self.on.is_empty() {
+            self.oldest = written;
+        }
+        let on = Arc::make_mut(self.on.entry(server).or_default());
         for (key, last_access) in copies {
             on.insert(
                 key,
@@ -55,9 +63,9 @@ impl Known {
                 },
             );
         }
-        let total: usize = self.0.values().map(|c| c.len()).sum();
+        let total: usize = self.on.values().map(|c| c.len()).sum();
         if total > MAX_COPIES {
-            let mut times: Vec<u64> = (self.0.values().flat_map(|c| c.values()))
+            let mut times: Vec<u64> = (self.on.values().flat_map(|c| c.values()))
                 .map(|c| c.written)
                 .collect();
             let (_, newest_dropped, _) = times.select_nth_unstable(total - MAX_COPIES);
@@ -67,26 +75,30 @@ impl Known {
 
     /// The copies on `server`.
     pub fn on(&self, server: SocketAddr) -> Arc<Copies> {
-        self.0.get(&server).cloned().unwrap_or_default()
+        self.on.get(&server).cloned().unwrap_or_default()
     }
 
     /// Forget the servers that are not `live`, and copies written more
     /// than [`KEPT_FOR`] ago; whether none is left.
     pub fn prune(&mut self, live: impl Fn(&SocketAddr) -> bool) -> bool {
         let since = now().saturating_sub(KEPT_FOR);
-        self.0.retain(|server, _| live(server));
-        self.forget(|copy| copy.written >= since);
-        self.0.is_empty()
+        self.on.retain(|server, _| live(server));
+        if self.oldest < since {
+            self.forget(|copy| copy.written >= since);
+        }
+        self.on.is_empty()
     }
 
     /// Keep only the copies `keep` says.
     fn forget(&mut self, keep: impl Fn(&Copy) -> bool) {
-        for copies in self.0.values_mut() {
+        for copies in self.on.values_mut() {
             if copies.values().any(|c| !keep(c)) {
                 Arc::make_mut(copies).retain(|_, copy| keep(copy));
             }
         }
-        self.0.retain(|_, copies| !copies.is_empty());
+        self.on.retain(|_, copies| !copies.is_empty());
+        let kept = self.on.values().flat_map(|c| c.values());
+        self.oldest = kept.map(|c| c.written).min().unwrap_or_default();
     }
 }
 
@@ -125,6 +137,8 @@ mod tests {
             "written since"
         );
         assert_eq!(last_access(&copies, b"other", 7), 7, "not a copy");
+        assert!(!known.prune(|_| true), "a copy just written is kept");
+        assert_eq!(known.on(server).len(), 1);
         known.prune(|s| *s != server);
         assert!(known.on(server).is_empty(), "a server gone is forgotten");
     }
