@@ -9,10 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use e2e_tests::harness::clients::hash_client::{self, Mode, count, ready_pods, sharding_sized};
-use e2e_tests::harness::scenarios::scenario::{
-    SETTLE, ensure_namespace, event_notes, memcached, patch, wait_ready,
+use e2e_tests::harness::clients::hash_client::{
+    Mode, bench_env, count, ready_pods, sharding_sized,
 };
+use e2e_tests::harness::scenarios::scenario::{SETTLE, event_notes, memcached, patch, wait_ready};
 use e2e_tests::harness::{Env, wait_for};
 use serde_json::json;
 
@@ -31,11 +31,9 @@ fn main() {
 }
 
 fn bench() -> Result<(), String> {
-    hash_client::available()?;
-    let Some(env) = Env::start(&std::env::temp_dir().join("memcached-big-cache-bench"))? else {
+    let Some(env) = bench_env("memcached-big-cache-bench", false, NAMESPACE)? else {
         return Ok(());
     };
-    ensure_namespace(&env, NAMESPACE)?;
     let spec = json!({
         "workload": "StatefulSet",
         "replicas": 3,
@@ -92,9 +90,11 @@ fn new_pod_times(env: &Env, patched: Instant) -> Result<(Duration, Duration), St
         {
             ready = Some(patched.elapsed());
         }
-        let mc = env.kubectl.get(&["memcached", NAME, "-n", NAMESPACE])?;
-        if listed.is_none() && mc["status"]["serverList"].as_array().map(Vec::len) == Some(4) {
-            listed = Some(patched.elapsed());
+        if listed.is_none() {
+            let mc = env.kubectl.get(&["memcached", NAME, "-n", NAMESPACE])?;
+            if mc["status"]["serverList"].as_array().map(Vec::len) == Some(4) {
+                listed = Some(patched.elapsed());
+            }
         }
         std::thread::sleep(Duration::from_millis(200));
     }

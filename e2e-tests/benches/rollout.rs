@@ -35,12 +35,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use e2e_tests::harness::clients::hash_client::{
-    self, Mode, count, kept, ready_pods, serve, sharding_with, store,
+    Mode, bench_env, count, kept, ready_pods, serve, sharding_with, store,
 };
 use e2e_tests::harness::environment::node;
-use e2e_tests::harness::scenarios::scenario::{
-    SETTLE, ensure_namespace, instance_objects, memcached, wait_ready,
-};
+use e2e_tests::harness::scenarios::scenario::{SETTLE, instance_objects, memcached, wait_ready};
 use e2e_tests::harness::{Env, condition_status, wait_for};
 use serde_json::{Value, json};
 
@@ -68,13 +66,9 @@ fn main() {
 }
 
 fn bench() -> Result<(), String> {
-    // Fails fast, before the control plane starts, when pymemcache is missing.
-    hash_client::available()?;
-    let workdir = std::env::temp_dir().join("memcached-rollout-bench");
-    let Some(mut env) = Env::start_with(&workdir, true)? else {
+    let Some(mut env) = bench_env("memcached-rollout-bench", true, NAMESPACE)? else {
         return Ok(());
     };
-    ensure_namespace(&env, NAMESPACE)?;
     println!(
         "{REPLICAS} replicas with warm restarts on the real node, {KEYS} keys, pymemcache HashClient \
          (Deployment: over the ready pods' IPs; StatefulSet: over status.serverList)"

@@ -24,11 +24,9 @@ mod moves;
 use std::time::{Duration, Instant};
 
 use e2e_tests::harness::clients::hash_client::{
-    self, ClientConfig, Mode, Pod, count, ready_pods, sharding_with, store,
+    ClientConfig, Mode, Pod, bench_env, count, ready_pods, sharding_with, store,
 };
-use e2e_tests::harness::scenarios::scenario::{
-    SETTLE, ensure_namespace, memcached, patch, wait_ready,
-};
+use e2e_tests::harness::scenarios::scenario::{SETTLE, memcached, patch, wait_ready};
 use e2e_tests::harness::{Env, wait_for};
 use serde_json::json;
 
@@ -66,12 +64,9 @@ fn main() {
 }
 
 fn bench() -> Result<(), String> {
-    // Fails fast, before the control plane starts, when pymemcache is missing.
-    hash_client::available()?;
-    let Some(env) = Env::start(&std::env::temp_dir().join("memcached-sharding-bench"))? else {
+    let Some(env) = bench_env("memcached-sharding-bench", false, NAMESPACE)? else {
         return Ok(());
     };
-    ensure_namespace(&env, NAMESPACE)?;
     let deployment = run(&env, Mode::Deployment)?;
     let statefulset = run(&env, Mode::StatefulSet)?;
     print_table(&deployment, &statefulset);

@@ -8,7 +8,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::harness::scenarios::scenario::{SETTLE, instance_objects, resolved_endpoints};
+use crate::harness::scenarios::scenario::{
+    SETTLE, ensure_namespace, instance_objects, resolved_endpoints,
+};
 use crate::harness::{Env, condition_status, wait_for};
 use crate::workspace_root;
 
@@ -267,6 +269,19 @@ fn run(args: &[&str], client: &ClientConfig, keys: u64) -> Result<Value, String>
 /// Python and pymemcache are there to run `sharding.py`.
 pub fn available() -> Result<(), String> {
     sharding(&["--help"]).map(drop)
+}
+
+/// The environment of a bench of hashing clients, in `workdir` under the
+/// temporary directory (with a real node when `real_node`), `namespace`
+/// made: pymemcache checked first, failing fast before the control plane
+/// starts. `None` when this machine runs no control plane.
+pub fn bench_env(workdir: &str, real_node: bool, namespace: &str) -> Result<Option<Env>, String> {
+    available()?;
+    let Some(env) = Env::start_with(&std::env::temp_dir().join(workdir), real_node)? else {
+        return Ok(None);
+    };
+    ensure_namespace(&env, namespace)?;
+    Ok(Some(env))
 }
 
 /// Run `e2e-tests/testbed/sharding.py` with `args`; its standard output.
