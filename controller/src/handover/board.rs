@@ -360,6 +360,14 @@ fn start(
         .filter(|server| !shrinks || !plan.to.contains(server))
         .filter_map(|server| Some((server.clone(), *addresses.get(server)?)))
         .collect();
+    // A server without a ready address is left out: the log says which.
+    tracing::info!(
+        from = ?plan.from,
+        to = ?plan.to,
+        sources = ?from,
+        destinations = destinations.len(),
+        "handover started"
+    );
     let budget = Budget {
         deadline: started + DEADLINE,
         max_keys: MAX_KEYS / from.len().max(1),
