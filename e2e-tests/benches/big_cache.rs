@@ -45,7 +45,7 @@ fn bench() -> Result<(), String> {
     wait_ready(&env, NAMESPACE, NAME, 3)?;
     let client = Mode::StatefulSet.wait_client(&env, NAMESPACE, NAME, 3)?;
     let began = Instant::now();
-    let stored = sharding_sized("store", &client, KEYS, SIZES)?;
+    let stored = sharding_sized(&["store"], &client, KEYS, SIZES)?;
     let store_time = began.elapsed();
 
     let patched = Instant::now();
@@ -54,7 +54,7 @@ fn bench() -> Result<(), String> {
     wait_ready(&env, NAMESPACE, NAME, 4)?;
     let note = copy_note(&env)?;
     let after = Mode::StatefulSet.wait_client(&env, NAMESPACE, NAME, 4)?;
-    let served = sharding_sized("check", &after, KEYS, SIZES)?;
+    let served = sharding_sized(&["check"], &after, KEYS, SIZES)?;
     println!(
         "1 GiB scale 3->4: stored {} keys ({} bytes) in {:.1} s; new pod Ready {:.1} s after the patch, \
          listed in status.serverList {:.1} s after the patch; copy: {note}; keys served after: {} of {KEYS} \

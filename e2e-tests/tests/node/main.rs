@@ -219,6 +219,10 @@ const SECOND_NODE: &[Scenario] = &[
         keys_through_replaced_pods,
     ),
     Scenario::new(
+        "maxMemoryMB 64 -> 16 of a cache twice the new size keeps the most recently used keys",
+        keys_kept_through_a_memory_shrink,
+    ),
+    Scenario::new(
         "3 replicas Ready; a config change rolls 3 new pods that run the new -m; scale 3 -> 1 -> 2",
         config_rollout_and_scale,
     ),

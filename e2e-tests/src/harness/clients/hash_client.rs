@@ -190,16 +190,22 @@ pub fn sharding_with(command: &str, client: &ClientConfig, keys: u64) -> Result<
     all_reachable(&[command], client, keys)
 }
 
-/// [`sharding_with`] with values of `sizes.0` to `sizes.1` bytes
-/// (`--value-sizes`): the report has `bytes` too, and `hit_bytes` when reading.
+/// `sharding.py <args>` (a command and its flags) with values of `sizes.0`
+/// to `sizes.1` bytes (`--value-sizes`), every server answering: the report
+/// has `bytes` too, and `hit_bytes` when reading.
 pub fn sharding_sized(
-    command: &str,
+    args: &[&str],
     client: &ClientConfig,
     keys: u64,
     sizes: (u64, u64),
 ) -> Result<Value, String> {
     let sizes = format!("{}-{}", sizes.0, sizes.1);
-    all_reachable(&[command, "--value-sizes", &sizes], client, keys)
+    let args: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--value-sizes", &sizes])
+        .collect();
+    all_reachable(&args, client, keys)
 }
 
 /// Write each key's value of `generation` over what the servers hold
