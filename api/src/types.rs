@@ -202,20 +202,24 @@ pub struct MemcachedSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(max = 253)))]
     pub server_list_config_map: Option<String>,
-    /// How the clients place keys on the servers of `status.serverList`:
-    /// `rendezvous` (pymemcache's `HashClient`, as oslo.cache uses it) or
-    /// `ketama` (libmemcached's weighted ketama). With a StatefulSet, scaling
-    /// then hands keys over: a new pod is listed once the keys clients will
+    /// How the clients place keys on the servers: `rendezvous` (pymemcache's
+    /// `HashClient`, as oslo.cache uses it) or `ketama` (libmemcached's
+    /// weighted ketama); default none (keys are not copied). Keys are then
+    /// handed over as pods come and go, most recently used first, for at
+    /// most 60 s. With a StatefulSet (clients hash over
+    /// `status.serverList`): a new pod is listed once the keys clients will
     /// ask it for are copied to it, a leaving pod's keys are copied to the
     /// pods clients will ask before it is removed; a pod deleted or evicted
     /// (or removed by the autoscaler) hands its keys over during its preStop
     /// delay (`highAvailability.gracefulShutdown`) and its replacement takes
-    /// them back before it is listed again; most recently used first, for
-    /// at most 60 s; default none (keys are not copied). With a Deployment
-    /// keys are not copied (admission warns). The headless
-    /// Service then publishes pods that are not ready
-    /// (`publishNotReadyAddresses`): a leaving pod's name resolves until the
-    /// list drops it, while its keys move.
+    /// them back before it is listed again. The headless Service then
+    /// publishes pods that are not ready (`publishNotReadyAddresses`): a
+    /// leaving pod's name resolves until the list drops it, while its keys
+    /// move. With a Deployment (clients hash over the ready pods'
+    /// addresses, `<ip>:11211`): its pods carry the readiness gate
+    /// `memcached.c5c3.io/keys-taken`, which the controller sets once the
+    /// keys clients will ask a new pod for are copied to it; a deleted or
+    /// evicted pod hands its keys over during its preStop delay.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("enum" = CLIENT_HASHINGS)))]
     pub client_hashing: Option<String>,
@@ -627,10 +631,10 @@ impl MemcachedSpec {
         self.workload.as_deref() == Some(STATEFUL_SET)
     }
 
-    /// True when keys are handed over as pods come and go: a StatefulSet
-    /// whose clients' hashing (`spec.clientHashing`) is known.
+    /// True when keys are handed over as pods come and go: the clients'
+    /// hashing (`spec.clientHashing`) is known.
     pub fn hands_over_keys(&self) -> bool {
-        self.stateful_set() && self.client_hashing.is_some()
+        self.client_hashing.is_some()
     }
 
     /// True when `spec.autoscaling.enabled` is true.

@@ -268,16 +268,8 @@ warned_or_quiet! {NO_HANDOVER;
         {"workload": "StatefulSet", "clientHashing": "rendezvous", "highAvailability": {"gracefulShutdown":
             {"enabled": true, "preStopDelaySeconds": 10, "terminationGracePeriodSeconds": 30}}} => false;
     no_client_hashing_is_quiet: {"workload": "StatefulSet"} => false;
-}
-
-const NOT_HANDED_OVER: &str = "spec.clientHashing with spec.workload Deployment: keys are not handed over \
-    (a Deployment's status.serverList names its Service, not the pods clients hash keys over); use spec.workload \
-    StatefulSet to keep them through scaling, drains and memory resizes";
-
-// Client hashing where the operator cannot tell which pod holds a key.
-warned_or_quiet! {NOT_HANDED_OVER;
-    client_hashing_on_a_deployment_warns: {"clientHashing": "rendezvous"} => true;
-    client_hashing_on_an_explicit_deployment_warns:
-        {"workload": "Deployment", "replicas": 3, "clientHashing": "ketama"} => true;
-    no_client_hashing_on_a_deployment_is_quiet: {"workload": "Deployment"} => false;
+    client_hashing_on_a_deployment_without_a_delay_warns: {"clientHashing": "rendezvous"} => true;
+    client_hashing_on_a_deployment_with_a_delay_is_quiet:
+        {"workload": "Deployment", "replicas": 3, "clientHashing": "ketama", "highAvailability": {"gracefulShutdown":
+            {"enabled": true, "preStopDelaySeconds": 10, "terminationGracePeriodSeconds": 30}}} => false;
 }

@@ -392,6 +392,34 @@ fn stateful_set_mode_runs_the_same_pods_under_stable_names() {
     );
 }
 
+/// A Deployment's pods whose keys are handed over wait for the controller's
+/// gate: clients hash over the ready pods, so a new pod turns ready only
+/// once it holds its keys. A StatefulSet's are listed by the controller
+/// instead, and pods without a known hashing have no gate.
+#[test]
+fn only_a_deployment_handing_keys_over_gates_its_pods_readiness() {
+    let cases = [
+        (
+            json!({"clientHashing": "rendezvous"}),
+            Some(json!([{"conditionType": "memcached.c5c3.io/keys-taken"}])),
+        ),
+        (
+            json!({"workload": "StatefulSet", "clientHashing": "ketama"}),
+            None,
+        ),
+        (json!({"replicas": 3}), None),
+    ];
+    for (spec, gates) in cases {
+        let built = workload(&desired(spec.clone(), None));
+        let template = &built["spec"]["template"]["spec"];
+        assert_eq!(template.get("readinessGates").cloned(), gates, "{spec}");
+        let service = to_json(&desired(spec.clone(), None).service);
+        let not_ready = service["spec"].get("publishNotReadyAddresses").cloned();
+        let listed = spec["workload"] == "StatefulSet" && spec.get("clientHashing").is_some();
+        assert_eq!(not_ready, listed.then_some(json!(true)), "{spec}");
+    }
+}
+
 #[test]
 fn the_server_list_names_every_ordinal_in_stateful_set_mode() {
     let mut effective = apply_defaults(memcached(json!({})).spec).into_inner();

@@ -135,6 +135,8 @@ const USED: &[(&str, &str, &str, &[&str])] = &[
         &["get", "list", "patch"],
     ),
     ("ClusterRole", "", "pods", &["list", "patch"]),
+    // gate::open: a Deployment's new pod, its keys taken.
+    ("ClusterRole", "", "pods/status", &["patch"]),
     // The EndpointSlice watch of cache::watch.
     (
         "ClusterRole",

@@ -347,7 +347,8 @@ mod tests {
         workload: {} => {"workload": "StatefulSet"}, Some("spec.workload");
         workload_default_spelled_out: {} => {"workload": "Deployment"}, None;
         server_list_config_map: {} => {"serverListConfigMap": "servers"}, None;
-        client_hashing: {} => {"clientHashing": "ketama"}, None;
+        client_hashing_gates_a_deployment_s_pods: {} => {"clientHashing": "ketama"}, Some("spec.clientHashing");
+        client_hashing_of_a_stateful_set: {"workload": "StatefulSet"} => {"workload": "StatefulSet", "clientHashing": "ketama"}, None;
         image: {} => {"image": "memcached:1.6.39"}, Some("spec.image");
         image_default_spelled_out: {} => {"image": "memcached:1.6"}, None;
         resources: {} => {"resources": {"limits": {"memory": "1Gi"}}}, Some("spec.resources");

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, TopologySpreadConstraint,
-    WeightedPodAffinityTerm,
+    Affinity, PodAffinityTerm, PodAntiAffinity, PodReadinessGate, PodSpec, PodTemplateSpec,
+    TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
@@ -20,6 +20,12 @@ use crate::render::labels::{
 use crate::render::volumes::{non_empty, volumes};
 use crate::render::{Instance, RESTART_TRIGGER_ANNOTATION, args, warm_restart};
 use crate::types::MemcachedSpec;
+
+/// The readiness gate of a Deployment's pods whose keys are handed over
+/// (`spec.clientHashing`): the controller sets it once a new pod holds the
+/// keys clients will ask it for, so it turns ready (and clients that hash
+/// over the ready pods take it) only then.
+pub const KEYS_TAKEN_GATE: &str = "memcached.c5c3.io/keys-taken";
 
 /// The pod template for `mc`, whose effective (defaulted) spec is `spec`;
 /// `secret_hash` digests the Secrets its pods mount, and `auth_key` is the
@@ -66,6 +72,11 @@ pub fn pod_spec(mc: Instance<'_>, spec: &Defaulted, auth_key: &str) -> PodSpec {
         tolerations: spec.tolerations.clone(),
         image_pull_secrets: spec.image_pull_secrets.clone(),
         volumes: non_empty(volumes(spec, auth_key)),
+        readiness_gates: (spec.hands_over_keys() && !spec.stateful_set()).then(|| {
+            vec![PodReadinessGate {
+                condition_type: KEYS_TAKEN_GATE.into(),
+            }]
+        }),
         // memcached and its exporter never call the API server: no token.
         automount_service_account_token: Some(false),
         ..Default::default()

@@ -31,7 +31,6 @@ pub fn warnings(spec: &Defaulted) -> Vec<String> {
     warnings.extend(privileged_container(spec));
     warnings.extend(hard_anti_affinity_surge(spec));
     warnings.extend(handover_without_pre_stop_delay(spec));
-    warnings.extend(client_hashing_on_a_deployment(spec));
     let args = spec
         .memcached
         .as_ref()
@@ -55,7 +54,7 @@ fn hard_anti_affinity_surge(spec: &MemcachedSpec) -> Option<String> {
     })
 }
 
-/// Keys handed over (`spec.clientHashing` on a StatefulSet) without a
+/// Keys handed over (`spec.clientHashing`) without a
 /// preStop delay: a deleted or evicted pod's memcached stops at once, before
 /// its keys can be copied to the pods clients will ask while it is away.
 fn handover_without_pre_stop_delay(spec: &Defaulted) -> Option<String> {
@@ -66,17 +65,6 @@ fn handover_without_pre_stop_delay(spec: &Defaulted) -> Option<String> {
         "spec.clientHashing without spec.highAvailability.gracefulShutdown.preStopDelaySeconds: a pod \
          deleted or evicted (a drain, an autoscaler's scale-down) stops at once, and its keys are lost \
          instead of handed over while it is away: a delay gives the copy time"
-            .to_string()
-    })
-}
-
-/// `spec.clientHashing` on a Deployment: its server list names the Service,
-/// so the operator cannot know which pod a client asks for a key.
-fn client_hashing_on_a_deployment(spec: &MemcachedSpec) -> Option<String> {
-    (spec.client_hashing.is_some() && !spec.stateful_set()).then(|| {
-        "spec.clientHashing with spec.workload Deployment: keys are not handed over (a Deployment's \
-         status.serverList names its Service, not the pods clients hash keys over); use spec.workload \
-         StatefulSet to keep them through scaling, drains and memory resizes"
             .to_string()
     })
 }

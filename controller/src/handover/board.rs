@@ -3,7 +3,7 @@
 //! copy went ([`State`]); it never waits for a pod. A copy that ends has
 //! its Memcached reconciled again at once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,6 +99,9 @@ pub struct Handovers {
     ended: UnboundedSender<ObjectRef<Stored>>,
     /// The keys each Memcached's handovers copied, with their recency.
     known: Mutex<HashMap<String, SharedKnown>>,
+    /// The leaving servers of each Memcached whose keys were handed over
+    /// (a Deployment's pods, terminating until they are gone).
+    left: Mutex<HashMap<String, BTreeSet<String>>>,
 }
 
 impl Handovers {
@@ -111,6 +114,7 @@ impl Handovers {
             published: Mutex::default(),
             ended,
             known: Mutex::default(),
+            left: Mutex::default(),
         };
         (handovers, receiver)
     }
@@ -256,6 +260,30 @@ impl Handovers {
         });
     }
 
+    /// Which of `key`'s `leaving` servers handed their keys over already
+    /// ([`Handovers::left`]); those no longer leaving are forgotten.
+    pub fn handed_over_by(&self, key: &str, leaving: &BTreeSet<String>) -> BTreeSet<String> {
+        let Ok(mut left) = self.left.lock() else {
+            return BTreeSet::new();
+        };
+        let Some(servers) = left.get_mut(key) else {
+            return BTreeSet::new();
+        };
+        servers.retain(|s| leaving.contains(s));
+        let handed = servers.clone();
+        if servers.is_empty() {
+            left.remove(key);
+        }
+        handed
+    }
+
+    /// Record that `servers` of `key`, leaving, handed their keys over.
+    pub fn left(&self, key: &str, servers: impl IntoIterator<Item = String>) {
+        if let Ok(mut left) = self.left.lock() {
+            left.entry(key.to_string()).or_default().extend(servers);
+        }
+    }
+
     /// Record that the clients of `key` (of `uid`) were given `servers`
     /// (`None`: forget what they were given, its keys are no longer handed
     /// over).
@@ -293,6 +321,9 @@ impl Handovers {
         }
         if let Ok(mut known) = self.known.lock() {
             known.retain(|key, _| keep(key));
+        }
+        if let Ok(mut left) = self.left.lock() {
+            left.retain(|key, _| keep(key));
         }
     }
 }

@@ -9,7 +9,7 @@ use memcached_api::render::labels::selector_labels;
 
 use crate::objects::meta;
 
-/// The headless Service for `mc`. When keys are handed over
+/// The headless Service for `mc`. When a StatefulSet's keys are handed over
 /// ([`MemcachedSpec::hands_over_keys`]) it publishes pods that are not ready:
 /// clients take their servers from `status.serverList`, which lists a pod
 /// only once it is ready and holds its keys, and a leaving pod, terminating
@@ -35,7 +35,8 @@ pub fn build(mc: &Memcached, spec: &MemcachedSpec) -> Service {
             cluster_ip: Some("None".into()),
             ports: Some(ports),
             selector: Some(selector_labels(meta::name(mc))),
-            publish_not_ready_addresses: spec.hands_over_keys().then_some(true),
+            publish_not_ready_addresses: (spec.stateful_set() && spec.hands_over_keys())
+                .then_some(true),
             ..Default::default()
         }),
         ..Default::default()

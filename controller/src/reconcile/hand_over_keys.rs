@@ -120,30 +120,13 @@ pub(super) async fn hand_over_keys(
     if !state.done {
         return Some(held(copying(&state)));
     }
-    if ctx.handovers.first_report(&key) {
-        let p = &state.progress;
-        ctx.metrics
-            .handed_over(p.copied, p.skipped + p.unfit, p.failed);
-        // Events of one reason about one object fold into a series that keeps
-        // the first note: each direction has its reason, about the first pod
-        // that joins or leaves.
-        let grows = plan.to.iter().any(|s| !plan.from.contains(s));
-        let (reason, (gaining, losing)) = if grows {
-            ("KeysCopiedToNewPods", (&plan.to, &plan.from))
-        } else {
-            ("KeysCopiedFromLeavingPods", (&plan.from, &plan.to))
-        };
-        let pods = ApiResource::erase::<Pod>(&());
-        let moved = gaining.iter().find(|s| !losing.contains(s));
-        let name = (moved.and_then(|s| server_list::ordinal(mc, s)))
-            .map(|ordinal| format!("{}-{ordinal}", meta::name(mc)))
-            .unwrap_or_default();
-        let target = Target {
-            resource: &pods,
-            name: &name,
-        };
-        inform(ctx, mc, reason, handed_over(&plan, &state), &target).await;
-    }
+    // The first pod that joins or leaves.
+    let moved =
+        (plan.to.iter().chain(&plan.from)).find(|s| !plan.from.contains(s) || !plan.to.contains(s));
+    let pod = (moved.and_then(|s| server_list::ordinal(mc, s)))
+        .map(|ordinal| format!("{}-{ordinal}", meta::name(mc)))
+        .unwrap_or_default();
+    report_end(ctx, mc, &plan, &state, &pod).await;
     // Done: the new list is published, even if a pod it left out is gone
     // meanwhile (its replacement is listed once it took its keys back).
     Some(Held {
@@ -151,6 +134,37 @@ pub(super) async fn hand_over_keys(
         replicas: None,
         message: None,
     })
+}
+
+/// Once per handover of `mc`, once `plan`'s copy is done (`state`): the
+/// metric counts its keys, and an Event about `pod` (the first that joins or
+/// leaves) says what it did. Events of one reason about one object fold
+/// into a series that keeps the first note: each direction has its reason.
+pub(super) async fn report_end(
+    ctx: &Context,
+    mc: &Memcached,
+    plan: &Plan,
+    state: &State,
+    pod: &str,
+) {
+    if !ctx.handovers.first_report(&key(mc)) {
+        return;
+    }
+    let p = &state.progress;
+    ctx.metrics
+        .handed_over(p.copied, p.skipped + p.unfit, p.failed);
+    let grows = plan.to.iter().any(|s| !plan.from.contains(s));
+    let reason = if grows {
+        "KeysCopiedToNewPods"
+    } else {
+        "KeysCopiedFromLeavingPods"
+    };
+    let pods = ApiResource::erase::<Pod>(&());
+    let target = Target {
+        resource: &pods,
+        name: pod,
+    };
+    inform(ctx, mc, reason, handed_over(plan, state), &target).await;
 }
 
 /// Record `servers` as what `mc`'s clients use, when its keys are handed
@@ -180,12 +194,14 @@ pub(super) fn leaving(ctx: &Context, mc: &Memcached, spec: &Defaulted) -> Leavin
     leaving
 }
 
-/// How `spec`'s clients place keys, when its keys are handed over: a
-/// StatefulSet whose clients' hashing is known.
+/// How `spec`'s clients place keys, when its keys are handed over as a
+/// StatefulSet's are (through `status.serverList`).
 fn clients_hashing(spec: &Defaulted) -> Option<Algorithm> {
-    if !spec.hands_over_keys() {
-        return None;
-    }
+    spec.stateful_set().then(|| algorithm(spec)).flatten()
+}
+
+/// How `spec`'s clients place keys (`spec.clientHashing`), when known.
+pub(super) fn algorithm(spec: &Defaulted) -> Option<Algorithm> {
     match spec.client_hashing.as_deref()? {
         RENDEZVOUS => Some(Algorithm::Rendezvous),
         KETAMA => Some(Algorithm::Ketama),
@@ -233,7 +249,7 @@ fn needed_move(
 }
 
 /// `handing over keys: 3210 of 5051 tried (1 s of at most 60 s)`.
-fn copying(state: &State) -> String {
+pub(super) fn copying(state: &State) -> String {
     let p = &state.progress;
     format!(
         "handing over keys: {} of {} tried ({} s of at most {} s)",
@@ -247,7 +263,7 @@ fn copying(state: &State) -> String {
 /// What a finished handover did, and how long after its copy the reconcile
 /// that publishes the new list (and releases the leaving pods) began, for
 /// its Event.
-fn handed_over(plan: &Plan, state: &State) -> String {
+pub(super) fn handed_over(plan: &Plan, state: &State) -> String {
     let p = &state.progress;
     let mut note = format!(
         "{} -> {} servers: {} of {} keys that move copied ({} taken back: changed meanwhile), {} already there or gone, {} more than the servers hold, {} failed, in {:.1} s; the reconcile publishing the new list began {:.2} s later",

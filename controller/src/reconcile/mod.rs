@@ -7,8 +7,10 @@
 //! 3. converge its objects, one after the other: the workload first, changed
 //!    in place or paced, switching kinds without a gap
 //!    ([`converge_workload`], with [`converge_in_place`] and
-//!    [`pace_rollout`]; a StatefulSet scaling under `spec.clientHashing`
-//!    held while its keys are handed over: [`hand_over_keys`]); then the Service, PodDisruptionBudget,
+//!    [`pace_rollout`]; under `spec.clientHashing` a StatefulSet scaling
+//!    held while its keys are handed over, [`hand_over_keys`], and a
+//!    Deployment's new pods gated until they hold theirs,
+//!    [`hand_over_pod_keys`]); then the Service, PodDisruptionBudget,
 //!    HorizontalPodAutoscaler, NetworkPolicy and ServiceMonitor ([`applied`]
 //!    records each outcome), and the server list ([`publish_server_list`]);
 //! 4. report: the metrics, memcached's numbers, the status ([`report`],
@@ -35,6 +37,7 @@ pub mod converge_in_place;
 pub mod converge_workload;
 pub mod events;
 pub mod hand_over_keys;
+pub mod hand_over_pod_keys;
 pub mod pace_rollout;
 pub mod publish_server_list;
 pub mod read_secrets;
@@ -62,6 +65,7 @@ use crate::reconcile::converge_in_place::{
 };
 use crate::reconcile::converge_workload::{Workloads, converge_workload};
 use crate::reconcile::hand_over_keys::hand_over_keys;
+use crate::reconcile::hand_over_pod_keys::hand_over_pod_keys;
 use crate::reconcile::pace_rollout::{pace, pace_deployment};
 use crate::reconcile::read_secrets::{SecretsSeen, read_secrets};
 use crate::reconcile::refuse::{refuse_invalid, refuse_unreadable};
@@ -123,10 +127,12 @@ async fn converge_children(
     // while held), any other rollout paced, then applied, and the other
     // kind deleted once it is replaced.
     let (mut in_place, mut warming, mut handover) = (None, None, None);
+    let mut pods_handing_over = None;
     // Read once: the handover and the published list agree on who leaves.
     let leaving = hand_over_keys::leaving(ctx, mc, spec);
     let workloads = match desired.workload {
         DesiredWorkload::Deployment(mut d) => {
+            pods_handing_over = hand_over_pod_keys(ctx, mc, spec, &secrets.data).await;
             if !hold && spec.warm_restart_enabled() {
                 in_place = converge_in_place(&mut applied, spec, &uid, &mut d).await?;
             }
@@ -206,7 +212,7 @@ async fn converge_children(
     if let Some(progress) = &in_place {
         observed.updated = progress.updated;
     }
-    let handing_over = handover.and_then(|h| h.message);
+    let handing_over = handover.and_then(|h| h.message).or(pods_handing_over);
     let rolling = in_place.is_some() || warming.is_some() || handing_over.is_some();
     let stalled = in_place.as_ref().is_some_and(|p| p.stalled.is_some());
     observed.in_place = in_place;

@@ -154,6 +154,8 @@ pub(super) fn ready_addresses(cache: &Cache, mc: &Memcached) -> Vec<SocketAddr> 
 pub(super) struct Ready {
     /// The pod's hostname (a StatefulSet pod's name).
     pub(super) hostname: Option<String>,
+    /// The pod's name.
+    pub(super) pod: Option<String>,
     /// Where its memcached answers.
     pub(super) address: SocketAddr,
     /// Its pod is ready (the `serving` condition): a terminating one still
@@ -167,6 +169,14 @@ pub(super) struct Ready {
 pub(super) fn ready_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
     endpoints_where(cache, mc, |c| {
         c.serving.or(c.ready).unwrap_or(true) && c.terminating != Some(true)
+    })
+}
+
+/// The endpoints of `mc`'s pods not ready (starting, or waiting for a
+/// readiness gate) that do not terminate.
+pub(super) fn starting_endpoints(cache: &Cache, mc: &Memcached) -> Vec<Ready> {
+    endpoints_where(cache, mc, |c| {
+        !c.serving.or(c.ready).unwrap_or(true) && c.terminating != Some(true)
     })
 }
 
@@ -186,12 +196,14 @@ fn endpoints_where(
     (pod_endpoints(cache, mc).into_iter())
         .filter_map(|e| {
             let conditions = e.conditions.unwrap_or_default();
-            pass(&conditions).then_some((e.hostname, e.addresses, conditions.serving))
+            let pod = e.target_ref.and_then(|t| t.name);
+            pass(&conditions).then_some((e.hostname, pod, e.addresses, conditions.serving))
         })
-        .flat_map(|(hostname, addresses, serving)| {
+        .flat_map(|(hostname, pod, addresses, serving)| {
             (addresses.into_iter().filter_map(|a| memcached_address(&a))).map(move |address| {
                 Ready {
                     hostname: hostname.clone(),
+                    pod: pod.clone(),
                     address,
                     serving: serving == Some(true),
                 }

@@ -223,6 +223,12 @@ const SECOND_NODE: &[Scenario] = &[
         keys_kept_through_a_memory_shrink,
     ),
     Scenario::new(
+        "a Deployment whose clients' hashing is known keeps its keys through a deleted pod, 3 -> 4 -> 3 \
+         and a maxMemoryMB resize: a new pod turns ready once its readiness gate is set, after its keys \
+         are copied; a leaving pod hands them over in its preStop delay",
+        keys_through_a_deployment_s_moves,
+    ),
+    Scenario::new(
         "3 replicas Ready; a config change rolls 3 new pods that run the new -m; scale 3 -> 1 -> 2",
         config_rollout_and_scale,
     ),
