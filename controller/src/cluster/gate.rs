@@ -1,5 +1,6 @@
 //! The readiness gate of a Deployment's pods whose keys are handed over
-//! ([`KEYS_TAKEN_GATE`]): which pods wait for it, and setting it.
+//! ([`KEYS_TAKEN_GATE`]): the pods whose readiness waits for it, and
+//! setting it.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -12,33 +13,51 @@ use memcached_api::render::containers::MEMCACHED_PORT;
 use memcached_api::render::pod_template::KEYS_TAKEN_GATE;
 use serde_json::json;
 
-/// The pods of `namespace` that `selector` selects and that wait for the
-/// gate: not deleted, their containers ready, the gate not set. By name,
-/// with their memcached's address.
-pub async fn waiting(
+/// A pod whose readiness waits for the gate, by how far it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Gated {
+    /// Its containers are not ready yet.
+    Starting(String),
+    /// Its containers are ready and the gate is not set: its keys are to
+    /// be copied to its memcached, at this address.
+    Waiting(String, SocketAddr),
+    /// The gate is set: the pod is ready, or soon (its endpoint may say so
+    /// later still).
+    Opened(String),
+}
+
+/// The pods of `namespace` that `selector` selects whose readiness waits
+/// for the gate (not deleted).
+pub async fn gated(
     client: &Client,
     namespace: &str,
     selector: &str,
-) -> Result<Vec<(String, SocketAddr)>, kube::Error> {
+) -> Result<Vec<Gated>, kube::Error> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let listed = pods.list(&ListParams::default().labels(selector)).await?;
-    Ok(listed.items.iter().filter_map(waits).collect())
+    Ok(listed.items.iter().filter_map(gated_pod).collect())
 }
 
-/// `pod`'s name and memcached's address, when it waits for the gate.
-fn waits(pod: &Pod) -> Option<(String, SocketAddr)> {
+/// How far `pod` is, when its readiness waits for the gate.
+fn gated_pod(pod: &Pod) -> Option<Gated> {
     let gated = (pod.spec.as_ref()?.readiness_gates.iter().flatten())
         .any(|g| g.condition_type == KEYS_TAKEN_GATE);
     let status = pod.status.as_ref()?;
     let set = |kind: &str| {
         (status.conditions.iter().flatten()).any(|c| c.type_ == kind && c.status == "True")
     };
-    let waits = gated
-        && pod.metadata.deletion_timestamp.is_none()
-        && set("ContainersReady")
-        && !set(KEYS_TAKEN_GATE);
-    let ip: IpAddr = status.pod_ip.as_deref()?.parse().ok()?;
-    waits.then(|| (pod.name_any(), SocketAddr::new(ip, MEMCACHED_PORT as u16)))
+    if !gated || pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let name = pod.name_any();
+    Some(if set(KEYS_TAKEN_GATE) {
+        Gated::Opened(name)
+    } else if set("ContainersReady") {
+        let ip: IpAddr = status.pod_ip.as_deref()?.parse().ok()?;
+        Gated::Waiting(name, SocketAddr::new(ip, MEMCACHED_PORT as u16))
+    } else {
+        Gated::Starting(name)
+    })
 }
 
 /// Set the gate of pod `name` in `namespace`, saying why (`message`): the
@@ -84,30 +103,47 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_waits_for_its_gate_once_its_containers_are_ready() {
+    fn a_gated_pod_starts_waits_for_its_keys_then_opens() {
         let gate = json!([{"conditionType": KEYS_TAKEN_GATE}]);
-        let ready = json!({"type": "ContainersReady", "status": "True"});
-        let opened = json!({"type": KEYS_TAKEN_GATE, "status": "True"});
-        let starting = json!({"type": "ContainersReady", "status": "False"});
+        let condition = |kind: &str, set: bool| json!({"type": kind, "status": if set { "True" } else { "False" }});
+        let ready = condition("ContainersReady", true);
+        let opened = condition(KEYS_TAKEN_GATE, true);
+        let name = || "c-7d9f-x2x4q".to_string();
         let address = SocketAddr::from(([10, 0, 0, 7], 11211));
         let cases = [
-            ("waiting", pod(gate.clone(), json!([ready]), false), true),
             (
-                "its gate set",
+                "memcached starting",
+                pod(
+                    gate.clone(),
+                    json!([condition("ContainersReady", false)]),
+                    false,
+                ),
+                Some(Gated::Starting(name())),
+            ),
+            (
+                "waiting for its keys",
+                pod(gate.clone(), json!([ready]), false),
+                Some(Gated::Waiting(name(), address)),
+            ),
+            (
+                "its gate set, not ready yet",
                 pod(gate.clone(), json!([ready, opened]), false),
-                false,
+                Some(Gated::Opened(name())),
             ),
             (
-                "memcached not ready yet",
-                pod(gate.clone(), json!([starting]), false),
-                false,
+                "ready",
+                pod(
+                    gate.clone(),
+                    json!([ready, opened, condition("Ready", true)]),
+                    false,
+                ),
+                Some(Gated::Opened(name())),
             ),
-            ("deleted", pod(gate, json!([ready]), true), false),
-            ("no gate", pod(json!([]), json!([ready]), false), false),
+            ("deleted", pod(gate, json!([ready]), true), None),
+            ("no gate", pod(json!([]), json!([ready]), false), None),
         ];
-        for (case, pod, waiting) in cases {
-            let expected = waiting.then(|| ("c-7d9f-x2x4q".to_string(), address));
-            assert_eq!(waits(&pod), expected, "{case}");
+        for (case, pod, expected) in cases {
+            assert_eq!(gated_pod(&pod), expected, "{case}");
         }
     }
 }

@@ -305,10 +305,24 @@ impl Handovers {
 
     /// The plan of `key`'s handover, while its copy goes on.
     pub fn unfinished(&self, key: &str) -> Option<Plan> {
+        self.last(key)
+            .filter(|(_, done)| !done)
+            .map(|(plan, _)| plan)
+    }
+
+    /// The plan of `key`'s handover, once its copy is done.
+    pub fn finished(&self, key: &str) -> Option<Plan> {
+        self.last(key)
+            .filter(|(_, done)| *done)
+            .map(|(plan, _)| plan)
+    }
+
+    /// The plan of `key`'s last handover, and whether its copy is done.
+    fn last(&self, key: &str) -> Option<(Plan, bool)> {
         let entries = self.entries.lock().ok()?;
         let entry = entries.get(key)?;
-        let running = entry.took.lock().is_ok_and(|took| took.is_none());
-        running.then(|| entry.plan.clone())
+        let done = entry.took.lock().is_ok_and(|took| took.is_some());
+        Some((entry.plan.clone(), done))
     }
 
     /// Forget the handovers of the Memcached objects whose key `keep` refuses.

@@ -7,10 +7,9 @@
 //! copied from the ready pods, then its gate is set and it turns ready; a
 //! leaving pod (deleted, evicted, scaled down, replaced by a rollout:
 //! terminating, in its preStop delay) hands its keys to the pods clients
-//! ask once it is gone. Both at once are one move, run by
-//! [`crate::handover`] as a StatefulSet's are ([`super::hand_over_keys`]):
-//! a copy that ends has its Memcached reconciled again, a copy under way
-//! goes on while pods come and go, a restarted controller copies again.
+//! ask once it is gone. One move at a time, run by [`crate::handover`] as a
+//! StatefulSet's are ([`super::hand_over_keys`]): a copy that ends has its
+//! Memcached reconciled again, a restarted controller copies again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -18,9 +17,9 @@ use std::net::SocketAddr;
 use kube::ResourceExt;
 use memcached_api::{Defaulted, Memcached};
 
-use crate::cluster::gate;
+use crate::cluster::gate::{self, Gated};
 use crate::cluster::secrets::SecretData;
-use crate::handover::board::{Plan, State};
+use crate::handover::board::Plan;
 use crate::handover::placement::Algorithm;
 use crate::objects::meta::selector_string;
 use crate::reconcile::context::{Context, key};
@@ -32,11 +31,19 @@ use crate::stats::setup::client_for;
 type Pods = BTreeMap<String, (String, SocketAddr)>;
 
 /// Hand `mc`'s keys over as its Deployment's pods come and go; what the
-/// move waits for, for the status, while its keys are copied. A copy under
-/// way goes on while pods come and go, unless a pod leaves that it does not
-/// copy from. Else the leaving pods not handed over yet go first (their
-/// preStop delay is short), to the ready pods; then the new pods are
-/// filled from the ready pods, and their gates set.
+/// move waits for, for the status, while its keys are copied or a new pod
+/// is not ready yet. In order:
+///
+/// 1. a move done: its leaving pods are recorded as handed over and the
+///    gates of its new pods set, whatever changed since (then they are
+///    waited for);
+/// 2. a copy under way goes on, unless a pod leaves that it does not hand
+///    over (their preStop delay is short);
+/// 3. the next move: the leaving pods not handed over yet, to the ready
+///    pods; then the new pods, filled from the ready pods, once those whose
+///    gate is set have a ready endpoint (a fill moves from the list clients
+///    use); with no move, the list settles once every pod's endpoint is
+///    ready (a move's copies are retired only on the list it made).
 pub(super) async fn hand_over_pod_keys(
     ctx: &Context,
     mc: &Memcached,
@@ -53,30 +60,83 @@ pub(super) async fn hand_over_pod_keys(
     let leaving: Pods = (by_server(serving).into_iter())
         .filter(|(server, _)| !ready.contains_key(server))
         .collect();
-    let joining = waiting(ctx, mc).await;
+    let gated = gated(ctx, mc).await;
+    let joining: Pods = (gated.iter())
+        .filter_map(|pod| match pod {
+            Gated::Waiting(name, address) => Some((address.to_string(), (name.clone(), *address))),
+            _ => None,
+        })
+        .collect();
+    let leaving_servers = leaving.keys().cloned().collect();
+    let handed = || ctx.handovers.handed_over_by(&key, &leaving_servers);
     let pods = Moving {
         ready: &ready,
         leaving: &leaving,
         joining: &joining,
     };
-    let leaving_servers = leaving.keys().cloned().collect();
-    let handed = || ctx.handovers.handed_over_by(&key, &leaving_servers);
-    let mut unfinished = (ctx.handovers.unfinished(&key))
-        .filter(|p| pods.pending(&handed()).keys().all(|s| p.from.contains(s)));
+    // 1. Its pods' gates set, they are waited for: the list settles with them.
+    if let Some(plan) = ctx.handovers.finished(&key) {
+        run(ctx, mc, (spec, secrets), &plan, &pods).await;
+        if let Some(opened) = pods.joining_in(&plan) {
+            return Some(opened);
+        }
+    }
+    // 2.
+    let pending = pods.pending(&handed());
+    let addresses = pods.addresses();
+    let goes_on = |p: &Plan| {
+        let hands_over = |s: &String| p.from.contains(s) && !p.to.contains(s);
+        // Not a StatefulSet's, before a switch.
+        let ours = (p.from.iter().chain(&p.to)).all(|s| addresses.contains_key(s));
+        ours && pending.keys().all(hands_over)
+    };
+    if let Some(plan) = ctx.handovers.unfinished(&key).filter(goes_on) {
+        return run(ctx, mc, (spec, secrets), &plan, &pods).await;
+    }
+    // 3. Pods whose gate is set count once their endpoint is ready.
+    let listed: BTreeSet<&str> = ready.values().map(|(pod, _)| pod.as_str()).collect();
+    let not_ready = |starting: bool| -> Vec<&str> {
+        (gated.iter())
+            .filter_map(|pod| match pod {
+                Gated::Opened(name) if !starting => Some(name.as_str()),
+                Gated::Starting(name) if starting => Some(name.as_str()),
+                _ => None,
+            })
+            .filter(|name| !listed.contains(name))
+            .collect()
+    };
+    let (opening, starting) = (not_ready(false), not_ready(true));
     // A leaving pod's move done, the new pods' starts at once.
     for _ in 0..2 {
-        let next = || pods.next(&handed(), algorithm);
-        let Some(plan) = unfinished.take().or_else(next) else {
+        let Some(plan) = pods.next(&handed(), algorithm) else {
+            if let Some(pods) = [&opening, &starting].into_iter().find(|p| !p.is_empty()) {
+                return Some(waiting_for(pods));
+            }
             let client = || client_for(mc, spec, secrets).ok();
             let listed: Vec<String> = ready.keys().cloned().collect();
             ctx.handovers.settle(&key, &listed, client);
             return None;
         };
+        let fills = pods.joining_in(&plan);
+        if fills.is_some() && !opening.is_empty() {
+            return Some(waiting_for(&opening));
+        }
         if let Some(copying) = run(ctx, mc, (spec, secrets), &plan, &pods).await {
             return Some(copying);
         }
+        if fills.is_some() {
+            return fills;
+        }
     }
     None
+}
+
+/// `keys are handed over once c-7d9f-x2x4q is ready`.
+fn waiting_for(pods: &[&str]) -> String {
+    match pods {
+        [one] => format!("keys are handed over once {one} is ready"),
+        many => format!("keys are handed over once {} are ready", many.join(", ")),
+    }
 }
 
 /// The pods of a Deployment's moves, by server.
@@ -98,18 +158,28 @@ impl Moving<'_> {
             .collect()
     }
 
-    /// The next move: from the pending leaving pods to the ready ones, else
-    /// from the ready pods to them and the new ones; none without either.
+    /// The next move: from the pending leaving pods to the ready ones (to
+    /// the new ones, when none is ready), else from the ready pods to them
+    /// and the new ones; none without either, or with no pod to take them.
     fn next(&self, handed: &BTreeSet<String>, algorithm: Algorithm) -> Option<Plan> {
         let pending = self.pending(handed);
+        let none = Pods::new();
         // Sorted, as the list settled is.
-        let servers = |more: &Pods| -> Vec<String> {
-            let all: BTreeSet<&String> = self.ready.keys().chain(more.keys()).collect();
+        let servers = |first: &Pods, more: &Pods| -> Vec<String> {
+            let all: BTreeSet<&String> = first.keys().chain(more.keys()).collect();
             all.into_iter().cloned().collect()
         };
         let (from, to) = match (pending.is_empty(), self.joining.is_empty()) {
-            (false, _) => (servers(&pending), servers(&Pods::new())),
-            (true, false) => (servers(&Pods::new()), servers(self.joining)),
+            // No pod to take them yet: a replacement may come.
+            (false, true) if self.ready.is_empty() => return None,
+            (false, _) if self.ready.is_empty() => {
+                (servers(&pending, &none), servers(self.joining, &none))
+            }
+            (false, _) => (servers(self.ready, &pending), servers(self.ready, &none)),
+            (true, false) => (
+                servers(self.ready, &none),
+                servers(self.ready, self.joining),
+            ),
             (true, true) => return None,
         };
         Some(Plan {
@@ -117,6 +187,16 @@ impl Moving<'_> {
             from,
             to,
         })
+    }
+
+    /// The new pods of `plan` waiting for their gate, for the status:
+    /// `keys are handed over once c-7d9f-x2x4q is ready`; none without.
+    fn joining_in(&self, plan: &Plan) -> Option<String> {
+        let names: Vec<&str> = (self.joining.iter())
+            .filter(|(server, _)| plan.to.contains(server))
+            .map(|(_, (pod, _))| pod.as_str())
+            .collect();
+        (!names.is_empty()).then(|| waiting_for(&names))
     }
 
     /// Where every pod answers, by server.
@@ -127,9 +207,10 @@ impl Moving<'_> {
     }
 }
 
-/// Run `plan` for `mc`: what it waits for while its keys are copied; once
+/// Run `plan` for `mc`: what it waits for while its keys are copied. Once
 /// done (or with nothing to copy, or no client to copy with) its leaving
-/// pods are recorded as handed over and its new pods' gates set.
+/// pods are recorded as handed over and the gates of its new pods that
+/// still wait are set.
 async fn run(
     ctx: &Context,
     mc: &Memcached,
@@ -146,21 +227,26 @@ async fn run(
     let state = (!nothing)
         .then(|| ctx.handovers.step(&key, plan, client, &pods.addresses()))
         .flatten();
-    if let Some(state) = &state {
-        if !state.done {
-            return Some(copying(state));
+    let message = match &state {
+        Some(state) if !state.done => return Some(copying(state)),
+        Some(state) => {
+            let moved = (plan.to.iter().chain(&plan.from))
+                .find(|s| !plan.from.contains(s) || !plan.to.contains(s))
+                .and_then(|s| pods.joining.get(s).or_else(|| pods.leaving.get(s)));
+            let pod = moved.map_or("", |(name, _)| name.as_str());
+            report_end(ctx, mc, plan, state, pod).await;
+            handed_over(plan, state)
         }
-        let moved = (plan.to.iter().chain(&plan.from))
-            .find(|s| !plan.from.contains(s) || !plan.to.contains(s))
-            .and_then(|s| pods.joining.get(s).or_else(|| pods.leaving.get(s)));
-        let pod = moved.map_or("", |(name, _)| name.as_str());
-        report_end(ctx, mc, plan, state, pod).await;
-    }
+        None if nothing => "no keys to take: no other pod was ready".to_string(),
+        None => {
+            "keys not copied: no client for memcached (see the Memcached's conditions)".to_string()
+        }
+    };
     let gone = (plan.from.iter()).filter(|s| !plan.to.contains(s));
     ctx.handovers.left(&key, gone.cloned());
     let joined = (pods.joining.iter()).filter(|(server, _)| plan.to.contains(server));
     for (_, (pod, _)) in joined {
-        open(ctx, mc, pod, plan, state.as_ref()).await;
+        open(ctx, mc, pod, &message).await;
     }
     None
 }
@@ -172,34 +258,27 @@ fn by_server(endpoints: impl IntoIterator<Item = Ready>) -> Pods {
         .collect()
 }
 
-/// `mc`'s pods waiting for their gate, listed only while one of its
-/// endpoints is neither ready nor leaving; none when they cannot be listed
-/// (the next reconcile tries again).
-async fn waiting(ctx: &Context, mc: &Memcached) -> Pods {
+/// `mc`'s pods whose readiness waits for their gate, listed only while one
+/// of its endpoints is neither ready nor leaving; none when they cannot be
+/// listed (the next reconcile tries again).
+async fn gated(ctx: &Context, mc: &Memcached) -> Vec<Gated> {
     if starting_endpoints(&ctx.cache, mc).is_empty() {
-        return Pods::new();
+        return Vec::new();
     }
     let namespace = mc.namespace().unwrap_or_default();
-    match gate::waiting(&ctx.client, &namespace, &selector_string(mc)).await {
-        Ok(pods) => (pods.into_iter())
-            .map(|(pod, address)| (address.to_string(), (pod, address)))
-            .collect(),
+    match gate::gated(&ctx.client, &namespace, &selector_string(mc)).await {
+        Ok(pods) => pods,
         Err(error) => {
             tracing::warn!(%error, memcached = %key(mc), "cannot list the pods waiting for their keys");
-            Pods::new()
+            Vec::new()
         }
     }
 }
 
-/// Set `pod`'s gate once `plan` is done (`state`; `None`: nothing was
-/// copied), saying what the move did.
-async fn open(ctx: &Context, mc: &Memcached, pod: &str, plan: &Plan, state: Option<&State>) {
-    let message = match state {
-        Some(state) => handed_over(plan, state),
-        None => "no keys to take: no other pod was ready".to_string(),
-    };
+/// Set `pod`'s gate, saying what its move did (`message`).
+async fn open(ctx: &Context, mc: &Memcached, pod: &str, message: &str) {
     let namespace = mc.namespace().unwrap_or_default();
-    if let Err(error) = gate::open(&ctx.client, &namespace, pod, &message).await {
+    if let Err(error) = gate::open(&ctx.client, &namespace, pod, message).await {
         tracing::warn!(%error, pod, memcached = %key(mc), "cannot set the pod's readiness gate");
     }
 }
@@ -256,6 +335,25 @@ mod tests {
         };
         let handed = servers(&[5]).into_iter().collect();
         assert_eq!(still.next(&handed, Algorithm::Ketama), None, "no move");
+        // The only pod deleted: its keys go to its replacement.
+        let alone = Moving {
+            ready: &none,
+            ..moving
+        };
+        let to_the_new = alone.next(&BTreeSet::new(), Algorithm::Rendezvous);
+        assert_eq!(
+            to_the_new.map(|p| (p.from, p.to)),
+            Some((servers(&[5]), servers(&[12])))
+        );
+        let nobody = Moving {
+            joining: &none,
+            ..alone
+        };
+        assert_eq!(
+            nobody.next(&BTreeSet::new(), Algorithm::Rendezvous),
+            None,
+            "no pod to take them yet"
+        );
         assert_eq!(
             servers(&[3, 4, 10]),
             ready.keys().cloned().collect::<Vec<_>>(),

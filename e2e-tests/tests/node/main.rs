@@ -225,7 +225,8 @@ const SECOND_NODE: &[Scenario] = &[
     Scenario::new(
         "a Deployment whose clients' hashing is known keeps its keys through a deleted pod, 3 -> 4 -> 3 \
          and a maxMemoryMB resize: a new pod turns ready once its readiness gate is set, after its keys \
-         are copied; a leaving pod hands them over in its preStop delay",
+         are copied; a leaving pod hands them over in its preStop delay; values written after 3 -> 4 \
+         are read after 4 -> 3",
         keys_through_a_deployment_s_moves,
     ),
     Scenario::new(
