@@ -22,12 +22,12 @@ pub enum Gated {
     /// be copied to its memcached, at this address.
     Waiting(String, SocketAddr),
     /// The gate is set: the pod is ready, or soon (its endpoint may say so
-    /// later still).
-    Opened(String),
+    /// later still); its memcached at this address.
+    Opened(String, SocketAddr),
 }
 
 /// The pods of `namespace` that `selector` selects whose readiness waits
-/// for the gate (not deleted).
+/// for the gate (not deleted, not stopped).
 pub async fn gated(
     client: &Client,
     namespace: &str,
@@ -46,15 +46,20 @@ fn gated_pod(pod: &Pod) -> Option<Gated> {
     let set = |kind: &str| {
         (status.conditions.iter().flatten()).any(|c| c.type_ == kind && c.status == "True")
     };
-    if !gated || pod.metadata.deletion_timestamp.is_some() {
+    // Failed (evicted by the kubelet) or Succeeded: it serves no more.
+    let stopped = matches!(status.phase.as_deref(), Some("Failed" | "Succeeded"));
+    if !gated || stopped || pod.metadata.deletion_timestamp.is_some() {
         return None;
     }
     let name = pod.name_any();
-    Some(if set(KEYS_TAKEN_GATE) {
-        Gated::Opened(name)
-    } else if set("ContainersReady") {
+    let address = || {
         let ip: IpAddr = status.pod_ip.as_deref()?.parse().ok()?;
-        Gated::Waiting(name, SocketAddr::new(ip, MEMCACHED_PORT as u16))
+        Some(SocketAddr::new(ip, MEMCACHED_PORT as u16))
+    };
+    Some(if set(KEYS_TAKEN_GATE) {
+        Gated::Opened(name, address()?)
+    } else if set("ContainersReady") {
+        Gated::Waiting(name, address()?)
     } else {
         Gated::Starting(name)
     })
@@ -102,6 +107,11 @@ mod tests {
         serde_json::from_value(pod).unwrap()
     }
 
+    fn evicted(mut pod: Pod) -> Pod {
+        pod.status.get_or_insert_default().phase = Some("Failed".into());
+        pod
+    }
+
     #[test]
     fn a_gated_pod_starts_waits_for_its_keys_then_opens() {
         let gate = json!([{"conditionType": KEYS_TAKEN_GATE}]);
@@ -128,7 +138,7 @@ mod tests {
             (
                 "its gate set, not ready yet",
                 pod(gate.clone(), json!([ready, opened]), false),
-                Some(Gated::Opened(name())),
+                Some(Gated::Opened(name(), address)),
             ),
             (
                 "ready",
@@ -137,9 +147,14 @@ mod tests {
                     json!([ready, opened, condition("Ready", true)]),
                     false,
                 ),
-                Some(Gated::Opened(name())),
+                Some(Gated::Opened(name(), address)),
             ),
-            ("deleted", pod(gate, json!([ready]), true), None),
+            ("deleted", pod(gate.clone(), json!([ready]), true), None),
+            (
+                "evicted",
+                evicted(pod(gate, json!([ready, opened]), false)),
+                None,
+            ),
             ("no gate", pod(json!([]), json!([ready]), false), None),
         ];
         for (case, pod, expected) in cases {

@@ -40,10 +40,12 @@ type Pods = BTreeMap<String, (String, SocketAddr)>;
 /// 2. a copy under way goes on, unless a pod leaves that it does not hand
 ///    over (their preStop delay is short);
 /// 3. the next move: the leaving pods not handed over yet, to the ready
-///    pods; then the new pods, filled from the ready pods, once those whose
-///    gate is set have a ready endpoint (a fill moves from the list clients
-///    use); with no move, the list settles once every pod's endpoint is
-///    ready (a move's copies are retired only on the list it made).
+///    pods; then the new pods, filled from the ready pods; with no move, the
+///    list settles (a move's copies are retired once it is the list the
+///    move made).
+///
+/// The ready pods count those whose gate is set, whose endpoints turn ready
+/// a moment later: the list clients are about to use.
 pub(super) async fn hand_over_pod_keys(
     ctx: &Context,
     mc: &Memcached,
@@ -52,7 +54,16 @@ pub(super) async fn hand_over_pod_keys(
 ) -> Option<String> {
     let algorithm = (!spec.stateful_set()).then(|| algorithm(spec)).flatten()?;
     let key = key(mc);
-    let ready = by_server(ready_endpoints(&ctx.cache, mc));
+    // Not listed: nothing is decided (the next reconcile lists again).
+    let gated = gated(ctx, mc).await?;
+    // The ready pods, and those whose gate is set (ready in a moment): the
+    // list clients use.
+    let mut ready = by_server(ready_endpoints(&ctx.cache, mc));
+    for pod in &gated {
+        if let Gated::Opened(name, address) = pod {
+            (ready.entry(address.to_string())).or_insert_with(|| (name.clone(), *address));
+        }
+    }
     // Those that still serve (in their preStop delay) hand their keys over.
     let serving = leaving_endpoints(&ctx.cache, mc)
         .into_iter()
@@ -60,7 +71,6 @@ pub(super) async fn hand_over_pod_keys(
     let leaving: Pods = (by_server(serving).into_iter())
         .filter(|(server, _)| !ready.contains_key(server))
         .collect();
-    let gated = gated(ctx, mc).await;
     let joining: Pods = (gated.iter())
         .filter_map(|pod| match pod {
             Gated::Waiting(name, address) => Some((address.to_string(), (name.clone(), *address))),
@@ -74,7 +84,7 @@ pub(super) async fn hand_over_pod_keys(
         leaving: &leaving,
         joining: &joining,
     };
-    // 1. Its pods' gates set, they are waited for: the list settles with them.
+    // 1. Its pods' gates set, they are waited for.
     if let Some(plan) = ctx.handovers.finished(&key) {
         run(ctx, mc, (spec, secrets), &plan, &pods).await;
         if let Some(opened) = pods.joining_in(&plan) {
@@ -93,34 +103,22 @@ pub(super) async fn hand_over_pod_keys(
     if let Some(plan) = ctx.handovers.unfinished(&key).filter(goes_on) {
         return run(ctx, mc, (spec, secrets), &plan, &pods).await;
     }
-    // 3. Pods whose gate is set count once their endpoint is ready.
-    let listed: BTreeSet<&str> = ready.values().map(|(pod, _)| pod.as_str()).collect();
-    let not_ready = |starting: bool| -> Vec<&str> {
-        (gated.iter())
-            .filter_map(|pod| match pod {
-                Gated::Opened(name) if !starting => Some(name.as_str()),
-                Gated::Starting(name) if starting => Some(name.as_str()),
-                _ => None,
-            })
-            .filter(|name| !listed.contains(name))
-            .collect()
-    };
-    let (opening, starting) = (not_ready(false), not_ready(true));
-    // A leaving pod's move done, the new pods' starts at once.
+    // 3. A leaving pod's move done, the new pods' starts at once.
     for _ in 0..2 {
         let Some(plan) = pods.next(&handed(), algorithm) else {
-            if let Some(pods) = [&opening, &starting].into_iter().find(|p| !p.is_empty()) {
-                return Some(waiting_for(pods));
-            }
             let client = || client_for(mc, spec, secrets).ok();
             let listed: Vec<String> = ready.keys().cloned().collect();
             ctx.handovers.settle(&key, &listed, client);
-            return None;
+            // Pods still starting: looked at again soon (pods are not watched).
+            let starting: Vec<&str> = (gated.iter())
+                .filter_map(|pod| match pod {
+                    Gated::Starting(name) => Some(name.as_str()),
+                    _ => None,
+                })
+                .collect();
+            return (!starting.is_empty()).then(|| waiting_for(&starting));
         };
         let fills = pods.joining_in(&plan);
-        if fills.is_some() && !opening.is_empty() {
-            return Some(waiting_for(&opening));
-        }
         if let Some(copying) = run(ctx, mc, (spec, secrets), &plan, &pods).await {
             return Some(copying);
         }
@@ -259,18 +257,18 @@ fn by_server(endpoints: impl IntoIterator<Item = Ready>) -> Pods {
 }
 
 /// `mc`'s pods whose readiness waits for their gate, listed only while one
-/// of its endpoints is neither ready nor leaving; none when they cannot be
-/// listed (the next reconcile tries again).
-async fn gated(ctx: &Context, mc: &Memcached) -> Vec<Gated> {
+/// of its endpoints is neither ready nor leaving; `None` when they cannot
+/// be listed.
+async fn gated(ctx: &Context, mc: &Memcached) -> Option<Vec<Gated>> {
     if starting_endpoints(&ctx.cache, mc).is_empty() {
-        return Vec::new();
+        return Some(Vec::new());
     }
     let namespace = mc.namespace().unwrap_or_default();
     match gate::gated(&ctx.client, &namespace, &selector_string(mc)).await {
-        Ok(pods) => pods,
+        Ok(pods) => Some(pods),
         Err(error) => {
             tracing::warn!(%error, memcached = %key(mc), "cannot list the pods waiting for their keys");
-            Vec::new()
+            None
         }
     }
 }
