@@ -219,10 +219,6 @@ const SECOND_NODE: &[Scenario] = &[
         keys_through_replaced_pods,
     ),
     Scenario::new(
-        "maxMemoryMB 64 -> 16 of a cache twice the new size keeps the most recently used keys",
-        keys_kept_through_a_memory_shrink,
-    ),
-    Scenario::new(
         "a Deployment whose clients' hashing is known keeps its keys through a deleted pod, 3 -> 4 -> 3 \
          and a maxMemoryMB resize: a new pod turns ready once its readiness gate is set, after its keys \
          are copied; a leaving pod hands them over in its preStop delay; values written after 3 -> 4 \
