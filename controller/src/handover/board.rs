@@ -39,6 +39,13 @@ pub struct Plan {
     pub to: Vec<String>,
 }
 
+impl Plan {
+    /// The first server that joins or leaves.
+    pub fn first_moved(&self) -> Option<&String> {
+        (self.to.iter().chain(&self.from)).find(|s| !self.from.contains(s) || !self.to.contains(s))
+    }
+}
+
 /// How far a handover went.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct State {

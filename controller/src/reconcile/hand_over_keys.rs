@@ -103,13 +103,7 @@ pub(super) async fn hand_over_keys(
         .filter_map(|s| s.split('.').next())
         .collect();
     if !waiting.is_empty() {
-        return Some(held(format!(
-            "keys are handed over once {} ready",
-            match waiting.as_slice() {
-                [one] => format!("{one} is"),
-                many => format!("{} are", many.join(", ")),
-            }
-        )));
+        return Some(held(waiting_for(&waiting)));
     }
     // Without a client (TLS cannot be set up: the stats warn about it), the
     // move goes on.
@@ -120,10 +114,7 @@ pub(super) async fn hand_over_keys(
     if !state.done {
         return Some(held(copying(&state)));
     }
-    // The first pod that joins or leaves.
-    let moved =
-        (plan.to.iter().chain(&plan.from)).find(|s| !plan.from.contains(s) || !plan.to.contains(s));
-    let pod = (moved.and_then(|s| server_list::ordinal(mc, s)))
+    let pod = (plan.first_moved().and_then(|s| server_list::ordinal(mc, s)))
         .map(|ordinal| format!("{}-{ordinal}", meta::name(mc)))
         .unwrap_or_default();
     report_end(ctx, mc, &plan, &state, &pod).await;
@@ -246,6 +237,14 @@ fn needed_move(
         to,
         from,
     })
+}
+
+/// `keys are handed over once c-7d9f-x2x4q is ready`.
+pub(super) fn waiting_for(pods: &[&str]) -> String {
+    match pods {
+        [one] => format!("keys are handed over once {one} is ready"),
+        many => format!("keys are handed over once {} are ready", many.join(", ")),
+    }
 }
 
 /// `handing over keys: 3210 of 5051 tried (1 s of at most 60 s)`.

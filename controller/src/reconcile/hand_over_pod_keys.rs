@@ -23,7 +23,7 @@ use crate::handover::board::Plan;
 use crate::handover::placement::Algorithm;
 use crate::objects::meta::selector_string;
 use crate::reconcile::context::{Context, key};
-use crate::reconcile::hand_over_keys::{algorithm, copying, handed_over, report_end};
+use crate::reconcile::hand_over_keys::{algorithm, copying, handed_over, report_end, waiting_for};
 use crate::reconcile::running::{Ready, leaving_endpoints, ready_endpoints, starting_endpoints};
 use crate::stats::setup::client_for;
 
@@ -129,14 +129,6 @@ pub(super) async fn hand_over_pod_keys(
     None
 }
 
-/// `keys are handed over once c-7d9f-x2x4q is ready`.
-fn waiting_for(pods: &[&str]) -> String {
-    match pods {
-        [one] => format!("keys are handed over once {one} is ready"),
-        many => format!("keys are handed over once {} are ready", many.join(", ")),
-    }
-}
-
 /// The pods of a Deployment's moves, by server.
 struct Moving<'a> {
     /// Ready: the list clients use.
@@ -228,8 +220,7 @@ async fn run(
     let message = match &state {
         Some(state) if !state.done => return Some(copying(state)),
         Some(state) => {
-            let moved = (plan.to.iter().chain(&plan.from))
-                .find(|s| !plan.from.contains(s) || !plan.to.contains(s))
+            let moved = (plan.first_moved())
                 .and_then(|s| pods.joining.get(s).or_else(|| pods.leaving.get(s)));
             let pod = moved.map_or("", |(name, _)| name.as_str());
             report_end(ctx, mc, plan, state, pod).await;
