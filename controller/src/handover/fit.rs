@@ -43,8 +43,17 @@ pub async fn fit(
     }
     let mut rooms = BTreeMap::new();
     for (owner, bytes) in sent {
-        let Ok(Ok(memory)) = timeout(MEMORY_READ, owners.memory(owner)).await else {
-            continue;
+        let memory = match timeout(MEMORY_READ, owners.memory(owner)).await {
+            Ok(Ok(memory)) => memory,
+            outcome => {
+                let owner = owners.address(owner);
+                tracing::debug!(
+                    ?owner,
+                    ?outcome,
+                    "a server's memory not read: every key sent"
+                );
+                continue;
+            }
         };
         if (memory.used + bytes) * CHUNK_ROUNDING.0 > memory.limit * CHUNK_ROUNDING.1 {
             let copies = (owners.address(owner))
@@ -54,11 +63,21 @@ pub async fn fit(
                 Ok(Ok(held)) => held,
                 // Unread, what it holds counts as more recent than every key
                 // sent; the session closed, an answer may be left in it.
-                _ => {
+                outcome => {
+                    let address = owners.address(owner);
+                    tracing::debug!(owner = ?address, ?outcome, "what a server holds not read: counted as the most recent");
                     owners.close(owner);
                     BTreeMap::from([(u64::MAX, memory.used)])
                 }
             };
+            tracing::debug!(
+                owner = ?owners.address(owner),
+                limit = memory.limit,
+                used = memory.used,
+                sent = bytes,
+                held = held.values().sum::<u64>(),
+                "a server keys go to may overflow"
+            );
             rooms.insert(owner, Room::new(memory, held, sources));
         }
     }
@@ -68,6 +87,10 @@ pub async fn fit(
         .filter(|item| (rooms.get_mut(&item.owner)).is_none_or(|room| room.takes(item)))
         .partition(|item| !overflowing.contains(&item.owner));
     let left_out = before - (kept.len() + crowded.len()) as u64;
+    for (owner, room) in &rooms {
+        let (owner, refused) = (owners.address(*owner), room.refused);
+        tracing::debug!(?owner, refused, "keys left out: more than a server holds");
+    }
     crowded.reverse();
     kept.append(&mut crowded);
     (kept, left_out)
@@ -84,6 +107,8 @@ struct Room {
     held: Vec<(u64, u64)>,
     /// Sources copying at once.
     sources: u64,
+    /// Keys it did not take.
+    refused: u64,
 }
 
 impl Room {
@@ -92,6 +117,7 @@ impl Room {
             left: memory.limit * CHUNK_ROUNDING.1 / CHUNK_ROUNDING.0,
             held: held.into_iter().collect(),
             sources,
+            refused: 0,
         }
     }
 
@@ -109,6 +135,7 @@ impl Room {
         let fits = self.left > 0 && bytes <= self.left;
         // An older key never takes the place a newer one did not fit in.
         self.left = if fits { self.left - bytes } else { 0 };
+        self.refused += u64::from(!fits);
         fits
     }
 }

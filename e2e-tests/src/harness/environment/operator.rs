@@ -68,10 +68,11 @@ impl Operator {
             .args(["--metrics-address", &address.to_string()])
             .args(["--health-address", &address.to_string()])
             .env("KUBECONFIG", kubeconfig)
-            // The watches' debug lines too: scenarios count the lists of APIs not served.
+            // The watches' debug lines too: scenarios count the lists of APIs
+            // not served; and the handovers', for a run that kept fewer keys.
             .env(
                 "RUST_LOG",
-                "info,memcached_controller::cluster::cache=debug",
+                "info,memcached_controller::cluster::cache=debug,memcached_controller::handover=debug",
             )
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stderr(log.try_clone().map_err(|e| e.to_string())?)
