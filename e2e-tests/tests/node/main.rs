@@ -137,6 +137,10 @@ const FIRST_NODE: &[Scenario] = &[
          restarts on: each pod restarted in place on the new release, every key kept",
         image_upgraded_to_todays_memcached,
     ),
+    Scenario::new(
+        "maxMemoryMB 64 -> 16 of a cache twice the new size keeps the most recently used keys",
+        keys_kept_through_a_memory_shrink,
+    ),
 ];
 
 /// The second node's scenarios, beside the first's (its Memcacheds judged by the suite's
