@@ -69,7 +69,7 @@ DEPS := wasm-opt:binaryen bats:bats jq:jq curl:curl memcached:memcached ip:iprou
 	runc:runc /usr/lib/cni/bridge:containernetworking-plugins catatonit:catatonit umoci:umoci skopeo:skopeo \
 	busybox:busybox-static faketime:faketime iptables:iptables unzip:unzip openssl:openssl readelf:binutils
 
-.PHONY: all help prereqs toolchain deps demo bins test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-big-cache bench-kwctl bench-guest bench-rollout bench-kubewarden push push-chart image push-image lint fmt fixtures crd clean
+.PHONY: all help prereqs toolchain deps demo bins test unit-tests kwctl-tests e2e e2e-node e2e-tests helm-test prometheus-test bench bench-e2e bench-big-cache bench-kwctl bench-guest bench-rollout bench-kubewarden bench-moves push push-chart image push-image lint fmt fixtures crd clean
 
 all: policy.wasm
 
@@ -397,17 +397,25 @@ bench-kubewarden: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NOD
 	$(CARGO) build --locked -q -p memcached-controller
 	$(CARGO) test --locked -q -p e2e-tests --features cluster,real-node --bench kubewarden
 
+## bench-moves: on the real node (as e2e-node), where pods run their preStop hooks, a StatefulSet and a Deployment
+## whose clients' hashing is known (clientHashing), 20,000 keys: the worst pass of pymemcache's HashClient while each
+## move hands the keys over (scale 3 -> 4 and 4 -> 3, a deleted pod, a drain's eviction, maxMemoryMB 64 -> 128), a
+## line of moves per mode (benches/moves.rs).
+bench-moves: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECES)
+	$(CARGO) build --locked -q -p memcached-controller
+	$(CARGO) test --locked -q -p e2e-tests --features cluster,real-node --bench moves
+
 ## bench-e2e: control-plane start, apply -> Ready, admission latency through policy-server seen by kube-apiserver,
 ## 200 CRs at once; then the keys pymemcache's HashClient still finds after scaling, a pod deletion and a rollout,
 ## Deployment against StatefulSet mode; API requests per converged reconcile and controller RSS at 200 and
-## 1,000 Memcacheds (release controller); then bench-rollout and bench-kubewarden on the real node.
+## 1,000 Memcacheds (release controller); then bench-rollout, bench-kubewarden and bench-moves on the real node.
 bench-e2e: deps policy.wasm annotated-policy.wasm $(CLUSTER_PIECES) $(NODE_PIECES)
 	$(CARGO) build --locked --release -p memcached-controller
 	$(CARGO) bench --locked --no-run -p e2e-tests --features cluster --bench cluster --bench sharding --bench controller
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench cluster
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench sharding
 	MEMCACHED_CONTROLLER=$(TARGET_DIR)/release/memcached-controller $(NETNS) $(CARGO) bench --locked --offline -q -p e2e-tests --features cluster --bench controller
-	$(MAKE) --no-print-directory bench-rollout bench-kubewarden
+	$(MAKE) --no-print-directory bench-rollout bench-kubewarden bench-moves
 
 ## bench-big-cache: a cache of 1 GiB (values of 1 KiB to 100 KiB) scaled 3 -> 4, its keys handed over: the new
 ## pod's time to Ready and to status.serverList, the controller's copy (its Event), the keys and bytes served after
