@@ -6,8 +6,9 @@
 //! 20,000 keys: scale 3 -> 4 and 4 -> 3, a pod deleted, a pod evicted by a
 //! drain of its node, `maxMemoryMB` 64 -> 128. A client configured as an
 //! application would (StatefulSet: `status.serverList`; Deployment: the
-//! ready pods' IPs, as the headless Service answers them) reads every key,
-//! pass after pass, while each move runs and once after it; the move's
+//! ready pods' IPs, as the headless Service answers them) reads every key
+//! (each miss stored again, as a read-through cache does), pass after
+//! pass, while each move runs and once after it; the move's
 //! figure is its worst pass (a server it cannot reach, a pod restarting or
 //! a name not resolved, misses its keys). One line per mode: `moves
 //! (StatefulSet): scale 3->4 served A%, ...`. Reported, never asserted:
@@ -42,7 +43,9 @@ fn main() {
 }
 
 fn bench() -> Result<(), String> {
-    let Some(env) = bench_env("memcached-moves-bench", true, "moves")? else {
+    let namespace = |mode: Mode| format!("moves-{}", mode.instance());
+    let first = namespace(Mode::StatefulSet);
+    let Some(env) = bench_env("memcached-moves-bench", true, &first)? else {
         return Ok(());
     };
     println!(
@@ -50,13 +53,12 @@ fn bench() -> Result<(), String> {
          pymemcache HashClient (Deployment: over the ready pods' IPs; StatefulSet: over status.serverList)"
     );
     for mode in [Mode::StatefulSet, Mode::Deployment] {
-        let namespace = format!("moves-{}", mode.instance());
-        ensure_namespace(&env, &namespace)?;
         let cache = Cache {
             env: &env,
             mode,
-            namespace,
+            namespace: namespace(mode),
         };
+        ensure_namespace(&env, &cache.namespace)?;
         println!("{}", cache.moves()?.line(mode));
     }
     Ok(())
@@ -138,8 +140,10 @@ impl Cache<'_> {
             || self.replaced(&victim),
         )?;
         let victim = self.a_ready_pod()?;
-        let drained =
-            self.worst_pass(REPLICAS, || self.evict(&victim), || self.drained(&victim))?;
+        let drained = self.worst_pass(REPLICAS, || self.evict(&victim), || self.drained(&victim));
+        // Uncordoned whatever the move did: the next mode's pods need the node.
+        env.kubectl.ok(&["uncordon", node::NAME])?;
+        let drained = drained?;
         let resized = self.worst_pass(
             REPLICAS,
             || {
@@ -260,8 +264,8 @@ impl Cache<'_> {
 
     /// What `kubectl drain` does to `victim`: its node cordoned, the pod
     /// evicted (the Eviction API, which honours its disruption budget).
-    /// Its node is uncordoned once it is gone ([`Cache::drained`]): this
-    /// node is the only one.
+    /// Its node is uncordoned once it is gone ([`Cache::drained`]): it is
+    /// the only node the pods can run on.
     fn evict(&self, victim: &Pod) -> Result<(), String> {
         let env = self.env;
         env.kubectl.ok(&["cordon", node::NAME])?;

@@ -3,9 +3,10 @@
 
 oslo.cache's `dogpile.cache.pymemcache` backend hands `[cache] memcache_servers`
 to pymemcache's HashClient, which places each key on one server by rendezvous
-hashing over the configured `host:port` strings. `make bench-e2e` (benches/sharding/)
-runs this script to measure how many keys survive scaling, pod restarts and
-rollouts with the client configured from the operator's server list.
+hashing over the configured `host:port` strings. `make bench-e2e` (benches/sharding.rs),
+`make bench-moves` (benches/moves.rs) and the node suite run this script to
+measure how many keys survive scaling, pod restarts and rollouts with the
+client configured from the operator's server list.
 
 Usage:
   sharding.py store --servers H:P,... [--hosts NAME=IP,...] [--keys N] [--generation G]
