@@ -19,6 +19,8 @@ pub struct Operator {
     /// Its identity in the Lease.
     pub name: String,
     address: SocketAddr,
+    /// Where it logs.
+    log: PathBuf,
 }
 
 impl Operator {
@@ -58,8 +60,8 @@ impl Operator {
         env: &[(&str, String)],
     ) -> Result<Self, String> {
         let address = free_address()?;
-        let log = std::fs::File::create(workdir.join(format!("{name}.log")))
-            .map_err(|e| e.to_string())?;
+        let log_path = workdir.join(format!("{name}.log"));
+        let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
         let child = Command::new(controller)
             .args(["run", "--leader-election", "--log-format", "text"])
             .args(["--lease-namespace", OPERATOR_NAMESPACE, "--identity", name])
@@ -88,7 +90,17 @@ impl Operator {
             child,
             name: name.to_string(),
             address,
+            log: log_path,
         })
+    }
+
+    /// The lines of its log that contain `text`, without their colours.
+    pub fn log_lines(&self, text: &str) -> Vec<String> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        (log.lines())
+            .map(without_colours)
+            .filter(|line| line.contains(text))
+            .collect()
     }
 
     /// `memcached_operator_reconciles_total` from /metrics.
@@ -257,4 +269,18 @@ pub fn metrics_reader_token(
     kubectl
         .ok(&["create", "token", account, "-n", namespace])
         .map(|t| t.trim().to_string())
+}
+
+/// `line` without its ANSI colour sequences (`ESC [ ... m`).
+fn without_colours(line: &str) -> String {
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|c| *c == 'm');
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
 }
